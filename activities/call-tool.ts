@@ -1,0 +1,237 @@
+/**
+ * One attempt of one call: one MCP `tools/call`, with its key, its time limit, its cancellation and its
+ * heartbeats. Temporal's activity retry is the only retry layer (B5): this function never tries twice.
+ */
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import { z } from 'zod';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { FailureType } from '../workflows/definitions';
+import type {
+  AttemptRecord,
+  CallInput,
+  CallOutput,
+  CallProgressState,
+  Outcome,
+  Progress,
+} from '../workflows/definitions';
+import type { Logger } from '../worker/logger';
+import type { Lease, ServerPool } from './servers/pool';
+import { attemptLimitMs, mayBeMadeAgain } from './verdicts';
+
+export interface NodeIdentity {
+  /** Human-readable name of this node, e.g. `host/1234`. */
+  id: string;
+  /** This node's own task queue (sandbox clean-up, sessions). */
+  queue: string;
+}
+
+export interface CallDeps {
+  pool: ServerPool;
+  logger: Logger;
+  node: NodeIdentity;
+  /** How often a running attempt heartbeats; a cancel reaches it within about this long. */
+  heartbeatMs: number;
+}
+
+/** An answer larger than this is not handed to the job: it would not fit Temporal's history. */
+export const MAX_RESULT_BYTES = 1024 * 1024;
+
+const AttemptRecordSchema = z.object({
+  attempt: z.number().int().min(1),
+  outcome: z.enum(['ok', 'error', 'busy', 'timeout', 'cancelled', 'killed', 'lost', 'refused', 'failed']),
+  note: z.string().optional(),
+  progress: z.object({ progress: z.number(), total: z.number().optional() }).optional(),
+});
+
+const ProgressStateSchema = z.object({
+  progress: z.number().optional(),
+  total: z.number().optional(),
+  token: z.string().optional(),
+  attempts: z.array(AttemptRecordSchema).default([]),
+  unsent: z.array(z.number().int()).optional(),
+});
+
+/** What the attempts before this one left in the heartbeat, with a `lost` record for any that left nothing. */
+export function readPriorState(details: unknown, attempt: number): CallProgressState {
+  const parsed = ProgressStateSchema.safeParse(details ?? {});
+  const state: CallProgressState = parsed.success ? parsed.data : { attempts: [] };
+  const attempts = state.attempts.filter((a) => a.attempt < attempt);
+  const recorded = new Set(attempts.map((a) => a.attempt));
+  for (let k = 1; k < attempt; k++) {
+    if (!recorded.has(k)) attempts.push({ attempt: k, outcome: 'lost', note: 'the attempt ended without a word: its node was lost or it ran past Temporal\'s timeout' });
+  }
+  attempts.sort((a, b) => a.attempt - b.attempt);
+  return { ...state, attempts };
+}
+
+/** Words for why Temporal asked the activity to stop. */
+function cancelReason(reason: unknown): { outcome: Outcome; text: string } {
+  const code = reason instanceof Error ? reason.message : String(reason);
+  switch (code) {
+    case 'CANCELLED':
+      return { outcome: 'cancelled', text: 'oz0: job cancelled' };
+    case 'WORKER_SHUTDOWN':
+      return { outcome: 'cancelled', text: 'oz0: node shutting down' };
+    case 'TIMED_OUT':
+      return { outcome: 'timeout', text: "oz0: Temporal's timeout for the attempt passed" };
+    default:
+      return { outcome: 'cancelled', text: `oz0: stopped by Temporal (${code})` };
+  }
+}
+
+function normaliseResult(raw: unknown): CallToolResult {
+  const r = raw as CallToolResult & { toolResult?: unknown };
+  if (r.toolResult !== undefined && r.content === undefined) {
+    return { content: [{ type: 'text', text: JSON.stringify(r.toolResult) }], isError: false };
+  }
+  return r;
+}
+
+export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput> {
+  const ctx = Context.current();
+  const attempt = ctx.info.attempt;
+  // C6: the attempt's clock starts when it got its slot on the node, i.e. now.
+  const startedAt = Date.now();
+  const state = readPriorState(ctx.info.heartbeatDetails, attempt);
+  const lastAttempt = attempt >= input.maxAttempts;
+  let progress: Progress | undefined;
+  const beat = () => ctx.heartbeat(state);
+  const record = (outcome: Outcome, note?: string): AttemptRecord[] => {
+    const entry: AttemptRecord = { attempt, outcome, ...(note ? { note } : {}), ...(progress ? { progress } : {}) };
+    state.attempts = [...state.attempts, entry];
+    beat();
+    return state.attempts;
+  };
+  const fail = (type: string, message: string, retryable: boolean): never => {
+    throw ApplicationFailure.create({ type, message, nonRetryable: !retryable || lastAttempt, details: [state] });
+  };
+  beat();
+  const heartbeats = setInterval(beat, deps.heartbeatMs);
+  const dot = input.tool.indexOf('.');
+  const server = input.tool.slice(0, dot);
+  const fn = input.tool.slice(dot + 1);
+  let lease: Lease | undefined;
+  try {
+    if (!deps.pool.serverConfig(server)) {
+      record('failed', `this node has no server named "${server}"`);
+      return fail(FailureType.unknownTool, `this node has no server named "${server}"`, false);
+    }
+    let tool: Tool | undefined;
+    try {
+      lease = await deps.pool.acquire(server, input.jobId);
+      tool = (await lease.connection.listTools()).find((t) => t.name === fn);
+    } catch (err) {
+      // Nothing was sent: any call may try again.
+      state.unsent = [...(state.unsent ?? []), attempt];
+      record('failed', `the server was not reachable: ${(err as Error).message}`);
+      return fail(FailureType.attemptFailed, `server "${server}" was not reachable: ${(err as Error).message}`, true);
+    }
+    if (!tool) {
+      record('failed', `server "${server}" has no function "${fn}"`);
+      return fail(FailureType.unknownTool, `server "${server}" has no function "${fn}"`, false);
+    }
+    const again = mayBeMadeAgain(tool, lease.connection.kind, false);
+    if (attempt > 1 && !again && !(state.unsent ?? []).includes(attempt - 1)) {
+      record('lost', 'not made again: the attempt before may have run, and this function may not be made twice');
+      return fail(FailureType.mayHaveRun, `${input.tool} (key ${input.key}) may have run: not made again`, false);
+    }
+    // The tenant's policy and approvals are checked here, before the request (B6, A1-A3).
+    return await makeRequest(deps, input, { lease, fn, again, startedAt, state, record, fail, setProgress });
+  } finally {
+    clearInterval(heartbeats);
+    lease?.release();
+  }
+
+  function setProgress(p: Progress) {
+    progress = p;
+    state.progress = p.progress;
+    state.total = p.total;
+    beat();
+  }
+}
+
+interface RequestContext {
+  lease: Lease;
+  fn: string;
+  again: boolean;
+  startedAt: number;
+  state: CallProgressState;
+  record: (outcome: Outcome, note?: string) => AttemptRecord[];
+  fail: (type: string, message: string, retryable: boolean) => never;
+  setProgress: (p: Progress) => void;
+}
+
+async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext): Promise<CallOutput> {
+  const ctx = Context.current();
+  const { connection } = rc.lease;
+  const remaining = attemptLimitMs(input.timeoutSeconds) - (Date.now() - rc.startedAt);
+  // A fresh controller per request: a shared signal would leak listeners and cancel finished requests.
+  const controller = new AbortController();
+  let stop: { outcome: Outcome; text: string } | undefined;
+  const abort = (why: { outcome: Outcome; text: string }) => {
+    stop ??= why;
+    controller.abort(stop.text);
+  };
+  const limit = setTimeout(
+    () => abort({ outcome: 'timeout', text: `oz0: time limit: ${input.timeoutSeconds} s less its margin` }),
+    Math.max(0, remaining),
+  );
+  const onCancel = () => abort(cancelReason(ctx.cancellationSignal.reason));
+  if (ctx.cancellationSignal.aborted) onCancel();
+  else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+  let lastProgress = rc.state.progress ?? -Infinity;
+  try {
+    const raw = await connection.client.callTool(
+      { name: rc.fn, arguments: input.args, _meta: { 'oz0/idempotency_key': input.key } },
+      undefined,
+      {
+        signal: controller.signal,
+        // The request never outlives the attempt's own limit; never the SDK's 60 s default.
+        timeout: Math.max(1, remaining) + 5000,
+        maxTotalTimeout: Math.max(1, remaining) + 5000,
+        // P1: only a call that may be made again asks for progress; it must increase.
+        onprogress: rc.again
+          ? (p) => {
+              if (typeof p.progress !== 'number' || !Number.isFinite(p.progress) || p.progress <= lastProgress) return;
+              lastProgress = p.progress;
+              rc.setProgress(typeof p.total === 'number' ? { progress: p.progress, total: p.total } : { progress: p.progress });
+            }
+          : undefined,
+      },
+    );
+    const result = normaliseResult(raw);
+    const size = Buffer.byteLength(JSON.stringify(result));
+    if (size > MAX_RESULT_BYTES) {
+      rc.record('failed', `the answer was ${(size / 1024 / 1024).toFixed(1)} MB, over oz0's limit of 1 MB`);
+      return rc.fail(FailureType.attemptFailed, `${input.tool} answered ${size} bytes, over the 1 MB limit`, rc.again);
+    }
+    const attempts = rc.record(result.isError ? 'error' : 'ok');
+    return {
+      result: {
+        isError: result.isError === true,
+        content: result.content ?? [],
+        ...(result.structuredContent ? { structuredContent: result.structuredContent } : {}),
+        ...(result._meta ? { _meta: result._meta } : {}),
+      },
+      attempts,
+      node: deps.node.id,
+      ...(connection.kind === 'sandbox' ? { sandboxQueue: deps.node.queue } : {}),
+    };
+  } catch (err) {
+    if (stop) {
+      // C3: a stopped call on a sandboxed server stops that server's whole process tree too.
+      if (connection.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
+      rc.record(stop.outcome, stop.text);
+      if (stop.outcome === 'cancelled') throw new CancelledFailure(stop.text, [rc.state]);
+      return rc.fail(FailureType.timeLimit, `${input.tool}: ${stop.text}`, rc.again);
+    }
+    if (err instanceof ApplicationFailure) throw err;
+    const message = (err as Error).message ?? String(err);
+    deps.logger.warn({ tool: input.tool, key: input.key, err: message }, 'attempt failed');
+    rc.record('failed', `outcome unknown: ${message}`);
+    return rc.fail(FailureType.attemptFailed, `${input.tool}: ${message}`, rc.again);
+  } finally {
+    clearTimeout(limit);
+    ctx.cancellationSignal.removeEventListener('abort', onCancel);
+  }
+}

@@ -1,0 +1,46 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import importX from 'eslint-plugin-import-x';
+import prettier from 'eslint-config-prettier';
+import { builtinModules } from 'node:module';
+
+const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', '.tools/**', '.oz0/**', 'coverage/**', '**/*.js', '**/*.mjs'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    plugins: { 'import-x': importX },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'import-x/no-cycle': 'error',
+      eqeqeq: ['error', 'always'],
+    },
+  },
+  {
+    // Workflow code is replayed: it may use only @temporalio/workflow and pure modules (SPEC T5).
+    files: ['workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: nodeBuiltins.map((name) => ({ name, message: 'workflows/ is deterministic: no Node built-ins' })),
+          patterns: [
+            { group: ['@modelcontextprotocol/*'], message: 'workflows/ never talks MCP: that is an activity' },
+            {
+              group: ['@temporalio/activity', '@temporalio/worker', '@temporalio/client', '@temporalio/testing'],
+              message: 'workflows/ imports only @temporalio/workflow',
+            },
+            { group: ['pino', 'pino/*'], message: 'workflows/ logs through @temporalio/workflow log' },
+          ],
+        },
+      ],
+    },
+  },
+  prettier,
+);

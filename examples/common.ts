@@ -1,0 +1,334 @@
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+
+/**
+ * Builds a fresh McpServer. One McpServer can be connected to one transport only, so HTTP mode calls the factory once
+ * per session; anything the sessions must share (a ledger, a seen-set) lives in the factory's closure.
+ */
+export type ServerFactory = () => McpServer;
+
+/** The `extra` argument McpServer passes to a tool handler. */
+export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** A running Streamable HTTP server, as returned by {@link serveHttp}. */
+export interface HttpHandle {
+  /** The MCP endpoint, e.g. `http://127.0.0.1:41234/mcp`. */
+  url: string;
+  port: number;
+  /** Closes every session (aborting in-flight handlers) and the http server. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** The `_meta` key oz0 puts on every tools/call it sends, stable across its retries of that call. */
+export const IDEMPOTENCY_KEY_META = 'oz0/idempotency_key';
+
+/** A JSON-RPC request body larger than this is refused with 413; the examples never need more. */
+const MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Serves one McpServer on stdin/stdout. Resolves once connected. Nothing else may write to stdout in this mode: it
+ * carries the protocol, so diagnostics go to stderr.
+ */
+export async function serveStdio(factory: ServerFactory): Promise<void> {
+  const server = factory();
+  const transport = new StdioServerTransport();
+  await server.connect(transport);
+  // StdioServerTransport does not notice stdin closing; closing the server then aborts in-flight handlers (their
+  // signal fires) instead of letting them finish and write to a client that is gone.
+  process.stdin.once('end', () => void server.close());
+}
+
+function sendJsonRpcError(res: http.ServerResponse, status: number, code: number, message: string): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.writeHead(status, { 'Content-Type': 'application/json' });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+/** Reads and parses a JSON body; `undefined` with the reply already sent when it is too large or not JSON. */
+async function readJsonBody(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+): Promise<{ body: unknown } | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > MAX_BODY_BYTES) {
+      sendJsonRpcError(res, 413, -32000, `request body larger than ${MAX_BODY_BYTES} bytes`);
+      return undefined;
+    }
+    chunks.push(buf);
+  }
+  try {
+    return { body: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
+  } catch {
+    sendJsonRpcError(res, 400, -32700, 'Parse error: invalid JSON');
+    return undefined;
+  }
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * Serves the factory's servers over Streamable HTTP at `/mcp`, with stateful sessions: an initialize POST without a
+ * session id opens a session (a new McpServer from the factory); later requests carry `mcp-session-id`.
+ *
+ * Responses are SSE streams (the SDK default). JSON response mode is deliberately not used: oz0 cancels a call by
+ * POSTing `notifications/cancelled` while the call's own POST is still open, and the examples rely on that.
+ *
+ * @param port - 0 picks a free port; read the chosen one from the result.
+ */
+export async function serveHttp(factory: ServerFactory, port = 0, host = '127.0.0.1'): Promise<HttpHandle> {
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+
+  const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    const { pathname } = new URL(req.url ?? '/', 'http://localhost');
+    if (pathname !== '/mcp') {
+      sendJsonRpcError(res, 404, -32601, `no MCP endpoint at ${pathname}; use /mcp`);
+      return;
+    }
+    if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
+      res.setHeader('Allow', 'GET, POST, DELETE');
+      sendJsonRpcError(res, 405, -32000, `method ${req.method} not allowed`);
+      return;
+    }
+
+    const sessionId = headerValue(req.headers['mcp-session-id']);
+    if (sessionId !== undefined) {
+      const transport = sessions.get(sessionId);
+      if (!transport) {
+        // 404 tells a spec-following client its session is gone and it must initialize again.
+        sendJsonRpcError(res, 404, -32001, 'Session not found');
+        return;
+      }
+      if (req.method === 'POST') {
+        const parsed = await readJsonBody(req, res);
+        if (parsed) await transport.handleRequest(req, res, parsed.body);
+      } else {
+        await transport.handleRequest(req, res);
+      }
+      return;
+    }
+
+    if (req.method !== 'POST') {
+      sendJsonRpcError(res, 400, -32000, 'Bad Request: no mcp-session-id header');
+      return;
+    }
+    const parsed = await readJsonBody(req, res);
+    if (!parsed) return;
+    if (!isInitializeRequest(parsed.body)) {
+      sendJsonRpcError(res, 400, -32000, 'Bad Request: a POST without mcp-session-id must be an initialize request');
+      return;
+    }
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        sessions.set(id, transport);
+      },
+    });
+    // Set before connect: Protocol.connect chains onto it rather than replacing it.
+    transport.onclose = () => {
+      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
+    };
+    await factory().connect(transport);
+    await transport.handleRequest(req, res, parsed.body);
+  };
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      sendJsonRpcError(res, 500, -32603, err instanceof Error ? err.message : String(err));
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${urlHost}:${bound}/mcp`,
+    port: bound,
+    close() {
+      closing ??= (async () => {
+        const open = [...sessions.values()];
+        sessions.clear();
+        // Closing a transport closes its McpServer, which aborts the signal of every handler still running.
+        await Promise.allSettled(open.map((t) => t.close()));
+        await new Promise<void>((resolve, reject) => {
+          server.close((err) => (err ? reject(err) : resolve()));
+          // SSE streams and keep-alive sockets would otherwise hold server.close() open.
+          server.closeAllConnections();
+        });
+      })();
+      return closing;
+    },
+  };
+}
+
+/**
+ * Entry point for an example run as `node dist/examples/<name>.js [--http PORT] [--host HOST]`. With `--http` it
+ * serves Streamable HTTP and prints exactly one line, `listening <url>`, to stderr; otherwise it serves stdio.
+ */
+export async function runMain(factory: ServerFactory, argv: string[] = process.argv.slice(2)): Promise<void> {
+  let httpPort: number | undefined;
+  let host = '127.0.0.1';
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const [flag, inline] = arg.startsWith('--') && arg.includes('=') ? arg.split('=', 2) : [arg, undefined];
+    const value = (): string => {
+      const v = inline ?? argv[++i];
+      if (v === undefined) throw new Error(`${flag} needs a value`);
+      return v;
+    };
+    if (flag === '--http') {
+      const v = value();
+      httpPort = Number(v);
+      if (!Number.isInteger(httpPort) || httpPort < 0 || httpPort > 65535) throw new Error(`bad --http port: ${v}`);
+    } else if (flag === '--host') {
+      host = value();
+    } else {
+      throw new Error(`unknown argument: ${arg} (usage: [--http PORT] [--host HOST])`);
+    }
+  }
+
+  if (httpPort === undefined) {
+    await serveStdio(factory);
+    return;
+  }
+  const handle = await serveHttp(factory, httpPort, host);
+  process.stderr.write(`listening ${handle.url}\n`);
+  const stop = (): void => {
+    void handle.close().finally(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+/**
+ * Appends `{ t, pid, ...entry }` as one JSON line to the file named by env `OZ0_RECEIVED_LOG`, if set. Synchronous so
+ * that the line is on disk before the handler goes on (and before a deliberate `process.exit`). Tests read the file
+ * with {@link readReceived} to see what a server was actually sent.
+ */
+export function recordReceived(entry: object): void {
+  const file = process.env.OZ0_RECEIVED_LOG;
+  if (!file) return;
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.appendFileSync(file, JSON.stringify({ t: Date.now(), pid: process.pid, ...entry }) + '\n');
+}
+
+/** Parses a file written by {@link recordReceived}. A missing file is `[]`; a torn last line is skipped. */
+export function readReceived(file: string): Array<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  const out: Array<Record<string, unknown>> = [];
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      out.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      // A process killed mid-append leaves a partial line; it was never a complete record.
+    }
+  }
+  return out;
+}
+
+/**
+ * Returns a function that reports progress for the current request. It sends `notifications/progress` only when the
+ * request carried `_meta.progressToken` (a client asks for progress by sending one), and is a no-op otherwise.
+ * After the request is cancelled the SDK drops these notifications itself.
+ */
+export function progressNotifier(
+  extra: ToolExtra,
+): (progress: number, total?: number, message?: string) => Promise<void> {
+  const progressToken = extra._meta?.progressToken;
+  return async (progress, total, message) => {
+    if (progressToken === undefined) return;
+    await extra.sendNotification({
+      method: 'notifications/progress',
+      params: {
+        progressToken,
+        progress,
+        ...(total !== undefined && { total }),
+        ...(message !== undefined && { message }),
+      },
+    });
+  };
+}
+
+/** The request's `_meta["oz0/idempotency_key"]`, when it is a string. */
+export function idempotencyKey(extra: ToolExtra): string | undefined {
+  const key = extra._meta?.[IDEMPOTENCY_KEY_META];
+  return typeof key === 'string' ? key : undefined;
+}
+
+/**
+ * The abort reason as a string. The SDK aborts a handler's signal with the `reason` string of the
+ * `notifications/cancelled` it received; when the notification has no reason, or the connection closed, the reason is
+ * the default DOMException, which reads `AbortError: This operation was aborted`.
+ */
+export function abortReason(signal: AbortSignal): string {
+  return typeof signal.reason === 'string' ? signal.reason : String(signal.reason);
+}
+
+/** Waits `ms`, or less if `signal` aborts first. Never rejects. */
+export function abortableSleep(ms: number, signal?: AbortSignal): Promise<'done' | 'aborted'> {
+  if (signal?.aborted) return Promise.resolve('aborted');
+  return new Promise((resolve) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve('aborted');
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve('done');
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** JSON with object keys sorted at every level, so two argument objects compare equal whatever their key order. */
+export function canonicalJson(value: unknown): string {
+  const sort = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(sort);
+    if (v !== null && typeof v === 'object') {
+      return Object.fromEntries(
+        Object.keys(v)
+          .sort()
+          .map((k) => [k, sort((v as Record<string, unknown>)[k])]),
+      );
+    }
+    return v;
+  };
+  return JSON.stringify(sort(value)) ?? 'null';
+}
+
+/** A tool error result: the call completed and failed, as opposed to a JSON-RPC error. */
+export function toolError(text: string): CallToolResult {
+  return { content: [{ type: 'text', text }], isError: true };
+}

@@ -1,0 +1,63 @@
+/** Shared test plumbing: a real dev server per test file, config for example servers, unique ids. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { parseConfig } from '../../worker/config';
+import type { LoadedConfig } from '../../worker/config';
+import { startDevServer } from '../../worker/dev-server';
+import type { DevServer } from '../../worker/dev-server';
+import { createLogger } from '../../worker/logger';
+import { requireTemporalCli } from '../../worker/temporal-cli';
+
+export const ROOT = path.resolve(__dirname, '..', '..');
+export const logger = createLogger({ level: process.env.OZ0_TEST_LOG_LEVEL ?? 'warn' });
+
+/** Path of a compiled example server. */
+export function example(name: string): string {
+  return path.join(ROOT, 'dist', 'examples', `${name}.js`);
+}
+
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+}
+
+export function tmpDir(prefix = 'oz0-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export interface TestTemporal {
+  server: DevServer;
+  connection: Connection;
+  client: Client;
+  close(): Promise<void>;
+}
+
+/** A real Temporal dev server on free ports, headless, in memory. */
+export async function startTemporal(): Promise<TestTemporal> {
+  const server = await startDevServer({ cli: requireTemporalCli({ install: false }), uiPort: false });
+  const connection = await Connection.connect({ address: server.address });
+  const client = new Client({ connection, namespace: server.namespace });
+  return {
+    server,
+    connection,
+    client,
+    async close() {
+      await connection.close();
+      await server.stop();
+    },
+  };
+}
+
+/** A config for tests: the given servers and tools, a unique task queue, state in a tmp folder. */
+export function testConfig(address: string, input: Record<string, unknown>): LoadedConfig {
+  const dir = tmpDir();
+  const taskQueue = uniqueId('oz0-test');
+  const config = parseConfig({
+    ...input,
+    temporal: { address, namespace: 'default', taskQueue },
+    node: { heartbeatTimeoutSeconds: 10, ...(input.node as object | undefined), stateDir: path.join(dir, 'state') },
+  });
+  return { ...config, baseDir: ROOT, source: 'test' };
+}

@@ -1,0 +1,109 @@
+/**
+ * K1, K2 and T2 against a real Temporal dev server and real example servers over stdio: what the servers
+ * received, checked against what Temporal's history says.
+ */
+import path from 'node:path';
+import { readReceived } from '../../examples/common';
+import type { JobSpec, JobTrace } from '../../workflows/definitions';
+import { createNode } from '../../worker/node';
+import { example, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+});
+afterAll(async () => {
+  await temporal?.close();
+});
+
+function servers(dir: string) {
+  const log = path.join(dir, 'received.jsonl');
+  const env = { OZ0_RECEIVED_LOG: log, LEDGER_FILE: path.join(dir, 'ledger.jsonl'), READER_STATE: path.join(dir, 'seen.json') };
+  return {
+    log,
+    config: {
+      servers: {
+        ledger: { command: 'node', args: [example('ledger')], env },
+        reader: { command: 'node', args: [example('reader')], env },
+      },
+      tools: { '*': { timeoutSeconds: 30, maxAttempts: 3 } },
+    },
+  };
+}
+
+async function runJob(config: ReturnType<typeof testConfig>, spec: JobSpec, workflowId = uniqueId('job')) {
+  const node = await createNode({ config, logger });
+  return node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId,
+      args: [spec],
+    });
+    const trace: JobTrace = await handle.result();
+    return { trace, handle };
+  });
+}
+
+test('K1: every attempt of one call carries the same key (a read-only call whose first attempt crashes its server)', async () => {
+  const dir = tmpDir();
+  const { log, config } = servers(dir);
+  const { trace, handle } = await runJob(testConfig(temporal.server.address, config), {
+    tenant: 'acme',
+    steps: [{ call: 'reader.read_pages', args: { pages: 2, page_ms: 50, crash_first_attempt: true } }],
+  });
+  const received = readReceived(log).filter((r) => r.tool === 'read_pages' && r.args);
+  expect(received).toHaveLength(2);
+  expect(received[0].key).toBe(`${handle.workflowId}/c1`);
+  expect(received[1].key).toBe(received[0].key);
+  // The plugin server died with the first attempt and was started again for the second.
+  expect(received[0].pid).not.toBe(received[1].pid);
+  expect(trace.steps[0].result.isError).toBe(false);
+  expect(trace.steps[0].attempts.map((a) => [a.attempt, a.outcome])).toEqual([
+    [1, 'failed'],
+    [2, 'ok'],
+  ]);
+});
+
+test('K2: every call gets <job>/<activityId>, distinct, as Temporal history shows them', async () => {
+  const dir = tmpDir();
+  const { log, config } = servers(dir);
+  const { trace, handle } = await runJob(testConfig(temporal.server.address, config), {
+    tenant: 'acme',
+    steps: [
+      { call: 'ledger.charge', args: { order_id: 'o-1', amount: 500 } },
+      { call: 'ledger.charge', args: { order_id: 'o-1', amount: 500 } },
+      { call: 'reader.echo', args: { text: 'hi' } },
+    ],
+  });
+  const history = await handle.fetchHistory();
+  const activityIds = (history.events ?? [])
+    .map((e) => e.activityTaskScheduledEventAttributes)
+    .filter((a) => a?.activityType?.name === 'callTool')
+    .map((a) => a!.activityId);
+  const keys = readReceived(log)
+    .filter((r) => r.key)
+    .map((r) => r.key);
+  expect(keys).toEqual(activityIds.map((id) => `${handle.workflowId}/${id}`));
+  expect(new Set(keys).size).toBe(3);
+  expect(trace.steps.map((s) => s.key)).toEqual(keys);
+  // Two charges with the same arguments but different keys: two charges.
+  expect(trace.steps[0].result.structuredContent).not.toEqual(trace.steps[1].result.structuredContent);
+});
+
+test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
+  const dir = tmpDir();
+  const { log, config } = servers(dir);
+  const spec: JobSpec = {
+    tenant: 'acme',
+    steps: [1, 2, 3, 4, 5].map((i) => ({ call: 'reader.echo', args: { text: `t${i}` } })),
+  };
+  const { trace, handle } = await runJob(testConfig(temporal.server.address, { ...config, jobs: { continueAsNewAfterCalls: 2 } }), spec);
+  const id = handle.workflowId;
+  const keys = readReceived(log).map((r) => r.key);
+  expect(keys).toEqual([`${id}/c1`, `${id}/c2`, `${id}/r1/c1`, `${id}/r1/c2`, `${id}/r2/c1`]);
+  expect(trace.run).toBe(2);
+  expect(trace.calls).toBe(5);
+  expect(trace.steps.map((s) => s.key)).toEqual(keys);
+});

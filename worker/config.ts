@@ -1,0 +1,141 @@
+/**
+ * The node's config (SPEC "Config"): `--config FILE`, else `OZ0_CONFIG`, else `./oz0.config.json`, else the
+ * defaults. Validated with zod; a bad config is refused at start with an error naming the field.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { formatPath, TOOL_PATTERN } from '../workflows/definitions';
+import type { ToolSettings } from '../workflows/definitions';
+
+const name = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a server name is 1-64 letters, digits, "_" or "-"');
+
+const StdioServerSchema = z.strictObject({
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  /** For a sandboxed server this is all the environment it gets. */
+  env: z.record(z.string(), z.string()).default({}),
+  sandbox: z.boolean().default(false),
+});
+
+const RemoteServerSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/, error: 'a remote server url is http:// or https://' }),
+  /** Values of the form `env:NAME` are read from the node's environment when the connection opens. */
+  headers: z.record(z.string(), z.string()).default({}),
+});
+
+const ServerSchema = z.union([StdioServerSchema, RemoteServerSchema], {
+  error: 'a server is { "command": …, "args": […] } (stdio) or { "url": … } (Streamable HTTP)',
+});
+
+const ToolPatternSchema = z.string().refine((p) => p === '*' || /^[A-Za-z0-9_-]+\.\*$/.test(p) || TOOL_PATTERN.test(p), {
+  error: 'a tool pattern is "server.function", "server.*" or "*"',
+});
+
+const ToolSettingsSchema = z.strictObject({
+  timeoutSeconds: z.number().positive().max(7 * 24 * 3600).optional(),
+  maxAttempts: z.number().int().min(1).max(100).optional(),
+});
+
+export const PolicyDecisionSchema = z.enum(['allow', 'deny', 'ask']);
+
+const TenantSchema = z.strictObject({
+  policy: z.record(ToolPatternSchema, PolicyDecisionSchema).default({}),
+});
+
+export const ConfigSchema = z.strictObject({
+  temporal: z
+    .strictObject({
+      address: z.string().min(1).default('127.0.0.1:7233'),
+      namespace: z.string().min(1).default('default'),
+      taskQueue: z.string().min(1).default('oz0'),
+    })
+    .prefault({}),
+  servers: z.record(name, ServerSchema).default({}),
+  tools: z.record(ToolPatternSchema, ToolSettingsSchema).default({}),
+  tenants: z.record(z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/), TenantSchema).default({}),
+  jobs: z.strictObject({ continueAsNewAfterCalls: z.number().int().min(1).default(1000) }).prefault({}),
+  node: z
+    .strictObject({
+      slots: z.number().int().min(1).max(10_000).default(100),
+      /** How often a running call heartbeats: a cancel reaches the call within about this long. */
+      heartbeatMs: z.number().int().min(50).max(10_000).default(200),
+      /** A node whose call misses heartbeats this long is taken as lost (T4). */
+      heartbeatTimeoutSeconds: z.number().min(1).max(600).default(10),
+      /** Where the node keeps sandbox folders and other state; relative to the config's folder. */
+      stateDir: z.string().min(1).default('.oz0'),
+      /** A sandboxed server unused this long is stopped even if its job never said it ended. */
+      sandboxIdleSeconds: z.number().positive().default(15 * 60),
+    })
+    .prefault({}),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+export type ServerConfig = z.infer<typeof ServerSchema>;
+export type StdioServerConfig = z.infer<typeof StdioServerSchema>;
+export type RemoteServerConfig = z.infer<typeof RemoteServerSchema>;
+
+/** A loaded config and the folder its relative paths are resolved against. */
+export interface LoadedConfig extends Config {
+  baseDir: string;
+  source: string;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export const DEFAULT_TOOL_SETTINGS: ToolSettings = { timeoutSeconds: 60, maxAttempts: 3 };
+
+/** Validates a parsed config object; the error names every bad field. */
+export function parseConfig(input: unknown, source = 'config'): Config {
+  const parsed = ConfigSchema.safeParse(input);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${formatPath(i.path)}: ${i.message}`);
+    throw new ConfigError(`bad config (${source}): ${lines.join('; ')}`);
+  }
+  return parsed.data;
+}
+
+/**
+ * Finds, reads and validates the config, then applies TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, as
+ * Temporal's own tools do.
+ */
+export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): LoadedConfig {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const explicit = opts.file ?? env.OZ0_CONFIG;
+  const file = explicit ? path.resolve(cwd, explicit) : path.join(cwd, 'oz0.config.json');
+  let raw: unknown = {};
+  let source = 'defaults';
+  if (fs.existsSync(file)) {
+    source = file;
+    try {
+      raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch (err) {
+      throw new ConfigError(`bad config (${file}): not JSON: ${(err as Error).message}`);
+    }
+  } else if (explicit) {
+    throw new ConfigError(`config file not found: ${file}`);
+  }
+  const config = parseConfig(raw, source);
+  if (env.TEMPORAL_ADDRESS) config.temporal.address = env.TEMPORAL_ADDRESS;
+  if (env.TEMPORAL_NAMESPACE) config.temporal.namespace = env.TEMPORAL_NAMESPACE;
+  return { ...config, baseDir: source === 'defaults' ? cwd : path.dirname(file), source };
+}
+
+/** The settings of a tool: its own entry, else `server.*`, else `*`, else the defaults — field by field. */
+export function toolSettings(config: Pick<Config, 'tools'>, tool: string): ToolSettings {
+  const server = tool.slice(0, tool.indexOf('.'));
+  const layers = [config.tools['*'], config.tools[`${server}.*`], config.tools[tool]];
+  const out = { ...DEFAULT_TOOL_SETTINGS };
+  for (const layer of layers) {
+    if (layer?.timeoutSeconds !== undefined) out.timeoutSeconds = layer.timeoutSeconds;
+    if (layer?.maxAttempts !== undefined) out.maxAttempts = layer.maxAttempts;
+  }
+  return out;
+}
+
+export function isRemote(server: ServerConfig): server is RemoteServerConfig {
+  return 'url' in server;
+}

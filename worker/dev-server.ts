@@ -1,0 +1,106 @@
+/**
+ * The embedded default: the Temporal CLI's dev server (`temporal server start-dev`) with a SQLite file, the
+ * Web UI, on 127.0.0.1. Tests start their own on free ports.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+
+export interface DevServerOptions {
+  cli: string;
+  /** SQLite file; without one, the server keeps its state in memory only. */
+  dbFile?: string;
+  ip?: string;
+  port?: number;
+  /** The Web UI's port; `false` runs headless. */
+  uiPort?: number | false;
+  namespace?: string;
+  /** Where the server's own output goes (a file path); default: discarded. */
+  logFile?: string;
+  startTimeoutMs?: number;
+}
+
+export interface DevServer {
+  address: string;
+  namespace: string;
+  uiUrl?: string;
+  pid: number;
+  /** Stops the server (SIGTERM, then SIGKILL) and waits for it to exit. */
+  stop(): Promise<void>;
+  /** Resolves when the server process exits on its own or is stopped. */
+  exited: Promise<number | null>;
+}
+
+/** A TCP port nobody listens on right now. */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, host, () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
+  const ip = opts.ip ?? '127.0.0.1';
+  const port = opts.port ?? (await freePort(ip));
+  const namespace = opts.namespace ?? 'default';
+  const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'warn'];
+  args.push('--http-port', String(await freePort(ip)), '--metrics-port', String(await freePort(ip)));
+  if (namespace !== 'default') args.push('--namespace', namespace);
+  if (opts.dbFile) {
+    fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });
+    args.push('--db-filename', opts.dbFile);
+  }
+  let uiPort: number | undefined;
+  if (opts.uiPort === false) args.push('--headless');
+  else {
+    uiPort = opts.uiPort ?? (await freePort(ip));
+    args.push('--ui-port', String(uiPort));
+  }
+  const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
+  const child: ChildProcess = spawn(opts.cli, args, { stdio: ['ignore', out, out], detached: true });
+  if (typeof out === 'number') fs.closeSync(out);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const address = `${ip}:${port}`;
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  const deadline = Date.now() + (opts.startTimeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`temporal server start-dev exited with ${child.exitCode} (${args.join(' ')})`);
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await connection.workflowService.describeNamespace({ namespace });
+        break;
+      } finally {
+        await connection.close();
+      }
+    } catch (err) {
+      if (Date.now() > deadline) {
+        await stop();
+        throw new Error(`the Temporal dev server did not come up at ${address}: ${(err as Error).message}`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  return {
+    address,
+    namespace,
+    uiUrl: uiPort ? `http://${ip}:${uiPort}` : undefined,
+    pid: child.pid ?? -1,
+    stop,
+    exited,
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * One node: a worker process with two Temporal workers — the shared queue (jobs and their calls) and the
+ * node's own queue (its sandboxes and sessions) — over one server pool.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { WorkerOptions } from '@temporalio/worker';
+import { createActivities } from '../activities';
+import type { NodeIdentity } from '../activities';
+import { ServerPool } from '../activities/servers/pool';
+import type { LoadedConfig } from './config';
+import { createLogger, TemporalPinoLogger } from './logger';
+import type { Logger } from './logger';
+import { ensureSearchAttributes } from './search-attributes';
+
+let runtimeInstalled = false;
+
+/** Routes the Temporal runtime's and workers' logs through pino; once per process. */
+export function installRuntime(logger: Logger): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  try {
+    Runtime.install({
+      logger: new TemporalPinoLogger(logger.child({ component: 'temporal' })),
+      telemetryOptions: { logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} } },
+    });
+  } catch {
+    // A runtime already exists in this process (e.g. several nodes in one test): keep it.
+  }
+}
+
+let bundle: Promise<{ code: string }> | undefined;
+
+/** The workflow bundle, built once per process and shared by every node in it. */
+export function workflowBundle(): Promise<{ code: string }> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietBundlerLogger });
+  return bundle;
+}
+
+// The bundler's chatter is info-level; its warnings still show.
+const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }));
+
+export interface NodeOptions {
+  config: LoadedConfig;
+  logger: Logger;
+  /** An open connection to share; by default the node opens its own to config.temporal.address. */
+  connection?: NativeConnection;
+  /** A name for this node in traces and the UI; default `<host>/<pid>`. */
+  name?: string;
+}
+
+export interface Oz0Node {
+  identity: NodeIdentity;
+  pool: ServerPool;
+  /** Runs until shutdown() or a fatal error. */
+  run(): Promise<void>;
+  /** Runs both workers while fn runs, then shuts them down (tests). */
+  runUntil<T>(fn: () => Promise<T>): Promise<T>;
+  shutdown(): Promise<void>;
+}
+
+export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
+  const { config, logger } = opts;
+  installRuntime(logger);
+  const ownConnection = !opts.connection;
+  const connection = opts.connection ?? (await NativeConnection.connect({ address: config.temporal.address }));
+  await ensureSearchAttributes(connection, config.temporal.namespace);
+  const name = opts.name ?? `${os.hostname()}/${process.pid}`;
+  const identity: NodeIdentity = {
+    id: name,
+    queue: `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`,
+  };
+  const pool = new ServerPool({
+    config,
+    logger: logger.child({ node: name }),
+    sandboxRoot: path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', identity.queue.replace(/\//g, '_')),
+  });
+  const activities = createActivities({ config, pool, logger, node: identity, heartbeatMs: config.node.heartbeatMs });
+  const common: Partial<WorkerOptions> = {
+    connection,
+    namespace: config.temporal.namespace,
+    activities,
+    identity: name,
+    maxConcurrentActivityTaskExecutions: config.node.slots,
+    // Cancellation reaches an activity only through a heartbeat's answer: heartbeats go out this often.
+    maxHeartbeatThrottleInterval: config.node.heartbeatMs,
+    defaultHeartbeatThrottleInterval: config.node.heartbeatMs,
+    shutdownGraceTime: '10s',
+  };
+  const shared = await Worker.create({
+    ...common,
+    taskQueue: config.temporal.taskQueue,
+    workflowBundle: await workflowBundle(),
+  } as WorkerOptions);
+  const own = await Worker.create({ ...common, taskQueue: identity.queue } as WorkerOptions);
+  logger.info({ node: name, taskQueue: config.temporal.taskQueue, nodeQueue: identity.queue, slots: config.node.slots }, 'node ready');
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = () => {
+    stopping ??= (async () => {
+      for (const w of [shared, own]) if (w.getState() === 'RUNNING') w.shutdown();
+    })();
+    return stopping;
+  };
+  const run = async () => {
+    try {
+      // When one worker ends, for whatever reason, the other goes down with it.
+      const results = await Promise.allSettled([shared.run().finally(shutdown), own.run().finally(shutdown)]);
+      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+    } finally {
+      await pool.close();
+      if (ownConnection) await connection.close();
+    }
+  };
+  return {
+    identity,
+    pool,
+    run,
+    shutdown,
+    async runUntil<T>(fn: () => Promise<T>): Promise<T> {
+      const running = run();
+      try {
+        return await fn();
+      } finally {
+        await shutdown();
+        await running;
+      }
+    },
+  };
+}

@@ -1,0 +1,35 @@
+/** oz0 registers its own search attributes (T3), so a fresh namespace shows jobs' state in the UI. */
+import { status as grpcStatus } from '@grpc/grpc-js';
+import type { Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { Oz0Status, Oz0Tenant, Oz0Tools } from '../workflows/definitions';
+
+const KEYS = [Oz0Status, Oz0Tenant, Oz0Tools];
+const TYPE = {
+  KEYWORD: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+  KEYWORD_LIST: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+} as const;
+
+/** Adds whichever of oz0's search attributes the namespace lacks; waits until all are there. */
+export async function ensureSearchAttributes(
+  connection: Pick<Connection, 'operatorService'>,
+  namespace: string,
+): Promise<void> {
+  for (let round = 0; round < 40; round++) {
+    const existing = await connection.operatorService.listSearchAttributes({ namespace });
+    const known = { ...existing.customAttributes, ...existing.systemAttributes };
+    const missing = KEYS.filter((key) => !(key.name in known));
+    if (missing.length === 0) return;
+    try {
+      await connection.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((key) => [key.name, TYPE[key.type as keyof typeof TYPE]])),
+      });
+    } catch (err) {
+      // Another node registering at the same moment is fine.
+      if ((err as { code?: number }).code !== grpcStatus.ALREADY_EXISTS) throw err;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`oz0's search attributes did not appear in namespace ${namespace}`);
+}

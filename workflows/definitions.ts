@@ -1,0 +1,204 @@
+/**
+ * What a job is, as the workflow, the node and the client all see it: the spec and its zod schema, the
+ * trace, queries and search-attribute keys. Pure: the workflow bundle imports it.
+ */
+import { z } from 'zod';
+import { defineQuery } from '@temporalio/workflow';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+/** The workflow type name the client starts: `client.workflow.start('job', …)`. */
+export const JOB_WORKFLOW = 'job';
+
+/** `<server>.<function>`: a server name has no dot, a function name may. */
+export const TOOL_PATTERN = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_.:/-]+$/;
+const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export const ToolNameSchema = z
+  .string()
+  .regex(TOOL_PATTERN, 'a tool is "<server>.<function>", e.g. "ledger.charge"')
+  .max(200);
+
+export const CallStepSchema = z.strictObject({
+  call: ToolNameSchema,
+  args: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const SessionStepSchema = z.strictObject({
+  session: z.array(CallStepSchema).min(1, 'a session holds at least one call'),
+});
+
+export const StepSchema = z.union([CallStepSchema, SessionStepSchema], {
+  error: 'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
+});
+
+/** A job spec: the tenant who owns it and the steps it runs in order. */
+export const JobSpecSchema = z.strictObject({
+  tenant: z.string().regex(NAME_PATTERN, 'a tenant is 1-64 letters, digits, "_", "." or "-"'),
+  steps: z.array(StepSchema).min(1, 'a job has at least one step'),
+});
+
+export type CallStep = z.infer<typeof CallStepSchema>;
+export type SessionStep = z.infer<typeof SessionStepSchema>;
+export type Step = z.infer<typeof StepSchema>;
+export type JobSpec = z.infer<typeof JobSpecSchema>;
+
+/** Thrown by {@link parseJobSpec}; its message names the field that is wrong. */
+export class JobSpecError extends Error {
+  constructor(
+    message: string,
+    readonly issues: { path: string; message: string }[],
+  ) {
+    super(message);
+    this.name = 'JobSpecError';
+  }
+}
+
+/** Renders a zod path as `steps[1].session[0].call`. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) out += typeof part === 'number' ? `[${part}]` : out ? `.${String(part)}` : String(part);
+  return out || '(the spec itself)';
+}
+
+/** Validates a job spec, or throws a {@link JobSpecError} naming every field that is wrong. */
+export function parseJobSpec(input: unknown): JobSpec {
+  const parsed = JobSpecSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
+  throw new JobSpecError(`bad job spec: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues);
+}
+
+/** Every tool a spec names, in first-use order. */
+export function toolsOf(spec: JobSpec): string[] {
+  const tools = new Set<string>();
+  for (const step of spec.steps) {
+    if ('call' in step) tools.add(step.call);
+    else for (const call of step.session) tools.add(call.call);
+  }
+  return [...tools];
+}
+
+/** How one attempt of a call ended (SPEC "Trace JSON"). */
+export type Outcome = 'ok' | 'error' | 'busy' | 'timeout' | 'cancelled' | 'killed' | 'lost' | 'refused' | 'failed';
+
+/** The last progress a server reported: value and total, never its message (P1). */
+export interface Progress {
+  progress: number;
+  total?: number;
+}
+
+export interface AttemptRecord {
+  attempt: number;
+  outcome: Outcome;
+  note?: string;
+  progress?: Progress;
+}
+
+/** A tool's answer as the job (and a model) reads it. */
+export interface ToolResult {
+  isError: boolean;
+  content: unknown[];
+  structuredContent?: Record<string, unknown>;
+}
+
+export interface StepTrace {
+  /** 1-based position of the call in the whole job, across continues-as-new. */
+  n: number;
+  tool: string;
+  key: string;
+  /** `s1`, `s2`, … for a call in a harness session; null outside one. */
+  session: string | null;
+  activityId: string;
+  result: ToolResult;
+  attempts: AttemptRecord[];
+  /** The node that made the last attempt, when known. */
+  node?: string;
+}
+
+/** `running` and `cancelling` while the workflow runs; the rest once it has decided how it ends. */
+export type JobStatus = 'running' | 'cancelling' | 'completed' | 'cancelled';
+
+export interface JobTrace {
+  jobId: string;
+  status: JobStatus;
+  /** How many times the job continued as new so far (m in K2). */
+  run: number;
+  /** Calls made so far in the whole job. */
+  calls: number;
+  /** Steps left out of `steps` to keep the trace bounded across continues-as-new (T2). */
+  omitted: number;
+  steps: StepTrace[];
+}
+
+export const statusQuery = defineQuery<JobStatus>('status');
+export const traceQuery = defineQuery<JobTrace>('trace');
+
+/** Search attributes oz0 registers itself and keeps up to date (T3). */
+export const Oz0Status = defineSearchAttributeKey('Oz0Status', SearchAttributeType.KEYWORD);
+export const Oz0Tenant = defineSearchAttributeKey('Oz0Tenant', SearchAttributeType.KEYWORD);
+export const Oz0Tools = defineSearchAttributeKey('Oz0Tools', SearchAttributeType.KEYWORD_LIST);
+
+/** Failure types oz0 raises on purpose (ApplicationFailure.type). */
+export const FailureType = {
+  badSpec: 'Oz0BadSpec',
+  /** The call may have run on an attempt that was lost, and may not be made again. */
+  mayHaveRun: 'Oz0MayHaveRun',
+  /** An attempt failed: the server crashed, hung, or answered garbage. */
+  attemptFailed: 'Oz0AttemptFailed',
+  /** The attempt stopped itself at the tool's time limit (C6). */
+  timeLimit: 'Oz0TimeLimit',
+  /** The node has no server of that name, or the server has no such function. */
+  unknownTool: 'Oz0UnknownTool',
+} as const;
+
+/** What a failed attempt hands on: to the next attempt (heartbeat) or to the workflow (failure details). */
+export interface CallProgressState {
+  progress?: number;
+  total?: number;
+  token?: string;
+  attempts: AttemptRecord[];
+  /** Attempts known to have ended before their request was sent: safe to follow for any call. */
+  unsent?: number[];
+}
+
+/** One call, as the workflow asks a node to make it. */
+export interface CallInput {
+  jobId: string;
+  tenant: string;
+  tool: string;
+  args: Record<string, unknown>;
+  key: string;
+  session: string | null;
+  timeoutSeconds: number;
+  maxAttempts: number;
+}
+
+export interface CallOutput {
+  result: ToolResult & { _meta?: Record<string, unknown> };
+  attempts: AttemptRecord[];
+  node: string;
+  /** The node's own task queue, when this call left a sandboxed server running there. */
+  sandboxQueue?: string;
+}
+
+/** Per-tool settings the node resolves from its config for a job. */
+export interface ToolSettings {
+  timeoutSeconds: number;
+  maxAttempts: number;
+}
+
+export interface JobSettings {
+  tools: Record<string, ToolSettings>;
+  continueAsNewAfterCalls: number;
+  heartbeatTimeoutSeconds: number;
+}
+
+/** What a job carries into its next run when it continues as new (T2). */
+export interface JobCarry {
+  run: number;
+  calls: number;
+  sessions: number;
+  omitted: number;
+  traceTail: StepTrace[];
+  sandboxQueues: string[];
+}

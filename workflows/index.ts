@@ -1,0 +1,2 @@
+/** The workflows a node registers; loaded by path (workflowsPath), never imported by node code. */
+export { job } from './job';

@@ -1,0 +1,253 @@
+/**
+ * The job workflow (T1): its steps in order, each call one activity, keys decided here (K1-K6), continue-
+ * as-new between steps (T2), status and trace for the client and the UI (T3).
+ */
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  TimeoutFailure,
+  continueAsNew,
+  isCancellation,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import {
+  FailureType,
+  JobSpecSchema,
+  Oz0Status,
+  Oz0Tenant,
+  Oz0Tools,
+  formatPath,
+  statusQuery,
+  toolsOf,
+  traceQuery,
+} from './definitions';
+import type {
+  AttemptRecord,
+  CallProgressState,
+  CallStep,
+  JobCarry,
+  JobSpec,
+  JobStatus,
+  JobTrace,
+  StepTrace,
+  ToolResult,
+} from './definitions';
+import { SessionKeys, defaultKey } from './keys';
+
+/** Steps kept in the trace within one run; older ones are counted in `omitted`. */
+const MAX_TRACE_STEPS = 1000;
+/** Steps carried into the next run (T2: a bounded trace tail). */
+const TRACE_TAIL = 100;
+/** Time an attempt gets beyond its own limit to stop cleanly (cancel sent, sandbox stopped) before Temporal's backstop. */
+const BACKSTOP_SLACK_SECONDS = 10;
+
+const { resolveJobSettings } = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s' });
+const { describeTools } = proxyActivities<Activities>({
+  startToCloseTimeout: '60s',
+  retry: { maximumAttempts: 3 },
+});
+
+export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
+  const parsed = JobSpecSchema.safeParse(input);
+  if (!parsed.success) {
+    const why = parsed.error.issues.map((i) => `${formatPath(i.path)}: ${i.message}`).join('; ');
+    throw ApplicationFailure.nonRetryable(`bad job spec: ${why}`, FailureType.badSpec);
+  }
+  const spec: JobSpec = parsed.data;
+  const jobId = workflowInfo().workflowId;
+  const run = carry?.run ?? 0;
+  let status: JobStatus = 'running';
+  let calls = carry?.calls ?? 0;
+  let omitted = carry?.omitted ?? 0;
+  let sessions = carry?.sessions ?? 0;
+  let callsThisRun = 0;
+  const steps: StepTrace[] = carry?.traceTail ?? [];
+  const sandboxQueues = new Set(carry?.sandboxQueues ?? []);
+
+  const trace = (): JobTrace => ({ jobId, status, run, calls, omitted, steps });
+  const setStatus = (next: JobStatus) => {
+    status = next;
+    upsertSearchAttributes([{ key: Oz0Status, value: next }]);
+  };
+  setHandler(statusQuery, () => status);
+  setHandler(traceQuery, trace);
+  upsertSearchAttributes([
+    { key: Oz0Status, value: 'running' },
+    { key: Oz0Tenant, value: spec.tenant },
+    { key: Oz0Tools, value: toolsOf(spec) },
+  ]);
+  // C4: `cancelling` from the cancel request until every running call has stopped.
+  CancellationScope.current().cancelRequested.catch(() => {
+    if (status === 'running') setStatus('cancelling');
+  });
+
+  const settings = await resolveJobSettings(toolsOf(spec));
+  const record = (step: StepTrace) => {
+    steps.push(step);
+    if (steps.length > MAX_TRACE_STEPS) {
+      steps.shift();
+      omitted++;
+    }
+  };
+
+  const runCall = async (step: CallStep, session: string | null, key: (activityId: string) => string) => {
+    calls++;
+    callsThisRun++;
+    const activityId = `c${callsThisRun}`;
+    const tool = step.call;
+    const callKey = key(activityId);
+    const args = step.args ?? {};
+    const toolSettings = settings.tools[tool] ?? { timeoutSeconds: 60, maxAttempts: 1 };
+    const { callTool } = proxyActivities<Activities>({
+      activityId,
+      summary: `${tool} · ${callKey}`,
+      // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
+      startToCloseTimeout: `${toolSettings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
+      heartbeatTimeout: `${settings.heartbeatTimeoutSeconds}s`,
+      retry: {
+        maximumAttempts: toolSettings.maxAttempts,
+        initialInterval: '1s',
+        backoffCoefficient: 2,
+        // At least 60 s so that a server's own wait (B2, up to a minute) is never cut short.
+        maximumInterval: '60s',
+        nonRetryableErrorTypes: [FailureType.badSpec, FailureType.unknownTool, FailureType.mayHaveRun],
+      },
+      // Said explicitly: the job must not show CANCELED before the call has really stopped (C4).
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    });
+    const base = { n: calls, tool, key: callKey, session, activityId };
+    try {
+      const out = await callTool({
+        jobId,
+        tenant: spec.tenant,
+        tool,
+        args,
+        key: callKey,
+        session,
+        timeoutSeconds: toolSettings.timeoutSeconds,
+        maxAttempts: toolSettings.maxAttempts,
+      });
+      if (out.sandboxQueue) sandboxQueues.add(out.sandboxQueue);
+      const { _meta: _ignored, ...result } = out.result;
+      record({ ...base, result, attempts: out.attempts, node: out.node });
+    } catch (err) {
+      const failed = describeFailure(err);
+      record({ ...base, result: failed.result, attempts: failed.attempts });
+      if (isCancellation(err)) throw err;
+      log.warn('call failed', { tool, key: callKey, message: failed.message });
+    }
+  };
+
+  let continuing = false;
+  try {
+    for (let i = 0; i < spec.steps.length; i++) {
+      const due = callsThisRun >= settings.continueAsNewAfterCalls || workflowInfo().continueAsNewSuggested;
+      if (i > 0 && callsThisRun > 0 && due) {
+        // K6: only between steps, so a session never spans two runs.
+        continuing = true;
+        const next: JobCarry = {
+          run: run + 1,
+          calls,
+          sessions,
+          omitted: omitted + Math.max(0, steps.length - TRACE_TAIL),
+          traceTail: steps.slice(-TRACE_TAIL),
+          sandboxQueues: [...sandboxQueues],
+        };
+        await continueAsNew<typeof job>({ tenant: spec.tenant, steps: spec.steps.slice(i) }, next);
+      }
+      const step = spec.steps[i];
+      if ('call' in step) {
+        await runCall(step, null, (activityId) => defaultKey(jobId, run, activityId));
+        continue;
+      }
+      sessions++;
+      const session = `s${sessions}`;
+      const keys = new SessionKeys(jobId, run, sessions);
+      const hints = await describeSession(
+        step.session.map((c) => c.call),
+        jobId,
+        sandboxQueues,
+      );
+      for (const call of step.session) {
+        const fn = call.call.slice(call.call.indexOf('.') + 1);
+        // K3 for functions that say idempotentHint; K5: every other call keeps its K2 key.
+        const sessionKey = hints[call.call] ? keys.next(fn, call.args) : undefined;
+        await runCall(call, session, (activityId) => sessionKey ?? defaultKey(jobId, run, activityId));
+      }
+    }
+    setStatus('completed');
+    return trace();
+  } catch (err) {
+    if (isCancellation(err)) setStatus('cancelled');
+    throw err;
+  } finally {
+    if (!continuing) await stopSandboxes(jobId, sandboxQueues);
+  }
+}
+
+/** Which of a session's functions say idempotentHint: that decides their keys (K3/K5). */
+async function describeSession(tools: string[], jobId: string, sandboxQueues: Set<string>): Promise<Record<string, boolean>> {
+  try {
+    const described = await describeTools(jobId, [...new Set(tools)]);
+    if (described.sandboxQueue) sandboxQueues.add(described.sandboxQueue);
+    return described.idempotent;
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    // A tool that cannot be described keeps K2 keys; its call then fails on its own and says why.
+    return {};
+  }
+}
+
+/** Stops the job's sandboxed servers on every node that started one; a lost node has nothing to stop. */
+async function stopSandboxes(jobId: string, queues: Set<string>): Promise<void> {
+  await CancellationScope.nonCancellable(async () => {
+    await Promise.all(
+      [...queues].map(async (taskQueue) => {
+        const { stopSandboxes: stop } = proxyActivities<Activities>({
+          taskQueue,
+          scheduleToStartTimeout: '10s',
+          startToCloseTimeout: '30s',
+          retry: { maximumAttempts: 1 },
+        });
+        try {
+          await stop(jobId);
+        } catch (err) {
+          log.warn('could not stop sandboxed servers', { taskQueue, error: String(err) });
+        }
+      }),
+    );
+  });
+}
+
+/** A failed or stopped call as its step records it: an error result a model can read, and its attempts. */
+function describeFailure(err: unknown): { result: ToolResult; attempts: AttemptRecord[]; message: string } {
+  let message = err instanceof Error ? err.message : String(err);
+  let state: CallProgressState | undefined;
+  if (err instanceof ActivityFailure && err.cause) {
+    const cause = err.cause;
+    message = cause.message;
+    if (cause instanceof TimeoutFailure) {
+      state = cause.lastHeartbeatDetails as CallProgressState | undefined;
+      message = `Temporal timed out the call (${String(cause.timeoutType)}): its node may have been lost`;
+    } else {
+      state = (cause as { details?: unknown[] }).details?.[0] as CallProgressState | undefined;
+    }
+  }
+  const attempts = Array.isArray(state?.attempts) ? [...state.attempts] : [];
+  if (isCancellation(err) && !attempts.some((a) => a.outcome === 'cancelled')) {
+    attempts.push({ attempt: attempts.length + 1, outcome: 'cancelled', note: 'oz0: job cancelled' });
+  }
+  if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
+    attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: message });
+  }
+  const text = isCancellation(err) ? `oz0: the call was stopped: ${message}` : `oz0: the call failed: ${message}`;
+  return { result: { isError: true, content: [{ type: 'text', text }] }, attempts, message };
+}
