@@ -58,7 +58,12 @@ export function readPriorState(details: unknown, attempt: number): CallProgressS
   const attempts = state.attempts.filter((a) => a.attempt < attempt);
   const recorded = new Set(attempts.map((a) => a.attempt));
   for (let k = 1; k < attempt; k++) {
-    if (!recorded.has(k)) attempts.push({ attempt: k, outcome: 'lost', note: 'the attempt ended without a word: its node was lost or it ran past Temporal\'s timeout' });
+    if (!recorded.has(k))
+      attempts.push({
+        attempt: k,
+        outcome: 'lost',
+        note: "the attempt ended without a word: its node was lost or it ran past Temporal's timeout",
+      });
   }
   attempts.sort((a, b) => a.attempt - b.attempt);
   return { ...state, attempts };
@@ -194,7 +199,9 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
           ? (p) => {
               if (typeof p.progress !== 'number' || !Number.isFinite(p.progress) || p.progress <= lastProgress) return;
               lastProgress = p.progress;
-              rc.setProgress(typeof p.total === 'number' ? { progress: p.progress, total: p.total } : { progress: p.progress });
+              rc.setProgress(
+                typeof p.total === 'number' ? { progress: p.progress, total: p.total } : { progress: p.progress },
+              );
             }
           : undefined,
       },

@@ -32,7 +32,10 @@ export function createActivities(deps: ActivityDeps) {
      * Which of these tools say idempotentHint in their server's listing, so the workflow can pick their keys
      * (K3/K5). A tool it cannot describe is left out.
      */
-    async describeTools(jobId: string, tools: string[]): Promise<{ idempotent: Record<string, boolean>; sandboxQueue?: string }> {
+    async describeTools(
+      jobId: string,
+      tools: string[],
+    ): Promise<{ idempotent: Record<string, boolean>; sandboxQueue?: string }> {
       const idempotent: Record<string, boolean> = {};
       let sandbox = false;
       for (const tool of tools) {

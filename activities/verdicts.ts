@@ -14,7 +14,11 @@ export function honoursKey(tool: Pick<Tool, '_meta'>): boolean {
  * SPEC "Words": a call may be made again when its function only reads, or is idempotent and honours the
  * key; for a remote server only once the tenant approved that server's listing (A2).
  */
-export function mayBeMadeAgain(tool: Pick<Tool, 'annotations' | '_meta'>, kind: ServerKind, listingApproved: boolean): boolean {
+export function mayBeMadeAgain(
+  tool: Pick<Tool, 'annotations' | '_meta'>,
+  kind: ServerKind,
+  listingApproved: boolean,
+): boolean {
   if (kind === 'remote' && !listingApproved) return false;
   const hints = tool.annotations ?? {};
   return hints.readOnlyHint === true || (hints.idempotentHint === true && honoursKey(tool));

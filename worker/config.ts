@@ -28,12 +28,18 @@ const ServerSchema = z.union([StdioServerSchema, RemoteServerSchema], {
   error: 'a server is { "command": …, "args": […] } (stdio) or { "url": … } (Streamable HTTP)',
 });
 
-const ToolPatternSchema = z.string().refine((p) => p === '*' || /^[A-Za-z0-9_-]+\.\*$/.test(p) || TOOL_PATTERN.test(p), {
-  error: 'a tool pattern is "server.function", "server.*" or "*"',
-});
+const ToolPatternSchema = z
+  .string()
+  .refine((p) => p === '*' || /^[A-Za-z0-9_-]+\.\*$/.test(p) || TOOL_PATTERN.test(p), {
+    error: 'a tool pattern is "server.function", "server.*" or "*"',
+  });
 
 const ToolSettingsSchema = z.strictObject({
-  timeoutSeconds: z.number().positive().max(7 * 24 * 3600).optional(),
+  timeoutSeconds: z
+    .number()
+    .positive()
+    .max(7 * 24 * 3600)
+    .optional(),
   maxAttempts: z.number().int().min(1).max(100).optional(),
 });
 
@@ -65,7 +71,10 @@ export const ConfigSchema = z.strictObject({
       /** Where the node keeps sandbox folders and other state; relative to the config's folder. */
       stateDir: z.string().min(1).default('.oz0'),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
-      sandboxIdleSeconds: z.number().positive().default(15 * 60),
+      sandboxIdleSeconds: z
+        .number()
+        .positive()
+        .default(15 * 60),
     })
     .prefault({}),
 });

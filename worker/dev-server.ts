@@ -78,7 +78,8 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   };
   const deadline = Date.now() + (opts.startTimeoutMs ?? 60_000);
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`temporal server start-dev exited with ${child.exitCode} (${args.join(' ')})`);
+    if (child.exitCode !== null)
+      throw new Error(`temporal server start-dev exited with ${child.exitCode} (${args.join(' ')})`);
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1000 });
       try {

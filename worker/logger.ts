@@ -46,7 +46,16 @@ export class TemporalPinoLogger implements TemporalLogger {
   constructor(private readonly logger: Logger) {}
 
   log(level: LogLevel, message: string, meta?: LogMetadata): void {
-    const method = level === 'TRACE' ? 'trace' : level === 'DEBUG' ? 'debug' : level === 'WARN' ? 'warn' : level === 'ERROR' ? 'error' : 'info';
+    const method =
+      level === 'TRACE'
+        ? 'trace'
+        : level === 'DEBUG'
+          ? 'debug'
+          : level === 'WARN'
+            ? 'warn'
+            : level === 'ERROR'
+              ? 'error'
+              : 'info';
     this.logger[method](meta ?? {}, message);
   }
   trace(message: string, meta?: LogMetadata): void {

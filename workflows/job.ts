@@ -194,7 +194,11 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
 }
 
 /** Which of a session's functions say idempotentHint: that decides their keys (K3/K5). */
-async function describeSession(tools: string[], jobId: string, sandboxQueues: Set<string>): Promise<Record<string, boolean>> {
+async function describeSession(
+  tools: string[],
+  jobId: string,
+  sandboxQueues: Set<string>,
+): Promise<Record<string, boolean>> {
   try {
     const described = await describeTools(jobId, [...new Set(tools)]);
     if (described.sandboxQueue) sandboxQueues.add(described.sandboxQueue);

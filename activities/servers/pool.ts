@@ -139,7 +139,7 @@ export class ServerPool {
       this.connections.set(id, pending);
       if (kind === 'sandbox') this.owners.set(id, jobId);
       pending.catch(() => {
-          if (this.connections.get(id) === pending) this.connections.delete(id);
+        if (this.connections.get(id) === pending) this.connections.delete(id);
       });
     }
     const connection = await pending;
@@ -166,7 +166,11 @@ export class ServerPool {
       connection.closed = true;
       this.opts.logger.info({ server, kind, jobId: kind === 'sandbox' ? jobId : undefined }, 'server session closed');
     };
-    client.onerror = (err) => this.opts.logger.warn({ server, err: err.message }, 'server session error');
+    client.onerror = (err) => {
+      // A session being closed on purpose says "aborted" on its way out: not worth a warning.
+      const level = connection.closed ? 'debug' : 'warn';
+      this.opts.logger[level]({ server, err: err.message }, 'server session error');
+    };
     try {
       await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
     } catch (err) {

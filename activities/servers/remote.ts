@@ -34,6 +34,11 @@ export function createRemoteTransport(
     requestInit: { headers },
     fetch: observedFetch,
     // One retry layer (B5): the SDK does not reconnect behind the activity's back.
-    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
+    reconnectionOptions: {
+      maxRetries: 0,
+      initialReconnectionDelay: 1000,
+      maxReconnectionDelay: 1000,
+      reconnectionDelayGrowFactor: 1,
+    },
   });
 }

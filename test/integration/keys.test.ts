@@ -20,7 +20,11 @@ afterAll(async () => {
 
 function servers(dir: string) {
   const log = path.join(dir, 'received.jsonl');
-  const env = { OZ0_RECEIVED_LOG: log, LEDGER_FILE: path.join(dir, 'ledger.jsonl'), READER_STATE: path.join(dir, 'seen.json') };
+  const env = {
+    OZ0_RECEIVED_LOG: log,
+    LEDGER_FILE: path.join(dir, 'ledger.jsonl'),
+    READER_STATE: path.join(dir, 'seen.json'),
+  };
   return {
     log,
     config: {
@@ -99,7 +103,10 @@ test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
     tenant: 'acme',
     steps: [1, 2, 3, 4, 5].map((i) => ({ call: 'reader.echo', args: { text: `t${i}` } })),
   };
-  const { trace, handle } = await runJob(testConfig(temporal.server.address, { ...config, jobs: { continueAsNewAfterCalls: 2 } }), spec);
+  const { trace, handle } = await runJob(
+    testConfig(temporal.server.address, { ...config, jobs: { continueAsNewAfterCalls: 2 } }),
+    spec,
+  );
   const id = handle.workflowId;
   const keys = readReceived(log).map((r) => r.key);
   expect(keys).toEqual([`${id}/c1`, `${id}/c2`, `${id}/r1/c1`, `${id}/r1/c2`, `${id}/r2/c1`]);

@@ -1,0 +1,244 @@
+/**
+ * The oz0 CLI (SPEC "CLI"): `./bin/oz0 <command> --help` for each. Data goes to stdout (with --json as
+ * JSON); logs and progress to stderr.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { z } from 'zod';
+import { JobSpecError } from '../workflows/definitions';
+import { ConfigError, loadConfig } from '../worker/config';
+import type { LoadedConfig } from '../worker/config';
+import { startDevServer } from '../worker/dev-server';
+import { createLogger } from '../worker/logger';
+import { createNode } from '../worker/node';
+import type { Oz0Node } from '../worker/node';
+import { requireTemporalCli } from '../worker/temporal-cli';
+import { formatTrace } from './format';
+import { cancelJob, connectJobClient, jobStatus, jobTrace, startJob } from './jobs';
+import type { ShownTrace } from './jobs';
+
+/** A user error: printed as one line, exit status 2, no stack. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+const JobIdSchema = z.string().regex(/^[A-Za-z0-9_.:@/-]{1,200}$/, 'a job id is 1-200 letters, digits or _.:@/-');
+
+function jobIdArg(value: string): string {
+  const parsed = JobIdSchema.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues[0].message);
+  return value;
+}
+
+function portArg(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidArgumentError('a port is 1-65535');
+  return port;
+}
+
+interface ConfigOpts {
+  config?: string;
+}
+
+function config(opts: ConfigOpts): LoadedConfig {
+  return loadConfig({ file: opts.config });
+}
+
+function print(data: unknown, json: boolean | undefined, text: () => string): void {
+  process.stdout.write(json ? `${JSON.stringify(data, null, 2)}\n` : `${text()}\n`);
+}
+
+/** Runs a node until SIGINT/SIGTERM, then shuts it down (and runs `also` after). */
+async function runUntilSignal(node: Oz0Node, also?: () => Promise<void>): Promise<void> {
+  const running = node.run();
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    running.finally(stop).catch(() => undefined);
+  });
+  await node.shutdown();
+  try {
+    await running;
+  } finally {
+    await also?.();
+  }
+}
+
+export function buildProgram(): Command {
+  const program = new Command('oz0')
+    .description('Durable MCP tool calls for agent jobs, on Temporal')
+    .showHelpAfterError()
+    .exitOverride();
+  const withConfig = (cmd: Command) =>
+    cmd.option('--config <file>', 'config file (default: ./oz0.config.json or $OZ0_CONFIG)');
+
+  withConfig(program.command('dev'))
+    .description('the embedded default: a Temporal dev server (SQLite file, Web UI) plus one node')
+    .option('--port <port>', 'gRPC port of the dev server (default: from temporal.address, else 7233)', portArg)
+    .option('--ui-port <port>', 'port of the Web UI (default: gRPC port + 1000)', portArg)
+    .option('--db <file>', 'SQLite file (default: <stateDir>/temporal.db)')
+    .action(async (opts: ConfigOpts & { port?: number; uiPort?: number; db?: string }) => {
+      const cfg = config(opts);
+      const logger = createLogger();
+      const [host, portText] = cfg.temporal.address.split(':');
+      const port = opts.port ?? Number(portText ?? 7233);
+      const state = path.resolve(cfg.baseDir, cfg.node.stateDir);
+      fs.mkdirSync(state, { recursive: true });
+      const server = await startDevServer({
+        cli: requireTemporalCli({ log: (line) => logger.info(line) }),
+        ip: host === 'localhost' ? '127.0.0.1' : host,
+        port,
+        uiPort: opts.uiPort ?? port + 1000,
+        dbFile: path.resolve(opts.db ?? path.join(state, 'temporal.db')),
+        logFile: path.join(state, 'temporal-server.log'),
+        namespace: cfg.temporal.namespace,
+      });
+      cfg.temporal.address = server.address;
+      const node = await createNode({ config: cfg, logger });
+      process.stderr.write(
+        `oz0 dev: Temporal at ${server.address}, Web UI at ${server.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows\n` +
+          `oz0 dev: one node on task queue ${cfg.temporal.taskQueue}; Ctrl-C stops both\n`,
+      );
+      await runUntilSignal(node, () => server.stop());
+    });
+
+  withConfig(program.command('worker'))
+    .description('one node: serves the shared task queue and its own')
+    .option('--name <name>', 'name of this node in traces (default: host/pid)')
+    .action(async (opts: ConfigOpts & { name?: string }) => {
+      const cfg = config(opts);
+      const node = await createNode({ config: cfg, logger: createLogger(), name: opts.name });
+      process.stderr.write(
+        `oz0 worker: node ${node.identity.id} on ${cfg.temporal.address} (${cfg.temporal.taskQueue})\n`,
+      );
+      await runUntilSignal(node);
+    });
+
+  const job = program.command('job').description('start, watch and stop jobs');
+
+  withConfig(job.command('start'))
+    .description('start a job from a spec file (- for stdin); prints its id, or with --wait its trace')
+    .argument('<spec>', 'job spec JSON file')
+    .option('--id <id>', 'job id (the workflow id)', jobIdArg)
+    .option('--wait', 'wait for the job to end and print its trace')
+    .option('--json', 'print JSON')
+    .action(async (specFile: string, opts: ConfigOpts & { id?: string; wait?: boolean; json?: boolean }) => {
+      const text = specFile === '-' ? fs.readFileSync(0, 'utf8') : readFile(specFile);
+      let spec: unknown;
+      try {
+        spec = JSON.parse(text);
+      } catch (err) {
+        throw new UsageError(`${specFile} is not JSON: ${(err as Error).message}`);
+      }
+      const cfg = config(opts);
+      const jc = await connectJobClient(cfg.temporal);
+      try {
+        const handle = await startJob(jc, spec, { workflowId: opts.id });
+        if (!opts.wait) return print({ jobId: handle.workflowId }, opts.json, () => handle.workflowId);
+        await handle.result().catch(() => undefined);
+        const trace = await jobTrace(jc.client, handle.workflowId);
+        print(traceJson(trace), opts.json, () => formatTrace(trace));
+      } finally {
+        await jc.close();
+      }
+    });
+
+  withConfig(job.command('status'))
+    .description("running, cancelling, or Temporal's final status")
+    .argument('<id>', 'job id', jobIdArg)
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
+      const jc = await connectJobClient(config(opts).temporal);
+      try {
+        const status = await jobStatus(jc.client, id);
+        print({ jobId: id, status }, opts.json, () => status);
+      } finally {
+        await jc.close();
+      }
+    });
+
+  withConfig(job.command('trace'))
+    .description("the job's steps and every attempt")
+    .argument('<id>', 'job id', jobIdArg)
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
+      const jc = await connectJobClient(config(opts).temporal);
+      try {
+        const trace = await jobTrace(jc.client, id);
+        print(traceJson(trace), opts.json, () => formatTrace(trace));
+      } finally {
+        await jc.close();
+      }
+    });
+
+  withConfig(job.command('cancel'))
+    .description('cancel a job: its running calls are stopped, then it ends CANCELED')
+    .argument('<id>', 'job id', jobIdArg)
+    .action(async (id: string, opts: ConfigOpts) => {
+      const jc = await connectJobClient(config(opts).temporal);
+      try {
+        await cancelJob(jc.client, id);
+        process.stdout.write(`cancel requested for ${id}\n`);
+      } finally {
+        await jc.close();
+      }
+    });
+
+  return program;
+}
+
+/** SPEC "Trace JSON": `{ jobId, status, steps }`, plus the run counters. */
+function traceJson(trace: ShownTrace) {
+  return {
+    jobId: trace.jobId,
+    status: trace.status,
+    run: trace.run,
+    calls: trace.calls,
+    omitted: trace.omitted,
+    steps: trace.steps.map(({ tool, key, session, result, attempts, node }) => ({
+      tool,
+      key,
+      session,
+      result,
+      attempts,
+      node,
+    })),
+  };
+}
+
+function readFile(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+export async function main(argv = process.argv): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode;
+      return;
+    }
+    if (err instanceof UsageError || err instanceof ConfigError || err instanceof JobSpecError) {
+      process.stderr.write(`oz0: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    // Temporal unreachable, no such job, …: one line; the stack only when asked for.
+    if (process.env.OZ0_DEBUG) throw err;
+    process.stderr.write(`oz0: ${(err as Error).message ?? String(err)}\n`);
+    process.exitCode = 1;
+  }
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    createLogger().error(err);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,80 @@
+/**
+ * A small typed client over @temporalio/client: start (spec validated first), status, trace, cancel. The
+ * CLI and the demo use it; a plain `client.workflow.start('job', …)` works just as well.
+ */
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import { JOB_WORKFLOW, parseJobSpec, statusQuery, traceQuery } from '../workflows/definitions';
+import type { JobTrace } from '../workflows/definitions';
+import type { job } from '../workflows/job';
+
+export interface JobClient {
+  client: Client;
+  taskQueue: string;
+  close(): Promise<void>;
+}
+
+export async function connectJobClient(temporal: {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+}): Promise<JobClient> {
+  const connection = await Connection.connect({ address: temporal.address });
+  return {
+    client: new Client({ connection, namespace: temporal.namespace }),
+    taskQueue: temporal.taskQueue,
+    close: () => connection.close(),
+  };
+}
+
+/** Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). */
+export async function startJob(
+  jc: Pick<JobClient, 'client' | 'taskQueue'>,
+  spec: unknown,
+  opts: { workflowId?: string } = {},
+): Promise<WorkflowHandle<typeof job>> {
+  const valid = parseJobSpec(spec);
+  const workflowId =
+    opts.workflowId ??
+    `job-${new Date()
+      .toISOString()
+      .replace(/[-:.TZ]/g, '')
+      .slice(0, 14)}-${Math.random().toString(36).slice(2, 8)}`;
+  return jc.client.workflow.start<typeof job>(JOB_WORKFLOW, { taskQueue: jc.taskQueue, workflowId, args: [valid] });
+}
+
+/** `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). */
+export async function jobStatus(client: Client, jobId: string): Promise<string> {
+  const handle = client.workflow.getHandle(jobId);
+  const description = await handle.describe();
+  const status = description.status.name;
+  if (status !== 'RUNNING') return status === 'CONTINUED_AS_NEW' ? 'running' : status;
+  try {
+    return await handle.query(statusQuery);
+  } catch {
+    // No worker has picked the job up yet.
+    return 'running';
+  }
+}
+
+/** The job's trace, with the status `oz0 job status` would print. */
+/** A trace as the CLI shows it: `status` is what `oz0 job status` prints. */
+export type ShownTrace = Omit<JobTrace, 'status'> & { status: string };
+
+export async function jobTrace(client: Client, jobId: string): Promise<ShownTrace> {
+  const status = await jobStatus(client, jobId);
+  const handle = client.workflow.getHandle(jobId);
+  try {
+    const trace = await handle.query(traceQuery);
+    return { ...trace, status };
+  } catch {
+    // A job that failed before it set its handlers (a bad spec) has no trace to query.
+    return { jobId, status, run: 0, calls: 0, omitted: 0, steps: [] };
+  }
+}
+
+export async function cancelJob(client: Client, jobId: string): Promise<void> {
+  await client.workflow.getHandle(jobId).cancel();
+}
+
+export { WorkflowNotFoundError };

@@ -1,0 +1,119 @@
+/**
+ * `npm run demo`: the embedded default (a Temporal dev server with a SQLite file and the Web UI, plus one
+ * node), one job against the example servers — a plugin, a sandboxed and a remote one — then its trace and
+ * where to watch it in the UI. `--keep` leaves it all running until Ctrl-C.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { connectJobClient, jobTrace, startJob } from '../client/jobs';
+import { formatTrace } from '../client/format';
+import { parseConfig } from '../worker/config';
+import { freePort, startDevServer } from '../worker/dev-server';
+import { createLogger } from '../worker/logger';
+import { createNode } from '../worker/node';
+import { projectRoot } from '../worker/paths';
+import { requireTemporalCli } from '../worker/temporal-cli';
+import type { JobSpec } from '../workflows/definitions';
+import { startReaderServer } from './reader';
+
+async function portOr(preferred: number): Promise<number> {
+  const net = await import('node:net');
+  const free = await new Promise<boolean>((resolve) => {
+    const srv = net.createServer().once('error', () => resolve(false));
+    srv.listen(preferred, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+  return free ? preferred : freePort();
+}
+
+async function main(): Promise<void> {
+  const keep = process.argv.includes('--keep');
+  const root = projectRoot();
+  const state = path.join(root, '.oz0', 'demo');
+  fs.mkdirSync(state, { recursive: true });
+  const say = (line: string) => process.stderr.write(`demo: ${line}\n`);
+  const logger = createLogger({ level: process.env.OZ0_LOG_LEVEL ?? 'warn' });
+
+  const cli = requireTemporalCli({ log: say });
+  const port = await portOr(7233);
+  const uiPort = await portOr(port + 1000);
+  say(`starting the Temporal dev server (${cli}) on 127.0.0.1:${port}, SQLite ${path.join(state, 'temporal.db')}`);
+  const server = await startDevServer({
+    cli,
+    port,
+    uiPort,
+    dbFile: path.join(state, 'temporal.db'),
+    logFile: path.join(state, 'temporal-server.log'),
+  });
+  const remote = await startReaderServer(0, { stateFile: path.join(state, 'remote-seen.json') });
+  const reader = path.join(root, 'dist', 'examples', 'reader.js');
+  const config = {
+    ...parseConfig({
+      temporal: { address: server.address, namespace: 'default', taskQueue: 'oz0' },
+      servers: {
+        ledger: {
+          command: 'node',
+          args: ['dist/examples/ledger.js'],
+          env: { LEDGER_FILE: path.join(state, 'ledger.jsonl') },
+        },
+        reader: { command: 'node', args: [reader], env: { READER_STATE: path.join(state, 'reader-seen.json') } },
+        notes: { command: 'node', args: [reader], sandbox: true, env: { READER_STATE: 'seen.json' } },
+        search: { url: remote.url },
+      },
+      tools: { 'ledger.charge': { timeoutSeconds: 30, maxAttempts: 5 }, '*': { timeoutSeconds: 60, maxAttempts: 3 } },
+      node: { stateDir: path.join(state, 'node') },
+    }),
+    baseDir: root,
+    source: 'demo',
+  };
+  const node = await createNode({ config, logger });
+  const running = node.run();
+
+  const order = `o-${Date.now().toString(36)}`;
+  const spec: JobSpec = {
+    tenant: 'acme',
+    steps: [
+      { call: 'ledger.charge', args: { order_id: order, amount: 500 } },
+      { call: 'reader.read_pages', args: { pages: 3, page_ms: 150 } },
+      { call: 'notes.echo', args: { text: 'from a sandboxed server of this job' } },
+      { call: 'search.echo', args: { text: 'from a remote server over Streamable HTTP' } },
+      {
+        session: [
+          { call: 'ledger.set_status', args: { id: order, status: 'open' } },
+          { call: 'ledger.set_status', args: { id: order, status: 'closed' } },
+          { call: 'ledger.set_status', args: { id: order, status: 'open' } },
+        ],
+      },
+      { call: 'ledger.charge', args: { order_id: order, amount: -1 } },
+    ],
+  };
+  const jc = await connectJobClient(config.temporal);
+  let failed = false;
+  try {
+    const handle = await startJob(jc, spec);
+    const link = `${server.uiUrl}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`;
+    say(`job ${handle.workflowId} started; watch it in the Temporal UI: ${link}`);
+    await handle.result();
+    const trace = await jobTrace(jc.client, handle.workflowId);
+    process.stdout.write(`${formatTrace(trace)}\n\nWatch it in the Temporal UI: ${link}\n`);
+    failed = trace.status !== 'COMPLETED';
+  } finally {
+    await jc.close();
+  }
+  if (keep) {
+    say('running until Ctrl-C (--keep)');
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+  }
+  await node.shutdown();
+  await running;
+  await remote.close();
+  await server.stop();
+  if (failed) process.exitCode = 1;
+}
+
+main().catch((err) => {
+  createLogger().error(err);
+  process.exit(1);
+});
