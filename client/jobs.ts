@@ -47,7 +47,8 @@ export async function startJob(
 export async function jobStatus(client: Client, jobId: string): Promise<string> {
   const handle = client.workflow.getHandle(jobId);
   const description = await handle.describe();
-  const status = description.status.name;
+  // The TS client spells it CANCELLED; Temporal's API, UI and CLI say CANCELED.
+  const status = description.status.name === 'CANCELLED' ? 'CANCELED' : description.status.name;
   if (status !== 'RUNNING') return status === 'CONTINUED_AS_NEW' ? 'running' : status;
   try {
     return await handle.query(statusQuery);
@@ -65,7 +66,8 @@ export async function jobTrace(client: Client, jobId: string): Promise<ShownTrac
   const status = await jobStatus(client, jobId);
   const handle = client.workflow.getHandle(jobId);
   try {
-    const trace = await handle.query(traceQuery);
+    // A completed job's result is its trace: no worker needed to read it.
+    const trace: JobTrace = status === 'COMPLETED' ? await handle.result() : await handle.query(traceQuery);
     return { ...trace, status };
   } catch {
     // A job that failed before it set its handlers (a bad spec) has no trace to query.

@@ -4,6 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import type { JobSpec, JobTrace } from '../../workflows/definitions';
+import { createNode } from '../../worker/node';
+import type { Oz0Node } from '../../worker/node';
 import { parseConfig } from '../../worker/config';
 import type { LoadedConfig } from '../../worker/config';
 import { startDevServer } from '../../worker/dev-server';
@@ -60,4 +64,43 @@ export function testConfig(address: string, input: Record<string, unknown>): Loa
     node: { heartbeatTimeoutSeconds: 10, ...(input.node as object | undefined), stateDir: path.join(dir, 'state') },
   });
   return { ...config, baseDir: ROOT, source: 'test' };
+}
+
+/** Path of a test fixture server. */
+export function fixture(name: string): string {
+  return path.join(ROOT, 'test', 'fixtures', name);
+}
+
+/** Starts a job on a fresh node for this config, waits for its trace, and shuts the node down. */
+export async function runJob(
+  temporal: TestTemporal,
+  config: LoadedConfig,
+  spec: JobSpec,
+  workflowId = uniqueId('job'),
+): Promise<{ trace: JobTrace; handle: WorkflowHandle; node: Oz0Node }> {
+  const node = await createNode({ config, logger });
+  return node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId,
+      args: [spec],
+    });
+    const trace: JobTrace = await handle.result();
+    return { trace, handle, node };
+  });
+}
+
+/** Polls until check() returns a value (not undefined), or fails after timeoutMs. */
+export async function eventually<T>(
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 20_000,
+  what = 'condition',
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

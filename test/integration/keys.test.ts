@@ -4,9 +4,8 @@
  */
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
-import type { JobSpec, JobTrace } from '../../workflows/definitions';
-import { createNode } from '../../worker/node';
-import { example, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { JobSpec } from '../../workflows/definitions';
+import { example, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
 let temporal: TestTemporal;
@@ -37,23 +36,10 @@ function servers(dir: string) {
   };
 }
 
-async function runJob(config: ReturnType<typeof testConfig>, spec: JobSpec, workflowId = uniqueId('job')) {
-  const node = await createNode({ config, logger });
-  return node.runUntil(async () => {
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: config.temporal.taskQueue,
-      workflowId,
-      args: [spec],
-    });
-    const trace: JobTrace = await handle.result();
-    return { trace, handle };
-  });
-}
-
 test('K1: every attempt of one call carries the same key (a read-only call whose first attempt crashes its server)', async () => {
   const dir = tmpDir();
   const { log, config } = servers(dir);
-  const { trace, handle } = await runJob(testConfig(temporal.server.address, config), {
+  const { trace, handle } = await runJob(temporal, testConfig(temporal.server.address, config), {
     tenant: 'acme',
     steps: [{ call: 'reader.read_pages', args: { pages: 2, page_ms: 50, crash_first_attempt: true } }],
   });
@@ -73,7 +59,7 @@ test('K1: every attempt of one call carries the same key (a read-only call whose
 test('K2: every call gets <job>/<activityId>, distinct, as Temporal history shows them', async () => {
   const dir = tmpDir();
   const { log, config } = servers(dir);
-  const { trace, handle } = await runJob(testConfig(temporal.server.address, config), {
+  const { trace, handle } = await runJob(temporal, testConfig(temporal.server.address, config), {
     tenant: 'acme',
     steps: [
       { call: 'ledger.charge', args: { order_id: 'o-1', amount: 500 } },
@@ -104,6 +90,7 @@ test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
     steps: [1, 2, 3, 4, 5].map((i) => ({ call: 'reader.echo', args: { text: `t${i}` } })),
   };
   const { trace, handle } = await runJob(
+    temporal,
     testConfig(temporal.server.address, { ...config, jobs: { continueAsNewAfterCalls: 2 } }),
     spec,
   );

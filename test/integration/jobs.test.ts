@@ -1,0 +1,156 @@
+/**
+ * The job workflow against a real dev server: spec validation at both edges, error results that do not
+ * stop a job, status and trace queries, search attributes and activity summaries in Temporal (T3), retry
+ * policy from the function's listing, and a plain cancel that reaches the server.
+ */
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import { readReceived } from '../../examples/common';
+import { jobStatus, jobTrace, startJob } from '../../client/jobs';
+import { JobSpecError, statusQuery, traceQuery } from '../../workflows/definitions';
+import type { JobSpec } from '../../workflows/definitions';
+import { createNode } from '../../worker/node';
+import { eventually, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+});
+afterAll(async () => {
+  await temporal?.close();
+});
+
+function probeConfig(tools: Record<string, unknown> = {}) {
+  const log = path.join(tmpDir(), 'probe.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
+    tools: { '*': { timeoutSeconds: 30, maxAttempts: 3 }, ...tools },
+  });
+  return { config, log };
+}
+
+test('a bad spec is refused by the client before any workflow starts, naming the field', async () => {
+  const { config } = probeConfig();
+  const workflowId = uniqueId('bad');
+  const bad = { tenant: 'acme', steps: [{ call: 'no-dot-here' }] };
+  const err = await startJob({ client: temporal.client, taskQueue: config.temporal.taskQueue }, bad, {
+    workflowId,
+  }).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(JobSpecError);
+  expect((err as Error).message).toContain('steps[0].call');
+  await expect(temporal.client.workflow.getHandle(workflowId).describe()).rejects.toThrow();
+});
+
+test('a bad spec started raw fails the workflow with a clear non-retryable error', async () => {
+  const { config } = probeConfig();
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('raw-bad'),
+      args: [{ tenant: 'acme', steps: [{ session: [] }] }],
+    });
+    const err = await handle.result().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause as { type?: string; nonRetryable?: boolean; message: string };
+    expect(cause.type).toBe('Oz0BadSpec');
+    expect(cause.nonRetryable).toBe(true);
+    expect(cause.message).toContain('steps[0].session');
+    expect((await handle.describe()).status.name).toBe('FAILED');
+  });
+});
+
+test('T3: an error result is recorded on its step and the job goes on; trace and status queries; summaries and search attributes', async () => {
+  const { config } = probeConfig();
+  const tenant = uniqueId('tenant');
+  const spec: JobSpec = {
+    tenant,
+    steps: [
+      { call: 'probe.probe' },
+      { call: 'probe.no_such_function' },
+      { call: 'nosuchserver.fn' },
+      { call: 'probe.probe' },
+    ],
+  };
+  const { trace, handle } = await runJob(temporal, config, spec);
+  expect(trace.status).toBe('completed');
+  expect(trace.steps.map((s) => s.result.isError)).toEqual([false, true, true, false]);
+  const text = (i: number) => (trace.steps[i].result.content[0] as { text: string }).text;
+  expect(text(1)).toContain('server "probe" has no function "no_such_function"');
+  expect(text(2)).toContain('no server named "nosuchserver"');
+  // The trace of a completed job reads without a worker; queries answer on a closed job while a node runs.
+  expect((await jobTrace(temporal.client, handle.workflowId)).steps).toHaveLength(4);
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    expect(await handle.query(statusQuery)).toBe('completed');
+    expect((await handle.query(traceQuery)).steps).toEqual(trace.steps);
+  });
+  // Each activity's summary names its tool and key.
+  const history = await handle.fetchHistory();
+  const summaries = (history.events ?? [])
+    .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool')
+    .map((e) => JSON.parse(Buffer.from(e.userMetadata!.summary!.data!).toString()));
+  expect(summaries[0]).toBe(`probe.probe · ${handle.workflowId}/c1`);
+  expect(summaries).toHaveLength(4);
+  // Search attributes, registered by oz0 itself, are searchable.
+  const found = await eventually(
+    async () => {
+      const list = [];
+      for await (const wf of temporal.client.workflow.list({
+        query: `Oz0Tenant = "${tenant}" AND Oz0Status = "completed"`,
+      })) {
+        list.push(wf);
+      }
+      return list.length ? list : undefined;
+    },
+    20_000,
+    'search attributes',
+  );
+  expect(found[0].workflowId).toBe(handle.workflowId);
+  expect(found[0].typedSearchAttributes.getAll().find((p) => p.key.name === 'Oz0Tools')?.value).toEqual([
+    'probe.probe',
+    'probe.no_such_function',
+    'nosuchserver.fn',
+  ]);
+});
+
+test('retry policy from the listing: a call with no hints gets one attempt; a read-only one gets maxAttempts', async () => {
+  const { config, log } = probeConfig({
+    'probe.crash_read': { maxAttempts: 3 },
+    'probe.crash_write': { maxAttempts: 5 },
+  });
+  const { trace } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'probe.crash_write' }, { call: 'probe.crash_read' }],
+  });
+  const received = readReceived(log);
+  expect(received.filter((r) => r.event === 'crash_write')).toHaveLength(1);
+  expect(received.filter((r) => r.event === 'crash_read')).toHaveLength(3);
+  expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['failed']);
+  expect(trace.steps[1].attempts.map((a) => a.outcome)).toEqual(['failed', 'failed', 'failed']);
+  expect(trace.steps.every((s) => s.result.isError)).toBe(true);
+});
+
+test('C2 (plain cancel): cancelling a job sends the running call notifications/cancelled with its request id and a reason', async () => {
+  const { config, log } = probeConfig();
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('cancel'),
+      args: [{ tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 60_000 } }, { call: 'probe.probe' }] }],
+    });
+    const started = await eventually(() => readReceived(log).find((r) => r.event === 'start'), 20_000, 'call start');
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow();
+    const cancelled = readReceived(log).find((r) => r.event === 'cancelled');
+    expect(cancelled).toMatchObject({ requestId: started.requestId, reason: 'oz0: job cancelled' });
+    expect(await jobStatus(temporal.client, handle.workflowId)).toBe('CANCELED');
+    // The job did not go on to its next step.
+    expect(readReceived(log).filter((r) => r.event === 'start')).toHaveLength(1);
+    const trace = await handle.query(traceQuery);
+    expect(trace.steps[0].attempts.at(-1)).toMatchObject({ outcome: 'cancelled', note: 'oz0: job cancelled' });
+  });
+});

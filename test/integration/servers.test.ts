@@ -1,0 +1,169 @@
+/**
+ * The three server kinds (SPEC "Words"), seen from the servers' side: a plugin is one shared process per
+ * node, a sandbox is the job's own (own folder, own environment, own process group, stopped with its tree
+ * when the job ends), a remote server is Streamable HTTP with headers from the environment.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { readReceived, serveHttp } from '../../examples/common';
+import { createReader } from '../../examples/reader';
+import type { JobSpec } from '../../workflows/definitions';
+import { createNode } from '../../worker/node';
+import { eventually, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+});
+afterAll(async () => {
+  await temporal?.close();
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface Probe {
+  pid: number;
+  pgid: number;
+  cwd: string;
+  env: Record<string, string>;
+  child?: number;
+}
+
+const probeOf = (step: { result: { structuredContent?: Record<string, unknown> } }) =>
+  step.result.structuredContent as unknown as Probe;
+
+test('sandbox: one process per job, in its own folder, own process group, only its configured env; stopped with its tree at job end', async () => {
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      box: {
+        command: 'node',
+        args: [path.relative(process.cwd(), fixture('probe-server.js'))],
+        sandbox: true,
+        env: { ONLY: 'this' },
+      },
+    },
+  });
+  process.env.OZ0_TEST_SECRET = 'must-not-leak';
+  const spec: JobSpec = {
+    tenant: 'acme',
+    steps: [{ call: 'box.probe' }, { call: 'box.spawn_child' }, { call: 'box.probe' }],
+  };
+  const node = await createNode({ config, logger });
+  const { a, b } = await node.runUntil(async () => {
+    const run = async () => {
+      const handle = await temporal.client.workflow.start('job', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: uniqueId('sandbox'),
+        args: [spec],
+      });
+      return handle.result();
+    };
+    const [a, b] = await Promise.all([run(), run()]);
+    return { a, b };
+  });
+  const [a1, a2, a3] = a.steps.map(probeOf);
+  const [b1] = b.steps.map(probeOf);
+  // One process per job: the same one for all of a job's calls, another for the other job.
+  expect(a1.pid).toBe(a3.pid);
+  expect(a2.pid).toBe(a1.pid);
+  expect(b1.pid).not.toBe(a1.pid);
+  // Its own process group, led by itself.
+  expect(a1.pgid).toBe(a1.pid);
+  expect(a1.pgid).not.toBe(process.pid);
+  // Its own working directory under the node's state folder, not the node's.
+  expect(a1.cwd).not.toBe(process.cwd());
+  expect(a1.cwd).toContain(`${path.sep}sandboxes${path.sep}`);
+  expect(a1.cwd).not.toBe(b1.cwd);
+  // Only the environment its config names (Node adds nothing of the node's own).
+  expect(a1.env.ONLY).toBe('this');
+  expect(a1.env.OZ0_TEST_SECRET).toBeUndefined();
+  expect(a1.env.PATH).toBeUndefined();
+  // When the job ended, the server and its child were stopped, and its folder removed.
+  await eventually(
+    () => (!alive(a1.pid) && !alive(a2.child!) && !alive(b1.pid) ? true : undefined),
+    10_000,
+    'sandbox stopped',
+  );
+  expect(fs.existsSync(a1.cwd)).toBe(false);
+});
+
+test('plugin: one shared process per node for every job, started again after it dies', async () => {
+  const dir = tmpDir();
+  const log = path.join(dir, 'received.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { shared: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
+  });
+  const spec: JobSpec = { tenant: 'acme', steps: [{ call: 'shared.probe' }] };
+  const node = await createNode({ config, logger });
+  const last = await node.runUntil(async () => {
+    const start = () =>
+      temporal.client.workflow
+        .start('job', { taskQueue: config.temporal.taskQueue, workflowId: uniqueId('plugin'), args: [spec] })
+        .then((h) => h.result());
+    const [a, b] = await Promise.all([start(), start()]);
+    const pid = probeOf(a.steps[0]).pid;
+    expect(probeOf(b.steps[0]).pid).toBe(pid);
+    // The node's working directory, and the node's ordinary environment (plus its own).
+    expect(probeOf(a.steps[0]).cwd).toBe(config.baseDir);
+    expect(probeOf(a.steps[0]).env.PROBE_LOG).toBe(log);
+    process.kill(pid, 'SIGKILL');
+    await eventually(() => (!alive(pid) ? true : undefined), 5000, 'plugin dead');
+    const c = await start();
+    expect(c.steps[0].result.isError).toBe(false);
+    expect(probeOf(c.steps[0]).pid).not.toBe(pid);
+    // A plugin outlives its jobs...
+    expect(alive(probeOf(c.steps[0]).pid)).toBe(true);
+    return probeOf(c.steps[0]).pid;
+  });
+  // ...but not its node.
+  await eventually(() => (!alive(last) ? true : undefined), 5000, 'plugin stopped with its node');
+});
+
+test('remote: Streamable HTTP with headers from the environment; the server receives the key', async () => {
+  const dir = tmpDir();
+  const log = path.join(dir, 'received.jsonl');
+  process.env.OZ0_RECEIVED_LOG = log;
+  process.env.OZ0_TEST_TOKEN = 'Bearer t0ken';
+  const seenAuth: string[] = [];
+  const mcp = await serveHttp(createReader({ stateFile: path.join(dir, 'seen.json') }), 0);
+  // A small proxy in front of the server that records the Authorization header it is sent.
+  const proxy = http.createServer((req, res) => {
+    seenAuth.push(String(req.headers.authorization));
+    const upstream = http.request(mcp.url, { method: req.method, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode ?? 500, up.headers);
+      up.pipe(res);
+    });
+    req.pipe(upstream);
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+  const port = (proxy.address() as { port: number }).port;
+  try {
+    const config = testConfig(temporal.server.address, {
+      servers: { search: { url: `http://127.0.0.1:${port}/mcp`, headers: { Authorization: 'env:OZ0_TEST_TOKEN' } } },
+    });
+    const { trace, handle } = await runJob(temporal, config, {
+      tenant: 'acme',
+      steps: [{ call: 'search.echo', args: { text: 'over http' } }],
+    });
+    expect(trace.steps[0].result.isError).toBe(false);
+    const received = readReceived(log).filter((r) => r.tool === 'echo');
+    expect(received.map((r) => r.key)).toEqual([`${handle.workflowId}/c1`]);
+    expect(seenAuth.length).toBeGreaterThan(0);
+    expect(new Set(seenAuth)).toEqual(new Set(['Bearer t0ken']));
+  } finally {
+    delete process.env.OZ0_RECEIVED_LOG;
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
+    await mcp.close();
+  }
+});

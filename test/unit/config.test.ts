@@ -1,0 +1,339 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ConfigError, DEFAULT_TOOL_SETTINGS, loadConfig, parseConfig, toolSettings } from '../../worker/config';
+import type { Config } from '../../worker/config';
+
+/** The example config of SPEC "Config", as written there. */
+const SPEC_EXAMPLE = {
+  temporal: { address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'oz0' },
+  servers: {
+    ledger: { command: 'node', args: ['examples/ledger.js'] },
+    files: { command: 'node', args: ['examples/files.js'], sandbox: true, env: { ROOT: '/tmp/x' } },
+    search: { url: 'http://127.0.0.1:8931/mcp', headers: { Authorization: 'env:SEARCH_TOKEN' } },
+  },
+  tools: {
+    'ledger.charge': { timeoutSeconds: 30, maxAttempts: 5 },
+    '*': { timeoutSeconds: 60, maxAttempts: 3 },
+  },
+  tenants: { acme: { policy: { 'ledger.*': 'allow', 'search.*': 'ask' } } },
+  jobs: { continueAsNewAfterCalls: 1000 },
+  node: { slots: 100 },
+};
+
+/** Runs `fn` and returns the ConfigError it throws. */
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError, got none');
+}
+
+describe('Config: parseConfig', () => {
+  test('Config: the SPEC example parses as written', () => {
+    const config = parseConfig(SPEC_EXAMPLE);
+    expect(config.temporal).toEqual(SPEC_EXAMPLE.temporal);
+    expect(config.servers.ledger).toEqual({ command: 'node', args: ['examples/ledger.js'], env: {}, sandbox: false });
+    expect(config.servers.files).toEqual({
+      command: 'node',
+      args: ['examples/files.js'],
+      env: { ROOT: '/tmp/x' },
+      sandbox: true,
+    });
+    expect(config.servers.search).toEqual({
+      url: 'http://127.0.0.1:8931/mcp',
+      headers: { Authorization: 'env:SEARCH_TOKEN' },
+    });
+    expect(config.tools).toEqual(SPEC_EXAMPLE.tools);
+    expect(config.tenants.acme.policy).toEqual({ 'ledger.*': 'allow', 'search.*': 'ask' });
+    expect(config.jobs.continueAsNewAfterCalls).toBe(1000);
+    expect(config.node.slots).toBe(100);
+  });
+
+  test.each<[string, unknown]>([
+    ['an empty object', {}],
+    ['empty sections', { temporal: {}, jobs: {}, node: {} }],
+  ])('Config: defaults are filled in from %s', (_what, input) => {
+    const config = parseConfig(input);
+    expect(config.temporal).toEqual({ address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'oz0' });
+    expect(config.node.slots).toBe(100);
+    expect(config.jobs.continueAsNewAfterCalls).toBe(1000);
+    expect(config.servers).toEqual({});
+    expect(config.tools).toEqual({});
+    expect(config.tenants).toEqual({});
+  });
+
+  test('Config: a section given in part keeps the defaults of the fields it leaves out', () => {
+    const config = parseConfig({ temporal: { namespace: 'prod' }, node: { slots: 4 } });
+    expect(config.temporal).toEqual({ address: '127.0.0.1:7233', namespace: 'prod', taskQueue: 'oz0' });
+    expect(config.node.slots).toBe(4);
+  });
+
+  test.each<[string, unknown, string]>([
+    [
+      'a negative timeout',
+      { tools: { 'ledger.charge': { timeoutSeconds: -1 } } },
+      'tools.ledger.charge.timeoutSeconds',
+    ],
+    ['a zero timeout', { tools: { '*': { timeoutSeconds: 0 } } }, 'tools.*.timeoutSeconds'],
+    ['a fractional maxAttempts', { tools: { 'ledger.*': { maxAttempts: 1.5 } } }, 'tools.ledger.*.maxAttempts'],
+    ['an unknown tool setting', { tools: { '*': { retries: 2 } } }, 'tools.*'],
+    ['a tool pattern that is none', { tools: { 'bad pattern': {} } }, 'tools.bad pattern'],
+    ['node.slots: 0', { node: { slots: 0 } }, 'node.slots'],
+    ['node.slots as a string', { node: { slots: '4' } }, 'node.slots'],
+    ['jobs.continueAsNewAfterCalls: 0', { jobs: { continueAsNewAfterCalls: 0 } }, 'jobs.continueAsNewAfterCalls'],
+    ['an empty temporal.address', { temporal: { address: '' } }, 'temporal.address'],
+    ['an unknown temporal key', { temporal: { port: 7233 } }, 'temporal'],
+    [
+      'a tenant policy value maybe',
+      { tenants: { acme: { policy: { 'ledger.*': 'maybe' } } } },
+      'tenants.acme.policy.ledger.*',
+    ],
+    [
+      'a tenant policy pattern without a dot',
+      { tenants: { acme: { policy: { ledger: 'allow' } } } },
+      'tenants.acme.policy.ledger',
+    ],
+    ['a url that is not one', { servers: { search: { url: 'not a url' } } }, 'servers.search.url'],
+    ['a url that is not http', { servers: { search: { url: 'ftp://127.0.0.1/mcp' } } }, 'servers.search.url'],
+    ['an empty command', { servers: { ledger: { command: '' } } }, 'servers.ledger.command'],
+    ['a server name with a dot', { servers: { 'led.ger': { command: 'node' } } }, 'servers.led.ger'],
+    ['a server with both command and url', { servers: { s: { command: 'node', url: 'http://x/mcp' } } }, 'servers.s'],
+  ])('Config: %s is refused, naming %s', (_what, input, field) => {
+    const err = configError(() => parseConfig(input));
+    expect(err.message).toMatch(/^bad config \(config\): /);
+    expect(err.message).toContain(`: ${field}: `);
+  });
+
+  test('Config: a tenant policy value maybe is refused with the full dotted path and the choices', () => {
+    const err = configError(() => parseConfig({ tenants: { acme: { policy: { 'ledger.*': 'maybe' } } } }));
+    expect(err.message).toContain('tenants.acme.policy.ledger.*:');
+    expect(err.message).toMatch(/allow.*deny.*ask/);
+  });
+
+  test('Config: an unknown top-level key is refused, naming the key', () => {
+    const err = configError(() => parseConfig({ ...SPEC_EXAMPLE, servres: {} }));
+    expect(err.message).toContain('"servres"');
+  });
+
+  // Bug: formatPath is shared with the job spec, so a problem at the root of a config is reported as being in
+  // "(the spec itself)", which reads as if a job spec were wrong.
+  test.failing('Config: an error at the root of a config does not call it "the spec"', () => {
+    const err = configError(() => parseConfig({ servres: {} }));
+    expect(err.message).not.toContain('the spec');
+  });
+
+  test('Config: a server without command or url is refused, naming the server', () => {
+    const err = configError(() => parseConfig({ servers: { ledger: { args: ['examples/ledger.js'] } } }));
+    expect(err.message).toContain('servers.ledger');
+  });
+
+  // Bug: ServerSchema is a plain z.union, so when no branch matches zod reports one issue at the server itself
+  // with the union's message; the field that is wrong is never named. Inputs:
+  //   { servers: { ledger: { args: [...] } } }                       -> "servers.ledger: a server is …"
+  //   { servers: { files: { command: 'node', sandbox: 'yes' } } }     -> "servers.files: a server is …"
+  //   { servers: { search: { url: 'http://x/mcp', headers: { A: 1 } } } } -> "servers.search: a server is …"
+  test.failing.each<[string, unknown, string]>([
+    ['command missing', { servers: { ledger: { args: ['examples/ledger.js'] } } }, 'servers.ledger.command'],
+    ['sandbox: "yes"', { servers: { files: { command: 'node', sandbox: 'yes' } } }, 'servers.files.sandbox'],
+    [
+      'a header that is no string',
+      { servers: { search: { url: 'http://x/mcp', headers: { A: 1 } } } },
+      'servers.search.headers.A',
+    ],
+  ])('Config: a server with %s is refused, naming %s', (_what, input, field) => {
+    expect(configError(() => parseConfig(input)).message).toContain(`${field}:`);
+  });
+
+  test.each<[string, unknown]>([
+    ['null', null],
+    ['an array', []],
+    ['a string', 'oz0'],
+  ])('Config: %s is not a config', (_what, input) => {
+    expect(() => parseConfig(input)).toThrow(ConfigError);
+  });
+
+  test('Config: the error names every bad field and the source', () => {
+    const err = configError(() => parseConfig({ node: { slots: 0 }, jobs: { continueAsNewAfterCalls: -5 } }, 'x.json'));
+    expect(err.message).toContain('bad config (x.json)');
+    expect(err.message).toContain('node.slots');
+    expect(err.message).toContain('jobs.continueAsNewAfterCalls');
+    expect(err.name).toBe('ConfigError');
+  });
+});
+
+describe('Config: loadConfig', () => {
+  let tmp: string;
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-config-'));
+  });
+  afterEach(() => {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  function write(rel: string, content: unknown): string {
+    const file = path.join(tmp, rel);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+    return file;
+  }
+
+  test('Config: --config FILE is read, and baseDir is its folder', () => {
+    const file = write('etc/mine.json', { node: { slots: 7 } });
+    const config = loadConfig({ file, env: {}, cwd: tmp });
+    expect(config.node.slots).toBe(7);
+    expect(config.source).toBe(file);
+    expect(config.baseDir).toBe(path.join(tmp, 'etc'));
+  });
+
+  test('Config: a relative --config FILE is resolved against the working directory', () => {
+    write('etc/mine.json', { node: { slots: 7 } });
+    const config = loadConfig({ file: 'etc/mine.json', env: {}, cwd: tmp });
+    expect(config.node.slots).toBe(7);
+    expect(config.baseDir).toBe(path.join(tmp, 'etc'));
+  });
+
+  test('Config: OZ0_CONFIG is read when there is no --config', () => {
+    write('oz0.config.json', { node: { slots: 1 } });
+    const file = write('env/oz0.json', { node: { slots: 8 } });
+    const config = loadConfig({ env: { OZ0_CONFIG: file }, cwd: tmp });
+    expect(config.node.slots).toBe(8);
+    expect(config.baseDir).toBe(path.join(tmp, 'env'));
+  });
+
+  test('Config: --config wins over OZ0_CONFIG', () => {
+    const flag = write('flag.json', { node: { slots: 9 } });
+    const env = write('env.json', { node: { slots: 8 } });
+    expect(loadConfig({ file: flag, env: { OZ0_CONFIG: env }, cwd: tmp }).node.slots).toBe(9);
+  });
+
+  test('Config: ./oz0.config.json in the working directory is read when nothing names a file', () => {
+    write('oz0.config.json', { temporal: { taskQueue: 'here' } });
+    const config = loadConfig({ env: {}, cwd: tmp });
+    expect(config.temporal.taskQueue).toBe('here');
+    expect(config.source).toBe(path.join(tmp, 'oz0.config.json'));
+    expect(config.baseDir).toBe(tmp);
+  });
+
+  test('Config: the working directory defaults to process.cwd()', () => {
+    write('oz0.config.json', { node: { slots: 3 } });
+    const before = process.cwd();
+    process.chdir(tmp);
+    try {
+      expect(loadConfig({ env: {} }).node.slots).toBe(3);
+    } finally {
+      process.chdir(before);
+    }
+  });
+
+  test('Config: no file anywhere gives the defaults, with the working directory as baseDir', () => {
+    const config = loadConfig({ env: {}, cwd: tmp });
+    expect(config.source).toBe('defaults');
+    expect(config.baseDir).toBe(tmp);
+    expect(config.temporal).toEqual({ address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'oz0' });
+    expect(config.node.slots).toBe(100);
+    expect(config.jobs.continueAsNewAfterCalls).toBe(1000);
+  });
+
+  test.each<[string, (tmp: string) => { file?: string; env: NodeJS.ProcessEnv }]>([
+    ['--config', (dir) => ({ file: path.join(dir, 'nope.json'), env: {} })],
+    ['OZ0_CONFIG', (dir) => ({ env: { OZ0_CONFIG: path.join(dir, 'nope.json') } })],
+  ])('Config: a file named by %s that is missing is a ConfigError, even with ./oz0.config.json there', (_by, opts) => {
+    write('oz0.config.json', {});
+    const err = configError(() => loadConfig({ ...opts(tmp), cwd: tmp }));
+    expect(err.message).toContain('config file not found');
+    expect(err.message).toContain(path.join(tmp, 'nope.json'));
+  });
+
+  test.each([
+    ['not JSON at all', 'temporal: {}'],
+    ['a trailing comma', '{ "node": { "slots": 4 }, }'],
+    ['an empty file', ''],
+  ])('Config: a file with %s is a ConfigError naming the file', (_what, text) => {
+    const file = write('bad.json', text);
+    const err = configError(() => loadConfig({ file, env: {}, cwd: tmp }));
+    expect(err.message).toContain(file);
+    expect(err.message).toContain('not JSON');
+  });
+
+  test('Config: a file with a bad field is a ConfigError naming the file and the field', () => {
+    const file = write('oz0.config.json', { tools: { 'ledger.charge': { timeoutSeconds: -1 } } });
+    const err = configError(() => loadConfig({ env: {}, cwd: tmp }));
+    expect(err.message).toContain(file);
+    expect(err.message).toContain('tools.ledger.charge.timeoutSeconds');
+  });
+
+  test.each<[string, NodeJS.ProcessEnv, { address: string; namespace: string }]>([
+    ['neither', {}, { address: 'file:7233', namespace: 'file-ns' }],
+    ['TEMPORAL_ADDRESS', { TEMPORAL_ADDRESS: 'env:7233' }, { address: 'env:7233', namespace: 'file-ns' }],
+    ['TEMPORAL_NAMESPACE', { TEMPORAL_NAMESPACE: 'env-ns' }, { address: 'file:7233', namespace: 'env-ns' }],
+    [
+      'both',
+      { TEMPORAL_ADDRESS: 'env:7233', TEMPORAL_NAMESPACE: 'env-ns' },
+      { address: 'env:7233', namespace: 'env-ns' },
+    ],
+  ])('Config: %s in the environment overrides the file', (_what, env, expected) => {
+    write('oz0.config.json', { temporal: { address: 'file:7233', namespace: 'file-ns', taskQueue: 'q' } });
+    const config = loadConfig({ env, cwd: tmp });
+    expect(config.temporal).toEqual({ ...expected, taskQueue: 'q' });
+  });
+
+  test('Config: TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE override the defaults too', () => {
+    const config = loadConfig({ env: { TEMPORAL_ADDRESS: 'env:1', TEMPORAL_NAMESPACE: 'ns' }, cwd: tmp });
+    expect(config.temporal).toEqual({ address: 'env:1', namespace: 'ns', taskQueue: 'oz0' });
+  });
+});
+
+describe('Config: toolSettings', () => {
+  const tools: Config['tools'] = {
+    '*': { timeoutSeconds: 90 },
+    'ledger.*': { maxAttempts: 7 },
+    'ledger.charge': { timeoutSeconds: 30 },
+    'files.write': { maxAttempts: 1 },
+    'search.*': { timeoutSeconds: 5, maxAttempts: 2 },
+  };
+
+  test('Config: the defaults are 60 s and 3 attempts', () => {
+    expect(DEFAULT_TOOL_SETTINGS).toEqual({ timeoutSeconds: 60, maxAttempts: 3 });
+    expect(toolSettings({ tools: {} }, 'ledger.charge')).toEqual({ timeoutSeconds: 60, maxAttempts: 3 });
+  });
+
+  test.each([
+    ['ledger.charge', 'timeout from the tool, attempts from ledger.*', { timeoutSeconds: 30, maxAttempts: 7 }],
+    ['ledger.refund', 'timeout from *, attempts from ledger.*', { timeoutSeconds: 90, maxAttempts: 7 }],
+    ['files.write', 'timeout from *, attempts from the tool', { timeoutSeconds: 90, maxAttempts: 1 }],
+    ['files.read', 'timeout from *, attempts from the defaults', { timeoutSeconds: 90, maxAttempts: 3 }],
+    ['search.query', 'both from search.*, over *', { timeoutSeconds: 5, maxAttempts: 2 }],
+  ])('Config: toolSettings(%s) layers field by field: %s', (tool, _why, expected) => {
+    expect(toolSettings({ tools }, tool)).toEqual(expected);
+  });
+
+  test.each([
+    [{ '*': { timeoutSeconds: 10 }, 'a.*': { timeoutSeconds: 20 }, 'a.f': { timeoutSeconds: 30 } }, 30],
+    [{ '*': { timeoutSeconds: 10 }, 'a.*': { timeoutSeconds: 20 } }, 20],
+    [{ '*': { timeoutSeconds: 10 } }, 10],
+    [{ 'b.*': { timeoutSeconds: 20 }, 'a.g': { timeoutSeconds: 30 } }, 60],
+  ])('Config: the exact tool wins over server.* over * over the defaults (%j)', (layers, timeoutSeconds) => {
+    expect(toolSettings({ tools: layers }, 'a.f').timeoutSeconds).toBe(timeoutSeconds);
+  });
+
+  test('Config: the SPEC example gives ledger.charge 30 s / 5 attempts and others 60 s / 3', () => {
+    const config = parseConfig(SPEC_EXAMPLE);
+    expect(toolSettings(config, 'ledger.charge')).toEqual({ timeoutSeconds: 30, maxAttempts: 5 });
+    expect(toolSettings(config, 'search.query')).toEqual({ timeoutSeconds: 60, maxAttempts: 3 });
+  });
+
+  test('Config: a function name with dots takes its server from before the first dot', () => {
+    const layered = { 'ns.*': { maxAttempts: 9 } };
+    expect(toolSettings({ tools: layered }, 'ns.deep.fn')).toEqual({ timeoutSeconds: 60, maxAttempts: 9 });
+  });
+
+  test('Config: toolSettings hands back a copy, never the defaults object itself', () => {
+    const settings = toolSettings({ tools: {} }, 'a.f');
+    settings.timeoutSeconds = 1;
+    expect(DEFAULT_TOOL_SETTINGS.timeoutSeconds).toBe(60);
+  });
+});
