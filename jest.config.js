@@ -8,5 +8,6 @@ module.exports = {
   // Integration tests each start a real Temporal dev server; two at a time fit 2 cores.
   maxWorkers: 2,
   testTimeout: 120_000,
+  reporters: ['default', '<rootDir>/test/summary-reporter.js'],
   transform: { '^.+\\.ts$': 'ts-jest' },
 };

@@ -27,8 +27,25 @@ export const SessionStepSchema = z.strictObject({
   session: z.array(CallStepSchema).min(1, 'a session holds at least one call'),
 });
 
-export const StepSchema = z.union([CallStepSchema, SessionStepSchema], {
-  error: 'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
+export type CallStep = z.infer<typeof CallStepSchema>;
+export type SessionStep = z.infer<typeof SessionStepSchema>;
+
+/**
+ * A step is a call or a session, told apart by its `session` key, so an error names the field inside the
+ * step (`steps[1].args`) rather than only saying that no kind of step matched.
+ */
+export const StepSchema = z.unknown().transform((value, ctx): CallStep | SessionStep => {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
+    });
+    return z.NEVER;
+  }
+  const parsed = ('session' in value ? SessionStepSchema : CallStepSchema).safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+  return z.NEVER;
 });
 
 /** A job spec: the tenant who owns it and the steps it runs in order. */
@@ -37,9 +54,7 @@ export const JobSpecSchema = z.strictObject({
   steps: z.array(StepSchema).min(1, 'a job has at least one step'),
 });
 
-export type CallStep = z.infer<typeof CallStepSchema>;
-export type SessionStep = z.infer<typeof SessionStepSchema>;
-export type Step = z.infer<typeof StepSchema>;
+export type Step = CallStep | SessionStep;
 export type JobSpec = z.infer<typeof JobSpecSchema>;
 
 /** Thrown by {@link parseJobSpec}; its message names the field that is wrong. */

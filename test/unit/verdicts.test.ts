@@ -65,13 +65,11 @@ describe('Words: may be made again', () => {
     ],
   ];
 
-  test.each(
-    cases.flatMap(([what, listing, expected]) =>
-      (['plugin', 'sandbox'] as ServerKind[]).map((kind) => [kind, what, listing, expected] as const),
-    ),
-  )('Words: a %s server function with %s may be made again: %p', (kind, _what, listing, expected) => {
-    expect(mayBeMadeAgain(listing, kind, false)).toBe(expected);
-    expect(mayBeMadeAgain(listing, kind, true)).toBe(expected);
+  describe.each<ServerKind>(['plugin', 'sandbox'])('a %s server', (kind) => {
+    test.each(cases)('Words: a function with %s may be made again: %p', (_what, listing, expected) => {
+      expect(mayBeMadeAgain(listing, kind, false)).toBe(expected);
+      expect(mayBeMadeAgain(listing, kind, true)).toBe(expected);
+    });
   });
 
   test.each(cases)('A2: a remote function with %s, listing not approved, is never made again', (_what, listing) => {

@@ -1,0 +1,116 @@
+/**
+ * The CLI as a user runs it (`./bin/oz0`), against a real dev server and a node: job start/status/trace/
+ * cancel with the SPEC's output shapes, --help everywhere, bad input refused with the field named.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createNode } from '../../worker/node';
+import type { Oz0Node } from '../../worker/node';
+import { ROOT, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+let node: Oz0Node;
+let running: Promise<void>;
+let configFile: string;
+const dir = tmpDir();
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+  const servers = { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: path.join(dir, 'p.jsonl') } } };
+  const config = testConfig(temporal.server.address, { servers });
+  configFile = path.join(dir, 'oz0.config.json');
+  fs.writeFileSync(
+    configFile,
+    JSON.stringify({ temporal: { address: temporal.server.address, taskQueue: config.temporal.taskQueue }, servers }),
+  );
+  node = await createNode({ config, logger });
+  running = node.run();
+});
+afterAll(async () => {
+  await node?.shutdown();
+  await running;
+  await temporal?.close();
+});
+
+function oz0(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(path.join(ROOT, 'bin', 'oz0'), args, { env: { ...process.env, ...env }, timeout: 60_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+function spec(value: unknown): string {
+  const file = path.join(dir, `${uniqueId('spec')}.json`);
+  fs.writeFileSync(file, JSON.stringify(value));
+  return file;
+}
+
+test('job start --wait --json prints the trace JSON; status and trace read it back', async () => {
+  const id = uniqueId('cli');
+  const file = spec({ tenant: 'acme', steps: [{ call: 'probe.probe' }, { call: 'probe.nope' }] });
+  const started = await oz0(['job', 'start', file, '--id', id, '--wait', '--json', '--config', configFile]);
+  expect(started.stderr).toBe('');
+  expect(started.code).toBe(0);
+  const trace = JSON.parse(started.stdout);
+  expect(trace).toMatchObject({ jobId: id, status: 'COMPLETED' });
+  expect(trace.steps).toHaveLength(2);
+  expect(Object.keys(trace.steps[0]).sort()).toEqual(['attempts', 'key', 'node', 'result', 'session', 'tool']);
+  expect(trace.steps[0]).toMatchObject({ tool: 'probe.probe', key: `${id}/c1`, session: null, attempts: [{ attempt: 1, outcome: 'ok' }] });
+  expect(trace.steps[1].result.isError).toBe(true);
+
+  const status = await oz0(['job', 'status', id], { OZ0_CONFIG: configFile });
+  expect(status).toMatchObject({ code: 0, stdout: 'COMPLETED\n' });
+  const table = await oz0(['job', 'trace', id, '--config', configFile]);
+  expect(table.code).toBe(0);
+  expect(table.stdout).toContain(`${id}/c1`);
+  expect(table.stdout).toContain('probe.nope');
+  const json = await oz0(['job', 'trace', id, '--json', '--config', configFile]);
+  expect(JSON.parse(json.stdout).steps).toEqual(trace.steps);
+});
+
+test('job start prints the id; job cancel stops it: cancelling, then CANCELED', async () => {
+  const file = spec({ tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 60_000 } }] });
+  const started = await oz0(['job', 'start', file, '--config', configFile]);
+  expect(started.code).toBe(0);
+  const id = started.stdout.trim();
+  expect(id).toMatch(/^job-/);
+  const cancel = await oz0(['job', 'cancel', id, '--config', configFile]);
+  expect(cancel.code).toBe(0);
+  await temporal.client.workflow.getHandle(id).result().catch(() => undefined);
+  expect((await oz0(['job', 'status', id, '--config', configFile])).stdout).toBe('CANCELED\n');
+});
+
+test('a bad spec is refused before any workflow starts: exit 2, the field named', async () => {
+  const id = uniqueId('bad');
+  const file = spec({ tenant: 'acme', steps: [{ call: 'probe.probe', args: 'not an object' }] });
+  const out = await oz0(['job', 'start', file, '--id', id, '--config', configFile]);
+  expect(out.code).toBe(2);
+  expect(out.stderr).toContain('steps[0].args');
+  await expect(temporal.client.workflow.getHandle(id).describe()).rejects.toThrow();
+});
+
+test('bad config and bad arguments are refused with the field named', async () => {
+  const badConfig = path.join(dir, 'bad.json');
+  fs.writeFileSync(badConfig, JSON.stringify({ node: { slots: 0 } }));
+  const out = await oz0(['job', 'status', 'x', '--config', badConfig]);
+  expect(out.code).toBe(2);
+  expect(out.stderr).toContain('node.slots');
+  const badId = await oz0(['job', 'status', 'has spaces', '--config', configFile]);
+  expect(badId.code).not.toBe(0);
+  expect(badId.stderr).toContain('job id');
+  const missing = await oz0(['job', 'status', uniqueId('missing'), '--config', configFile]);
+  expect(missing.code).toBe(1);
+  expect(missing.stderr).toMatch(/^oz0: /);
+});
+
+test.each([[[]], [['dev']], [['worker']], [['job']], [['job', 'start']], [['job', 'status']], [['job', 'trace']], [['job', 'cancel']]])(
+  '--help for oz0 %j',
+  async (args) => {
+    const out = await oz0([...args, '--help']);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toContain('Usage: oz0');
+  },
+);
