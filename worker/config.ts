@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { formatPath, TOOL_PATTERN } from '../workflows/definitions';
+import { eitherBy, formatPath, TOOL_PATTERN } from '../workflows/definitions';
 import type { ToolSettings } from '../workflows/definitions';
 
 const name = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a server name is 1-64 letters, digits, "_" or "-"');
@@ -24,9 +24,12 @@ const RemoteServerSchema = z.strictObject({
   headers: z.record(z.string(), z.string()).default({}),
 });
 
-const ServerSchema = z.union([StdioServerSchema, RemoteServerSchema], {
-  error: 'a server is { "command": …, "args": […] } (stdio) or { "url": … } (Streamable HTTP)',
-});
+const ServerSchema = eitherBy(
+  'url',
+  RemoteServerSchema,
+  StdioServerSchema,
+  'a server is { "command": …, "args": […] } (stdio) or { "url": … } (Streamable HTTP)',
+);
 
 const ToolPatternSchema = z
   .string()
@@ -80,7 +83,7 @@ export const ConfigSchema = z.strictObject({
 });
 
 export type Config = z.infer<typeof ConfigSchema>;
-export type ServerConfig = z.infer<typeof ServerSchema>;
+export type ServerConfig = StdioServerConfig | RemoteServerConfig;
 export type StdioServerConfig = z.infer<typeof StdioServerSchema>;
 export type RemoteServerConfig = z.infer<typeof RemoteServerSchema>;
 

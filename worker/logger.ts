@@ -5,27 +5,35 @@
 import pino from 'pino';
 import type { Logger as TemporalLogger, LogLevel, LogMetadata } from '@temporalio/common';
 
-/** Paths whose values never reach a log: config secrets and anything that looks like one. */
-export const REDACT_PATHS = [
+/** Keys whose values never reach a log, at any depth: config secrets and anything that looks like one. */
+export const SECRET_KEYS = new Set([
   'headers',
-  '*.headers',
-  '*.*.headers',
   'env',
-  '*.env',
-  '*.*.env',
   'authorization',
-  '*.authorization',
-  'Authorization',
-  '*.Authorization',
   'token',
-  '*.token',
-  'apiKey',
-  '*.apiKey',
+  'apikey',
+  'api_key',
   'password',
-  '*.password',
   'secret',
-  '*.secret',
-];
+  'cookie',
+  'set-cookie',
+]);
+
+const CENSOR = '[redacted]';
+const MAX_DEPTH = 12;
+
+/** A copy of a log object with every secret-named key's value replaced, however deep it sits. */
+export function redactSecrets(value: unknown, depth = 0, seen = new WeakSet<object>()): unknown {
+  if (!value || typeof value !== 'object' || value instanceof Error) return value;
+  if (depth > MAX_DEPTH || seen.has(value)) return '[…]';
+  seen.add(value);
+  if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1, seen));
+  const out: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(value)) {
+    out[key] = SECRET_KEYS.has(key.toLowerCase()) ? CENSOR : redactSecrets(inner, depth + 1, seen);
+  }
+  return out;
+}
 
 export type Logger = pino.Logger;
 
@@ -35,7 +43,12 @@ export function createLogger(opts: { level?: string; destination?: pino.Destinat
     {
       name: 'oz0',
       level: opts.level ?? process.env.OZ0_LOG_LEVEL ?? 'info',
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      // pino's own redact takes fixed paths; secrets can sit at any depth (a whole config logged), so walk.
+      formatters: {
+        log: (object) => redactSecrets(object) as Record<string, unknown>,
+      },
+      // A child logger's bindings skip the log formatter but pass through serializers, key by key.
+      serializers: Object.fromEntries([...SECRET_KEYS, 'Authorization', 'Cookie'].map((key) => [key, () => CENSOR])),
     },
     opts.destination ?? pino.destination(2),
   );

@@ -31,22 +31,34 @@ export type CallStep = z.infer<typeof CallStepSchema>;
 export type SessionStep = z.infer<typeof SessionStepSchema>;
 
 /**
- * A step is a call or a session, told apart by its `session` key, so an error names the field inside the
- * step (`steps[1].args`) rather than only saying that no kind of step matched.
+ * A schema for "one of two shapes, told apart by a key": errors name the field inside the chosen shape
+ * (`steps[1].args`) rather than only saying that no shape matched, as a plain union would.
  */
-export const StepSchema = z.unknown().transform((value, ctx): CallStep | SessionStep => {
-  if (!value || typeof value !== 'object' || Array.isArray(value)) {
-    ctx.addIssue({
-      code: 'custom',
-      message: 'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
-    });
+export function eitherBy<A extends z.ZodType, B extends z.ZodType>(
+  key: string,
+  withKey: A,
+  withoutKey: B,
+  message: string,
+): z.ZodType<z.output<A> | z.output<B>> {
+  return z.unknown().transform((value, ctx): z.output<A> | z.output<B> => {
+    if (!value || typeof value !== 'object' || Array.isArray(value)) {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }
+    const parsed = (key in value ? withKey : withoutKey).safeParse(value);
+    if (parsed.success) return parsed.data as z.output<A> | z.output<B>;
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
     return z.NEVER;
-  }
-  const parsed = ('session' in value ? SessionStepSchema : CallStepSchema).safeParse(value);
-  if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
-  return z.NEVER;
-});
+  });
+}
+
+/** A step is a call or a session, told apart by its `session` key. */
+export const StepSchema = eitherBy(
+  'session',
+  SessionStepSchema,
+  CallStepSchema,
+  'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
+);
 
 /** A job spec: the tenant who owns it and the steps it runs in order. */
 export const JobSpecSchema = z.strictObject({
@@ -72,7 +84,7 @@ export class JobSpecError extends Error {
 export function formatPath(path: readonly PropertyKey[]): string {
   let out = '';
   for (const part of path) out += typeof part === 'number' ? `[${part}]` : out ? `.${String(part)}` : String(part);
-  return out || '(the spec itself)';
+  return out || '(top level)';
 }
 
 /** Validates a job spec, or throws a {@link JobSpecError} naming every field that is wrong. */

@@ -18,7 +18,9 @@ const dir = tmpDir();
 
 beforeAll(async () => {
   temporal = await startTemporal();
-  const servers = { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: path.join(dir, 'p.jsonl') } } };
+  const servers = {
+    probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: path.join(dir, 'p.jsonl') } },
+  };
   const config = testConfig(temporal.server.address, { servers });
   configFile = path.join(dir, 'oz0.config.json');
   fs.writeFileSync(
@@ -36,8 +38,11 @@ afterAll(async () => {
 
 function oz0(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(path.join(ROOT, 'bin', 'oz0'), args, { env: { ...process.env, ...env }, timeout: 60_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(
+      path.join(ROOT, 'bin', 'oz0'),
+      args,
+      { env: { ...process.env, ...env }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
@@ -58,7 +63,12 @@ test('job start --wait --json prints the trace JSON; status and trace read it ba
   expect(trace).toMatchObject({ jobId: id, status: 'COMPLETED' });
   expect(trace.steps).toHaveLength(2);
   expect(Object.keys(trace.steps[0]).sort()).toEqual(['attempts', 'key', 'node', 'result', 'session', 'tool']);
-  expect(trace.steps[0]).toMatchObject({ tool: 'probe.probe', key: `${id}/c1`, session: null, attempts: [{ attempt: 1, outcome: 'ok' }] });
+  expect(trace.steps[0]).toMatchObject({
+    tool: 'probe.probe',
+    key: `${id}/c1`,
+    session: null,
+    attempts: [{ attempt: 1, outcome: 'ok' }],
+  });
   expect(trace.steps[1].result.isError).toBe(true);
 
   const status = await oz0(['job', 'status', id], { OZ0_CONFIG: configFile });
@@ -79,7 +89,10 @@ test('job start prints the id; job cancel stops it: cancelling, then CANCELED', 
   expect(id).toMatch(/^job-/);
   const cancel = await oz0(['job', 'cancel', id, '--config', configFile]);
   expect(cancel.code).toBe(0);
-  await temporal.client.workflow.getHandle(id).result().catch(() => undefined);
+  await temporal.client.workflow
+    .getHandle(id)
+    .result()
+    .catch(() => undefined);
   expect((await oz0(['job', 'status', id, '--config', configFile])).stdout).toBe('CANCELED\n');
 });
 
@@ -106,11 +119,17 @@ test('bad config and bad arguments are refused with the field named', async () =
   expect(missing.stderr).toMatch(/^oz0: /);
 });
 
-test.each([[[]], [['dev']], [['worker']], [['job']], [['job', 'start']], [['job', 'status']], [['job', 'trace']], [['job', 'cancel']]])(
-  '--help for oz0 %j',
-  async (args) => {
-    const out = await oz0([...args, '--help']);
-    expect(out.code).toBe(0);
-    expect(out.stdout).toContain('Usage: oz0');
-  },
-);
+test.each([
+  [[]],
+  [['dev']],
+  [['worker']],
+  [['job']],
+  [['job', 'start']],
+  [['job', 'status']],
+  [['job', 'trace']],
+  [['job', 'cancel']],
+])('--help for oz0 %j', async (args) => {
+  const out = await oz0([...args, '--help']);
+  expect(out.code).toBe(0);
+  expect(out.stdout).toContain('Usage: oz0');
+});
