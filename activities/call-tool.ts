@@ -76,7 +76,7 @@ function cancelReason(reason: unknown): { outcome: Outcome; text: string } {
     case 'CANCELLED':
       return { outcome: 'cancelled', text: 'oz0: job cancelled' };
     case 'WORKER_SHUTDOWN':
-      return { outcome: 'cancelled', text: 'oz0: node shutting down' };
+      return { outcome: 'lost', text: 'oz0: node shutting down' };
     case 'TIMED_OUT':
       return { outcome: 'timeout', text: "oz0: Temporal's timeout for the attempt passed" };
     default:
@@ -230,6 +230,8 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
       if (connection.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
       rc.record(stop.outcome, stop.text);
       if (stop.outcome === 'cancelled') throw new CancelledFailure(stop.text, [rc.state]);
+      // A node going down: another node takes the next attempt, if the call may be made again.
+      if (stop.outcome === 'lost') return rc.fail(FailureType.nodeShutdown, `${input.tool}: ${stop.text}`, rc.again);
       return rc.fail(FailureType.timeLimit, `${input.tool}: ${stop.text}`, rc.again);
     }
     if (err instanceof ApplicationFailure) throw err;

@@ -13,7 +13,7 @@ import { startDevServer } from '../worker/dev-server';
 import { createLogger } from '../worker/logger';
 import { createNode } from '../worker/node';
 import type { Oz0Node } from '../worker/node';
-import { requireTemporalCli } from '../worker/temporal-cli';
+import { findTemporalCli } from '../worker/temporal-cli';
 import { formatTrace } from './format';
 import { cancelJob, connectJobClient, jobStatus, jobTrace, startJob } from './jobs';
 import type { ShownTrace } from './jobs';
@@ -87,7 +87,7 @@ export function buildProgram(): Command {
       const state = path.resolve(cfg.baseDir, cfg.node.stateDir);
       fs.mkdirSync(state, { recursive: true });
       const server = await startDevServer({
-        cli: requireTemporalCli({ log: (line) => logger.info(line) }),
+        cli: findTemporalCli({ log: (line) => logger.info(line) }),
         ip: host === 'localhost' ? '127.0.0.1' : host,
         port,
         uiPort: opts.uiPort ?? port + 1000,
@@ -119,7 +119,9 @@ export function buildProgram(): Command {
   const job = program.command('job').description('start, watch and stop jobs');
 
   withConfig(job.command('start'))
-    .description('start a job from a spec file (- for stdin); prints its id, or with --wait its trace')
+    .description(
+      'start a job from a spec file (- for stdin); prints its id, or with --wait its trace (exit 1 unless COMPLETED)',
+    )
     .argument('<spec>', 'job spec JSON file')
     .option('--id <id>', 'job id (the workflow id)', jobIdArg)
     .option('--wait', 'wait for the job to end and print its trace')
@@ -140,6 +142,8 @@ export function buildProgram(): Command {
         await handle.result().catch(() => undefined);
         const trace = await jobTrace(jc.client, handle.workflowId);
         print(traceJson(trace), opts.json, () => formatTrace(trace));
+        // Like a process: 0 when the job completed, 1 when it ended any other way.
+        if (trace.status !== 'COMPLETED') process.exitCode = 1;
       } finally {
         await jc.close();
       }

@@ -3,10 +3,12 @@
  * CLI and the demo use it; a plain `client.workflow.start('job', …)` works just as well.
  */
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import type { WorkflowHandle } from '@temporalio/client';
+import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
+import { connectionOptions } from '../worker/connection';
 import { JOB_WORKFLOW, parseJobSpec, statusQuery, traceQuery } from '../workflows/definitions';
 import type { JobTrace } from '../workflows/definitions';
 import type { job } from '../workflows/job';
+import type { Config } from '../worker/config';
 
 export interface JobClient {
   client: Client;
@@ -14,12 +16,10 @@ export interface JobClient {
   close(): Promise<void>;
 }
 
-export async function connectJobClient(temporal: {
-  address: string;
-  namespace: string;
-  taskQueue: string;
-}): Promise<JobClient> {
-  const connection = await Connection.connect({ address: temporal.address });
+export async function connectJobClient(temporal: Config['temporal']): Promise<JobClient> {
+  const connection = await Connection.connect(connectionOptions(temporal) as ConnectionOptions).catch((err: Error) => {
+    throw new Error(`cannot reach Temporal at ${temporal.address}: ${err.message}`);
+  });
   return {
     client: new Client({ connection, namespace: temporal.namespace }),
     taskQueue: temporal.taskQueue,

@@ -12,7 +12,7 @@ import { freePort, startDevServer } from '../worker/dev-server';
 import { createLogger } from '../worker/logger';
 import { createNode } from '../worker/node';
 import { projectRoot } from '../worker/paths';
-import { requireTemporalCli } from '../worker/temporal-cli';
+import { findTemporalCli } from '../worker/temporal-cli';
 import type { JobSpec } from '../workflows/definitions';
 import { startReaderServer } from './reader';
 
@@ -33,10 +33,12 @@ async function main(): Promise<void> {
   const say = (line: string) => process.stderr.write(`demo: ${line}\n`);
   const logger = createLogger({ level: process.env.OZ0_LOG_LEVEL ?? 'warn' });
 
-  const cli = requireTemporalCli({ log: say });
+  const cli = findTemporalCli({ log: say });
   const port = await portOr(7233);
   const uiPort = await portOr(port + 1000);
-  say(`starting the Temporal dev server (${cli}) on 127.0.0.1:${port}, SQLite ${path.join(state, 'temporal.db')}`);
+  say(
+    `starting the Temporal dev server (${cli ?? "@temporalio/testing's download"}) on 127.0.0.1:${port}, SQLite ${path.join(state, 'temporal.db')}`,
+  );
   const server = await startDevServer({
     cli,
     port,

@@ -73,6 +73,8 @@ export const ConfigSchema = z.strictObject({
       heartbeatTimeoutSeconds: z.number().min(1).max(600).default(10),
       /** Where the node keeps sandbox folders and other state; relative to the config's folder. */
       stateDir: z.string().min(1).default('.oz0'),
+      /** On SIGTERM a node stops taking calls and gives running ones this long to finish, then cancels them. */
+      shutdownGraceSeconds: z.number().min(0).max(3600).default(10),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
       sandboxIdleSeconds: z
         .number()

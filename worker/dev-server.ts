@@ -10,7 +10,8 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 
 export interface DevServerOptions {
-  cli: string;
+  /** The Temporal CLI; without one, @temporalio/testing downloads it (that needs the internet). */
+  cli?: string;
   /** SQLite file; without one, the server keeps its state in memory only. */
   dbFile?: string;
   ip?: string;
@@ -51,6 +52,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const ip = opts.ip ?? '127.0.0.1';
   const port = opts.port ?? (await freePort(ip));
   const namespace = opts.namespace ?? 'default';
+  if (!opts.cli) return startDownloadedDevServer(opts, ip, port, namespace);
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'warn'];
   args.push('--http-port', String(await freePort(ip)), '--metrics-port', String(await freePort(ip)));
   if (namespace !== 'default') args.push('--namespace', namespace);
@@ -103,5 +105,40 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
     pid: child.pid ?? -1,
     stop,
     exited,
+  };
+}
+
+/** The last resort: @temporalio/testing fetches the CLI itself and runs the same dev server. */
+async function startDownloadedDevServer(
+  opts: DevServerOptions,
+  ip: string,
+  port: number,
+  namespace: string,
+): Promise<DevServer> {
+  const { TestWorkflowEnvironment } = await import('@temporalio/testing');
+  const uiPort = opts.uiPort === false ? undefined : (opts.uiPort ?? (await freePort(ip)));
+  const env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      ip,
+      port,
+      namespace,
+      dbFilename: opts.dbFile,
+      ui: uiPort !== undefined,
+      uiPort,
+      extraArgs: ['--log-level', 'warn'],
+    },
+  });
+  let resolveExit: (code: number | null) => void = () => undefined;
+  const exited = new Promise<number | null>((resolve) => (resolveExit = resolve));
+  return {
+    address: `${ip}:${port}`,
+    namespace,
+    uiUrl: uiPort ? `http://${ip}:${uiPort}` : undefined,
+    pid: -1,
+    exited,
+    async stop() {
+      await env.teardown();
+      resolveExit(0);
+    },
   };
 }

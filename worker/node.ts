@@ -11,6 +11,7 @@ import { createActivities } from '../activities';
 import type { NodeIdentity } from '../activities';
 import { ServerPool } from '../activities/servers/pool';
 import type { LoadedConfig } from './config';
+import { connectionOptions } from './connection';
 import { createLogger, TemporalPinoLogger } from './logger';
 import type { Logger } from './logger';
 import { ensureSearchAttributes } from './search-attributes';
@@ -25,6 +26,8 @@ export function installRuntime(logger: Logger): void {
     Runtime.install({
       logger: new TemporalPinoLogger(logger.child({ component: 'temporal' })),
       telemetryOptions: { logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} } },
+      // oz0 owns SIGINT/SIGTERM: it drains its nodes, stops their servers, then exits.
+      shutdownSignals: [],
     });
   } catch {
     // A runtime already exists in this process (e.g. several nodes in one test): keep it.
@@ -65,7 +68,11 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const { config, logger } = opts;
   installRuntime(logger);
   const ownConnection = !opts.connection;
-  const connection = opts.connection ?? (await NativeConnection.connect({ address: config.temporal.address }));
+  const connection =
+    opts.connection ??
+    (await NativeConnection.connect(connectionOptions(config.temporal)).catch((err: Error) => {
+      throw new Error(`cannot reach Temporal at ${config.temporal.address}: ${err.message}`);
+    }));
   await ensureSearchAttributes(connection, config.temporal.namespace);
   const name = opts.name ?? `${os.hostname()}/${process.pid}`;
   const identity: NodeIdentity = {
@@ -87,7 +94,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     // Cancellation reaches an activity only through a heartbeat's answer: heartbeats go out this often.
     maxHeartbeatThrottleInterval: config.node.heartbeatMs,
     defaultHeartbeatThrottleInterval: config.node.heartbeatMs,
-    shutdownGraceTime: '10s',
+    // On shutdown, running calls get this long to finish before they are cancelled.
+    shutdownGraceTime: config.node.shutdownGraceSeconds * 1000,
   };
   const shared = await Worker.create({
     ...common,

@@ -174,6 +174,8 @@ export const FailureType = {
   attemptFailed: 'Oz0AttemptFailed',
   /** The attempt stopped itself at the tool's time limit (C6). */
   timeLimit: 'Oz0TimeLimit',
+  /** The node shut down mid-call (past its grace time). */
+  nodeShutdown: 'Oz0NodeShutdown',
   /** The node has no server of that name, or the server has no such function. */
   unknownTool: 'Oz0UnknownTool',
 } as const;

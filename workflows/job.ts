@@ -246,6 +246,8 @@ function describeFailure(err: unknown): { result: ToolResult; attempts: AttemptR
     }
   }
   const attempts = Array.isArray(state?.attempts) ? [...state.attempts] : [];
+  // A cancellation's own message is often empty: the last attempt's note says why.
+  if (!message) message = attempts.at(-1)?.note ?? (isCancellation(err) ? 'oz0: job cancelled' : 'unknown failure');
   if (isCancellation(err) && !attempts.some((a) => a.outcome === 'cancelled')) {
     attempts.push({ attempt: attempts.length + 1, outcome: 'cancelled', note: 'oz0: job cancelled' });
   }

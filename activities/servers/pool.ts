@@ -244,10 +244,11 @@ export class ServerPool {
     }
   }
 
-  /** Stops every server this node started. */
+  /** Stops every server this node started, and removes the node's sandbox folder. */
   async close(): Promise<void> {
     clearInterval(this.reaper);
     await Promise.all([...this.connections.keys()].map((id) => this.stop(id)));
+    fs.rmSync(this.opts.sandboxRoot, { recursive: true, force: true });
   }
 }
 

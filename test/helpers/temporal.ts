@@ -13,7 +13,7 @@ import type { LoadedConfig } from '../../worker/config';
 import { startDevServer } from '../../worker/dev-server';
 import type { DevServer } from '../../worker/dev-server';
 import { createLogger } from '../../worker/logger';
-import { requireTemporalCli } from '../../worker/temporal-cli';
+import { findTemporalCli } from '../../worker/temporal-cli';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 export const logger = createLogger({ level: process.env.OZ0_TEST_LOG_LEVEL ?? 'warn' });
@@ -40,7 +40,7 @@ export interface TestTemporal {
 
 /** A real Temporal dev server on free ports, headless, in memory. */
 export async function startTemporal(): Promise<TestTemporal> {
-  const server = await startDevServer({ cli: requireTemporalCli({ install: false }), uiPort: false });
+  const server = await startDevServer({ cli: findTemporalCli({ install: false }), uiPort: false });
   const connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection, namespace: server.namespace });
   return {

@@ -1,0 +1,51 @@
+# The oz0 image: `oz0 worker` by default (one node); any other oz0 command, or an example server with
+# `--entrypoint node … dist/examples/<name>.js`. docker-compose.yml runs it both ways.
+#
+# Both stages use the same pinned Node 20 image, so the native modules installed in the build stage
+# (the Temporal core bridge, @swc/core's binding) match the runtime's glibc and architecture.
+
+FROM node:20.20.2-bookworm-slim AS build
+WORKDIR /app
+
+# Dependencies first, in a layer of their own that stays cached while only sources change.
+# --ignore-scripts: npm ci would otherwise run this package's `prepare` (npm run build) before the
+# sources are here. The dependencies' own install scripts are not needed either: @swc/core's only
+# checks its native binding (installed as an optional dependency) and protobufjs's only warns.
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+
+# .dockerignore keeps node_modules, dist, .tools, .oz0, .git and test/ out of this copy.
+COPY . .
+RUN npm run build
+
+# Runtime dependencies only. The Temporal core bridge ships prebuilt binaries for five platforms and
+# its Rust sources: keep the one this image runs on (releases/<uname -m>-unknown-linux-gnu).
+RUN npm prune --omit=dev --no-audit --no-fund \
+  && find node_modules/@temporalio/core-bridge/releases -mindepth 1 -maxdepth 1 \
+    ! -name "$(uname -m)-unknown-linux-gnu" -exec rm -rf {} + \
+  && rm -rf node_modules/@temporalio/core-bridge/sdk-core
+
+FROM node:20.20.2-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+
+# Only what a node runs: the compiled code, its runtime dependencies, the CLI wrapper and the example
+# job specs. Owned by root, so the node user can read but not change them.
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/bin ./bin
+COPY --from=build /app/examples/jobs ./examples/jobs
+
+# node.stateDir of deploy/oz0.cluster.json: sandbox folders and the example servers' state. The config
+# itself is mounted read-only, so nothing may be written beside it.
+RUN mkdir -p /var/lib/oz0 && chown node:node /var/lib/oz0
+
+# The image's own unprivileged user (uid 1000).
+USER node
+
+# No HEALTHCHECK: a node serves no port of its own, it only polls Temporal. Whether it is alive shows
+# in Temporal (`temporal task-queue describe --task-queue oz0` lists its pollers), and a node that
+# cannot reach Temporal at start exits 1, which the compose file's restart policy answers.
+ENTRYPOINT ["node", "dist/client/cli.js"]
+CMD ["worker"]

@@ -1,0 +1,127 @@
+/**
+ * Several nodes without Docker: real `oz0 worker` processes against one dev server share the work; a node
+ * stops gracefully on SIGTERM — it lets a short call finish, cancels a long one past its grace time (the
+ * server sees notifications/cancelled), and exits 0.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { readReceived } from '../../examples/common';
+import type { JobTrace } from '../../workflows/definitions';
+import { createNode } from '../../worker/node';
+import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+const workers: ChildProcess[] = [];
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+});
+afterAll(async () => {
+  for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
+  await temporal?.close();
+});
+
+function setup(node: Record<string, unknown>) {
+  const dir = tmpDir();
+  const log = path.join(dir, 'probe.jsonl');
+  const servers = { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } };
+  const config = testConfig(temporal.server.address, { servers, node });
+  const file = path.join(dir, 'oz0.config.json');
+  fs.writeFileSync(
+    file,
+    JSON.stringify({ temporal: config.temporal, servers, node: { ...node, stateDir: path.join(dir, 'state') } }),
+  );
+  return { config, file, log };
+}
+
+/** Starts `oz0 worker` and resolves once it says it is ready. */
+async function startWorker(
+  file: string,
+  name: string,
+): Promise<{ proc: ChildProcess; exited: Promise<number | null> }> {
+  const proc = spawn(path.join(ROOT, 'bin', 'oz0'), ['worker', '--config', file, '--name', name], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, OZ0_LOG_LEVEL: 'info' },
+  });
+  workers.push(proc);
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  let err = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`worker ${name} did not start: ${err}`)), 60_000);
+    proc.stderr!.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+      if (err.includes('oz0 worker: node')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    proc.once('exit', (code) => reject(new Error(`worker ${name} exited ${code}: ${err}`)));
+  });
+  return { proc, exited };
+}
+
+test('T4 (nodes): two oz0 worker processes share one task queue; every job completes and both nodes make calls', async () => {
+  const { config, file } = setup({ slots: 1 });
+  const a = await startWorker(file, 'node-a');
+  const b = await startWorker(file, 'node-b');
+  const jobs = await Promise.all(
+    [1, 2, 3, 4].map((i) =>
+      temporal.client.workflow.start('job', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: uniqueId(`multi-${i}`),
+        args: [{ tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 700 } }, { call: 'probe.probe' }] }],
+      }),
+    ),
+  );
+  const traces: JobTrace[] = await Promise.all(jobs.map((h) => h.result()));
+  expect(traces.every((t) => t.steps.every((s) => !s.result.isError))).toBe(true);
+  const nodes = new Set(traces.flatMap((t) => t.steps.map((s) => s.node)));
+  expect(nodes).toEqual(new Set(['node-a', 'node-b']));
+  a.proc.kill('SIGTERM');
+  b.proc.kill('SIGTERM');
+  expect(await a.exited).toBe(0);
+  expect(await b.exited).toBe(0);
+});
+
+test('graceful shutdown: on SIGTERM a node lets a short call finish, cancels a long one after its grace, exits 0', async () => {
+  const { config, file, log } = setup({ shutdownGraceSeconds: 3 });
+  const w = await startWorker(file, 'node-graceful');
+  const start = (ms: number) =>
+    temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId(`graceful-${ms}`),
+      args: [{ tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms } }] }],
+    });
+  const short = await start(1500);
+  const long = await start(60_000);
+  await eventually(
+    () => (readReceived(log).filter((r) => r.event === 'start').length === 2 ? true : undefined),
+    20_000,
+    'both calls started',
+  );
+  const signalledAt = Date.now();
+  w.proc.kill('SIGTERM');
+  expect(await w.exited).toBe(0);
+  const stoppedAfter = Date.now() - signalledAt;
+  const received = readReceived(log);
+  const longStart = received.find((r) => r.event === 'start' && r.key === `${long.workflowId}/c1`)!;
+  const cancels = received.filter((r) => r.event === 'cancelled');
+  // Only the long call was cancelled, with a reason that says why, once the grace time was up.
+  expect(cancels).toHaveLength(1);
+  expect(cancels[0]).toMatchObject({ requestId: longStart.requestId, reason: 'oz0: node shutting down' });
+  expect((cancels[0].t as number) - signalledAt).toBeGreaterThanOrEqual(2500);
+  expect(stoppedAfter).toBeLessThan(20_000);
+  // Another node finishes both jobs: the short call had completed; the long one was cut off mid-call.
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const s: JobTrace = await short.result();
+    expect(s.steps[0].result.isError).toBe(false);
+    expect(s.steps[0].node).toBe('node-graceful');
+    const l: JobTrace = await long.result();
+    expect(l.steps[0].result.isError).toBe(true);
+    expect(l.steps[0].attempts[0]).toMatchObject({ attempt: 1, outcome: 'lost', note: 'oz0: node shutting down' });
+  });
+});
