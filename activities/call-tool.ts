@@ -185,25 +185,30 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
   if (ctx.cancellationSignal.aborted) onCancel();
   else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
   let lastProgress = rc.state.progress ?? -Infinity;
+  // P1: only a call that may be made again asks for progress, under a token of its own; progress must increase.
+  const progressToken = rc.again ? `oz0:${input.key}:${ctx.info.attempt}` : undefined;
+  const unwatch = progressToken
+    ? connection.watchProgress(progressToken, (p) => {
+        if (!Number.isFinite(p.progress) || p.progress <= lastProgress) return;
+        lastProgress = p.progress;
+        rc.setProgress(
+          typeof p.total === 'number' ? { progress: p.progress, total: p.total } : { progress: p.progress },
+        );
+      })
+    : undefined;
   try {
     const raw = await connection.client.callTool(
-      { name: rc.fn, arguments: input.args, _meta: { 'oz0/idempotency_key': input.key } },
+      {
+        name: rc.fn,
+        arguments: input.args,
+        _meta: { 'oz0/idempotency_key': input.key, ...(progressToken ? { progressToken } : {}) },
+      },
       undefined,
       {
         signal: controller.signal,
         // The request never outlives the attempt's own limit; never the SDK's 60 s default.
         timeout: Math.max(1, remaining) + 5000,
         maxTotalTimeout: Math.max(1, remaining) + 5000,
-        // P1: only a call that may be made again asks for progress; it must increase.
-        onprogress: rc.again
-          ? (p) => {
-              if (typeof p.progress !== 'number' || !Number.isFinite(p.progress) || p.progress <= lastProgress) return;
-              lastProgress = p.progress;
-              rc.setProgress(
-                typeof p.total === 'number' ? { progress: p.progress, total: p.total } : { progress: p.progress },
-              );
-            }
-          : undefined,
       },
     );
     const result = normaliseResult(raw);
@@ -240,6 +245,7 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
     rc.record('failed', `outcome unknown: ${message}`);
     return rc.fail(FailureType.attemptFailed, `${input.tool}: ${message}`, rc.again);
   } finally {
+    unwatch?.();
     clearTimeout(limit);
     ctx.cancellationSignal.removeEventListener('abort', onCancel);
   }

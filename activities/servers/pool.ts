@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { ProgressNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, ProgressNotification, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { isRemote } from '../../worker/config';
 import type { LoadedConfig, ServerConfig, StdioServerConfig } from '../../worker/config';
@@ -25,6 +25,7 @@ const CONNECT_TIMEOUT_MS = 30_000;
 /** One live MCP session with one server. */
 export class ServerConnection {
   private listing?: Promise<Tool[]>;
+  private readonly progressWatchers = new Map<string, (params: ProgressNotification['params']) => void>();
   private inUse = 0;
   lastUsed = Date.now();
   closed = false;
@@ -60,6 +61,27 @@ export class ServerConnection {
       throw err;
     }
     return tools;
+  }
+
+  /**
+   * Calls fn with each progress notification for `token`, as it arrives. oz0 reads progress off the
+   * transport itself: the SDK hands notifications on a tick later than responses, so it drops the last
+   * progress a server sends just before its answer.
+   */
+  watchProgress(token: string, fn: (params: ProgressNotification['params']) => void): () => void {
+    this.progressWatchers.set(token, fn);
+    return () => this.progressWatchers.delete(token);
+  }
+
+  /** Takes the notifications oz0 asked for; true when the message was one of them. */
+  takeProgress(message: JSONRPCMessage): boolean {
+    if (!('method' in message) || message.method !== 'notifications/progress') return false;
+    const parsed = ProgressNotificationSchema.safeParse(message);
+    if (!parsed.success) return false;
+    const watcher = this.progressWatchers.get(String(parsed.data.params.progressToken));
+    if (!watcher) return false;
+    watcher(parsed.data.params);
+    return true;
   }
 
   get busy(): boolean {
@@ -153,7 +175,7 @@ export class ServerPool {
     config: ServerConfig,
     jobId: string,
   ): Promise<ServerConnection> {
-    const transport = isRemote(config)
+    const transport: Transport = isRemote(config)
       ? createRemoteTransport(server, config, process.env)
       : new ProcessTransport(this.processSpec(config, kind, server, jobId), {
           killGraceMs: this.opts.killGraceMs,
@@ -173,6 +195,10 @@ export class ServerPool {
     };
     try {
       await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
+      const sdkOnMessage = transport.onmessage;
+      transport.onmessage = (message, extra) => {
+        if (!connection.takeProgress(message)) sdkOnMessage?.(message, extra);
+      };
     } catch (err) {
       await transport.close().catch(() => undefined);
       throw new Error(`could not start server "${server}": ${(err as Error).message}`);

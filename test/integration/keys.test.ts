@@ -101,3 +101,21 @@ test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
   expect(trace.calls).toBe(5);
   expect(trace.steps.map((s) => s.key)).toEqual(keys);
 });
+
+test('P1: a call that may be made again asks for progress and keeps the last one with its attempt; others do not ask', async () => {
+  const dir = tmpDir();
+  const { log, config } = servers(dir);
+  const { trace } = await runJob(temporal, testConfig(temporal.server.address, config), {
+    tenant: 'acme',
+    steps: [
+      { call: 'reader.read_pages', args: { pages: 3, page_ms: 30 } },
+      { call: 'reader.sleep', args: { ms: 10 } },
+    ],
+  });
+  const [read, sleep] = ['read_pages', 'sleep'].map((tool) => readReceived(log).find((r) => r.tool === tool && r.args));
+  expect(typeof read?.progressToken).toBe('string');
+  expect(sleep?.progressToken).toBeUndefined();
+  // The last progress, even when it came just before the answer.
+  expect(trace.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', progress: { progress: 3, total: 3 } }]);
+  expect(trace.steps[1].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+});

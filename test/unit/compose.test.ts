@@ -1,0 +1,367 @@
+/**
+ * The cluster files, checked by structure: there is no Docker engine where the tests run, so this proves what can be
+ * proved by reading docker-compose.yml, the Dockerfile, .dockerignore and deploy/oz0.cluster.json.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { parse } from 'yaml';
+import { isRemote, loadConfig } from '../../worker/config';
+import type { LoadedConfig } from '../../worker/config';
+
+const ROOT = path.join(__dirname, '..', '..');
+
+interface Healthcheck {
+  test?: string | string[];
+  disable?: boolean;
+}
+
+interface Service {
+  image?: string;
+  build?: unknown;
+  entrypoint?: string | string[];
+  command?: string | string[];
+  container_name?: string;
+  ports?: Array<string | number | { target: number; published?: string | number }>;
+  environment?: Record<string, string | number | boolean | null> | string[];
+  depends_on?: string[] | Record<string, { condition?: string }>;
+  healthcheck?: Healthcheck;
+  volumes?: Array<string | { type?: string; source?: string; target?: string; read_only?: boolean }>;
+  init?: boolean;
+  stop_grace_period?: string;
+  restart?: string;
+}
+
+interface Compose {
+  services: Record<string, Service>;
+}
+
+const compose = parse(fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8')) as Compose;
+const services = compose.services;
+const node = services.node;
+
+/** The image's repository and tag; `undefined` tag when there is none. A registry port is not a tag. */
+function imageTag(image: string): { repo: string; tag?: string } {
+  const withoutDigest = image.split('@')[0];
+  const colon = withoutDigest.lastIndexOf(':');
+  if (colon <= withoutDigest.lastIndexOf('/')) return { repo: withoutDigest };
+  return { repo: withoutDigest.slice(0, colon), tag: withoutDigest.slice(colon + 1) };
+}
+
+/** The container ports a service publishes, and whether each names a host port. */
+function publishedPorts(service: Service): Array<{ container: number; host?: string }> {
+  return (service.ports ?? []).map((p) => {
+    if (typeof p === 'object') return { container: p.target, host: p.published?.toString() };
+    const parts = String(p).split('/')[0].split(':');
+    const container = Number(parts[parts.length - 1]);
+    return { container, host: parts.length > 1 ? parts.slice(0, -1).join(':') : undefined };
+  });
+}
+
+/** The condition a service waits for on another: `service_started` for the short list form. */
+function dependsOn(service: Service, on: string): string | undefined {
+  const deps = service.depends_on;
+  if (!deps) return undefined;
+  if (Array.isArray(deps)) return deps.includes(on) ? 'service_started' : undefined;
+  return deps[on] ? (deps[on].condition ?? 'service_started') : undefined;
+}
+
+function environment(service: Service): Record<string, string> {
+  const env = service.environment ?? {};
+  if (Array.isArray(env)) {
+    return Object.fromEntries(env.map((line) => [line.split('=')[0], line.slice(line.indexOf('=') + 1)]));
+  }
+  return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v === null ? '' : String(v)]));
+}
+
+/** Compose's `${NAME:-default}` with NAME unset: what a plain `docker compose up` passes. */
+function withDefaults(value: string): string {
+  return value.replace(/\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-([^}]*))?\}/g, (_m, def: string | undefined) => def ?? '');
+}
+
+function seconds(duration: string): number {
+  const units: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 0.001, us: 1e-6 };
+  const parts = [...duration.matchAll(/(\d+(?:\.\d+)?)(ms|us|h|m|s)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== duration) throw new Error(`bad duration ${duration}`);
+  return parts.reduce((sum, [, n, unit]) => sum + Number(n) * units[unit], 0);
+}
+
+function argv(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return Array.isArray(value) ? value : value.split(/\s+/).filter(Boolean);
+}
+
+/** The node's config mount: the bind whose target the node's `--config` names. */
+function configMount(): { source: string; target: string; readOnly: boolean } {
+  const command = argv(node.command);
+  const target = command[command.indexOf('--config') + 1];
+  for (const v of node.volumes ?? []) {
+    if (typeof v === 'string') {
+      const [source, t, mode] = v.split(':');
+      if (t === target) return { source, target, readOnly: mode?.split(',').includes('ro') ?? false };
+    } else if (v.target === target && v.source) {
+      return { source: v.source, target, readOnly: v.read_only === true };
+    }
+  }
+  throw new Error(`no volume of the node is mounted at ${target}`);
+}
+
+const mount = configMount();
+const nodeEnv = Object.fromEntries(Object.entries(environment(node)).map(([k, v]) => [k, withDefaults(v)]));
+const clusterConfig: LoadedConfig = loadConfig({ file: path.resolve(ROOT, mount.source), env: nodeEnv, cwd: ROOT });
+
+/** Every `env:NAME` the config reads from the node's environment (remote headers and stdio env). */
+function envRefs(config: LoadedConfig): string[] {
+  const values = Object.values(config.servers).flatMap((s) => Object.values(isRemote(s) ? s.headers : s.env));
+  return values.filter((v) => v.startsWith('env:')).map((v) => v.slice(4));
+}
+
+interface Instruction {
+  op: string;
+  args: string;
+}
+
+/** The Dockerfile's instructions, stage by stage (a stage starts at FROM); comments and continuations handled. */
+function dockerfileStages(text: string): Instruction[][] {
+  const logical = text
+    .split('\n')
+    .filter((line) => !/^\s*#/.test(line))
+    .join('\n')
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean);
+  const stages: Instruction[][] = [];
+  for (const line of logical) {
+    const [op, ...rest] = line.split(/\s+/);
+    const instruction = { op: op.toUpperCase(), args: rest.join(' ') };
+    if (instruction.op === 'FROM') stages.push([]);
+    if (stages.length === 0) continue;
+    stages[stages.length - 1].push(instruction);
+  }
+  return stages;
+}
+
+const stages = dockerfileStages(fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'));
+const finalStage = stages[stages.length - 1];
+const finalWorkdir = finalStage.find((i) => i.op === 'WORKDIR')?.args;
+
+describe('docker-compose.yml', () => {
+  test('has the services postgresql, temporal, temporal-ui, search and node', () => {
+    expect(Object.keys(services)).toEqual(
+      expect.arrayContaining(['postgresql', 'temporal', 'temporal-ui', 'search', 'node']),
+    );
+  });
+
+  test('every image is pinned to a tag that is not latest', () => {
+    for (const [name, service] of Object.entries(services)) {
+      expect({ name, image: service.image }).toEqual({ name, image: expect.any(String) });
+      const { tag } = imageTag(service.image as string);
+      expect({ name, tag }).toEqual({ name, tag: expect.stringMatching(/^(?!latest$)[\w][\w.-]*$/) });
+    }
+  });
+
+  test('the PostgreSQL, Temporal and UI images are pinned to version numbers', () => {
+    const versions = {
+      postgresql: ['postgres', /^\d+\.\d+(-[a-z0-9.]+)?$/],
+      temporal: ['temporalio/auto-setup', /^\d+\.\d+\.\d+$/],
+      'temporal-ui': ['temporalio/ui', /^2\.\d+\.\d+$/],
+    } as const;
+    for (const [name, [repo, pattern]] of Object.entries(versions)) {
+      const image = imageTag(services[name].image as string);
+      expect(image.repo).toBe(repo);
+      expect(image.tag).toMatch(pattern);
+    }
+  });
+
+  test('Temporal publishes 7233 and the UI 8080, on the host loopback only', () => {
+    expect(publishedPorts(services.temporal)).toContainEqual({ container: 7233, host: '127.0.0.1:7233' });
+    expect(publishedPorts(services['temporal-ui'])).toContainEqual({ container: 8080, host: '127.0.0.1:8080' });
+    expect(environment(services['temporal-ui']).TEMPORAL_ADDRESS).toBe('temporal:7233');
+  });
+
+  test('postgresql, temporal and search have health checks; postgresql uses pg_isready', () => {
+    for (const name of ['postgresql', 'temporal', 'search']) {
+      const check = services[name].healthcheck;
+      expect({ name, test: check?.test, disable: check?.disable }).toEqual({
+        name,
+        test: expect.anything(),
+        disable: undefined,
+      });
+    }
+    expect(argv(services.postgresql.healthcheck?.test).join(' ')).toContain('pg_isready');
+    expect(argv(services.temporal.healthcheck?.test)).toEqual(expect.arrayContaining(['temporal', 'operator']));
+  });
+
+  test('PostgreSQL credentials come from POSTGRES_USER / POSTGRES_PASSWORD, the same for both services', () => {
+    const pg = environment(services.postgresql);
+    const temporal = environment(services.temporal);
+    expect(pg.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD(:-[^}]*)?\}$/);
+    expect(temporal.POSTGRES_PWD).toBe(pg.POSTGRES_PASSWORD);
+    expect(temporal.POSTGRES_USER).toBe(pg.POSTGRES_USER);
+    expect(temporal).toMatchObject({ DB: 'postgres12', DB_PORT: '5432', POSTGRES_SEEDS: 'postgresql' });
+  });
+
+  test('services wait for what they use to be healthy (condition: service_healthy)', () => {
+    const waits: Array<[string, string]> = [
+      ['temporal', 'postgresql'],
+      ['temporal-ui', 'temporal'],
+      ['node', 'temporal'],
+      ['node', 'search'],
+    ];
+    for (const [service, on] of waits) {
+      expect({ service, on, condition: dependsOn(services[service], on) }).toEqual({
+        service,
+        on,
+        condition: 'service_healthy',
+      });
+    }
+  });
+
+  test('the search service runs the reader example over HTTP on 8931, where the config points', () => {
+    const search = services.search;
+    expect(search.image).toBe(node.image);
+    expect([...argv(search.entrypoint), ...argv(search.command)]).toEqual([
+      'node',
+      'dist/examples/reader.js',
+      '--http',
+      '8931',
+      '--host',
+      '0.0.0.0',
+    ]);
+    expect(fs.existsSync(path.join(ROOT, 'examples', 'reader.ts'))).toBe(true);
+    const server = clusterConfig.servers.search;
+    expect(isRemote(server) && server.url).toBe('http://search:8931/mcp');
+  });
+
+  test('the node scales: it is built here, and has no container_name and no host ports', () => {
+    expect(node.build).toBe('.');
+    expect(node.image).toBe('oz0-node:0.1.0');
+    expect(node.container_name).toBeUndefined();
+    expect(node.ports ?? []).toEqual([]);
+  });
+
+  test('the node runs `worker --config` on its read-only mounted config, under init', () => {
+    expect(argv(node.command)).toEqual(['worker', '--config', '/etc/oz0/oz0.config.json']);
+    expect(mount).toEqual({ source: './deploy/oz0.cluster.json', target: '/etc/oz0/oz0.config.json', readOnly: true });
+    expect(node.init).toBe(true);
+  });
+
+  test('the node sets TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, which override the config file', () => {
+    expect(nodeEnv).toMatchObject({ TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_NAMESPACE: 'default' });
+    expect(clusterConfig.temporal.address).toBe('temporal:7233');
+    expect(clusterConfig.temporal.namespace).toBe('default');
+  });
+
+  test("every variable set on the node is one oz0 reads: in worker/ sources, or an `env:NAME` of the node's config", () => {
+    const workerSources = fs
+      .readdirSync(path.join(ROOT, 'worker'))
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => fs.readFileSync(path.join(ROOT, 'worker', f), 'utf8'))
+      .join('\n');
+    const refs = envRefs(clusterConfig);
+    for (const name of Object.keys(nodeEnv)) {
+      const read = new RegExp(`\\benv\\.${name}\\b`).test(workerSources) || refs.includes(name);
+      expect({ name, read }).toEqual({ name, read: true });
+    }
+  });
+
+  test("every `env:NAME` of the node's config is set on the node", () => {
+    const refs = envRefs(clusterConfig);
+    expect(refs).toContain('SEARCH_TOKEN');
+    for (const name of refs) expect({ name, value: nodeEnv[name] }).toEqual({ name, value: expect.any(String) });
+  });
+
+  test("stop_grace_period outlasts the config's node.shutdownGraceSeconds with room for cancels", () => {
+    expect(node.stop_grace_period).toBeDefined();
+    expect(seconds(node.stop_grace_period as string)).toBeGreaterThanOrEqual(
+      clusterConfig.node.shutdownGraceSeconds + 10,
+    );
+  });
+});
+
+describe('deploy/oz0.cluster.json', () => {
+  test('passes loadConfig and defines ledger, reader, notes (sandboxed) and search (remote)', () => {
+    expect(clusterConfig.source).toBe(path.join(ROOT, 'deploy', 'oz0.cluster.json'));
+    const { ledger, reader, notes, search } = clusterConfig.servers;
+    expect(!isRemote(ledger) && ledger.env.LEDGER_FILE).toBe('/tmp/ledger.jsonl');
+    expect(!isRemote(reader) && reader.sandbox).toBe(false);
+    expect(!isRemote(notes) && notes.sandbox).toBe(true);
+    expect(isRemote(search) && search.headers).toEqual({ Authorization: 'env:SEARCH_TOKEN' });
+    expect(clusterConfig.node.slots).toBeGreaterThan(0);
+    expect(Object.keys(clusterConfig.tenants)).toContain('acme');
+  });
+
+  test("stdio servers name scripts by absolute path inside the image's WORKDIR, built from sources here", () => {
+    // A plugin server runs in the config's folder (/etc/oz0), so a relative path would not find dist/.
+    expect(finalWorkdir).toBe('/app');
+    for (const [name, server] of Object.entries(clusterConfig.servers)) {
+      if (isRemote(server)) continue;
+      const scripts = server.args.filter((a) => a.endsWith('.js'));
+      expect({ name, scripts: scripts.length }).toEqual({ name, scripts: 1 });
+      const inImage = path.posix.relative('/app', scripts[0]);
+      expect(inImage).toMatch(/^dist\//);
+      const source = inImage.replace(/^dist\//, '').replace(/\.js$/, '.ts');
+      expect({ name, source, exists: fs.existsSync(path.join(ROOT, source)) }).toEqual({ name, source, exists: true });
+    }
+  });
+
+  test("node.stateDir is absolute and created for the node user by the image (the config's folder is read-only)", () => {
+    expect(path.isAbsolute(clusterConfig.node.stateDir)).toBe(true);
+    const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(runs.some((r) => r.includes(`chown node:node ${clusterConfig.node.stateDir}`))).toBe(true);
+  });
+});
+
+describe('Dockerfile and .dockerignore', () => {
+  test('has at least two stages, each FROM a pinned node:20 tag', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of stages) {
+      const image = stage[0].args.split(/\s+/)[0];
+      expect(imageTag(image)).toEqual({ repo: 'node', tag: expect.stringMatching(/^20\.\d+\.\d+-bookworm-slim$/) });
+    }
+  });
+
+  test('the build stage installs with npm ci, builds, then prunes dev dependencies', () => {
+    const runs = stages[0].filter((i) => i.op === 'RUN').map((i) => i.args);
+    const at = (re: RegExp) => runs.findIndex((r) => re.test(r));
+    expect(at(/npm ci\b/)).toBeGreaterThanOrEqual(0);
+    expect(at(/npm run build\b/)).toBeGreaterThan(at(/npm ci\b/));
+    expect(at(/npm prune --omit=dev\b/)).toBeGreaterThan(at(/npm run build\b/));
+  });
+
+  test('the final stage runs as a user that is not root', () => {
+    const users = finalStage.filter((i) => i.op === 'USER').map((i) => i.args);
+    expect(users.length).toBeGreaterThan(0);
+    expect(users[users.length - 1]).not.toMatch(/^(root|0)(:|$)/);
+  });
+
+  test('the final stage copies only package.json, node_modules, dist, bin and examples/jobs from the build stage', () => {
+    const copies = finalStage.filter((i) => i.op === 'COPY' || i.op === 'ADD').map((i) => i.args);
+    expect(copies.length).toBeGreaterThan(0);
+    const sources = copies.map((c) => {
+      expect(c).toMatch(/^--from=build\s/);
+      return c.split(/\s+/).filter((w) => !w.startsWith('--'))[0];
+    });
+    expect(sources.sort()).toEqual(
+      ['/app/bin', '/app/dist', '/app/examples/jobs', '/app/node_modules', '/app/package.json'].sort(),
+    );
+    for (const c of copies) expect(c).not.toMatch(/(^|[\s/])(test|\.tools)(\/|\s|$)/);
+  });
+
+  test('the image runs the CLI: ENTRYPOINT node dist/client/cli.js, CMD worker', () => {
+    expect(finalStage.find((i) => i.op === 'ENTRYPOINT')?.args).toBe('["node", "dist/client/cli.js"]');
+    expect(finalStage.find((i) => i.op === 'CMD')?.args).toBe('["worker"]');
+    expect(fs.readFileSync(path.join(ROOT, 'client', 'cli.ts'), 'utf8')).toContain('require.main === module');
+  });
+
+  test('.dockerignore keeps node_modules, dist, .tools, .oz0, .git, coverage, test and bench/results out', () => {
+    const ignored = fs
+      .readFileSync(path.join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim().replace(/\/$/, ''))
+      .filter((l) => l && !l.startsWith('#'));
+    expect(ignored).toEqual(
+      expect.arrayContaining(['node_modules', 'dist', '.tools', '.oz0', '.git', 'coverage', 'test', 'bench/results']),
+    );
+  });
+});
