@@ -16,7 +16,7 @@ import type { Oz0Node } from '../worker/node';
 import { findTemporalCli } from '../worker/temporal-cli';
 import { formatTrace } from './format';
 import { cancelJob, connectJobClient, jobStatus, jobTrace, startJob } from './jobs';
-import type { ShownTrace } from './jobs';
+import type { JobClient, ShownTrace } from './jobs';
 
 /** A user error: printed as one line, exit status 2, no stack. */
 export class UsageError extends Error {
@@ -43,6 +43,16 @@ interface ConfigOpts {
 
 function config(opts: ConfigOpts): LoadedConfig {
   return loadConfig({ file: opts.config });
+}
+
+/** Connects to Temporal for one command and closes the connection after it. */
+async function withJobClient<T>(cfg: LoadedConfig, fn: (jc: JobClient) => Promise<T>): Promise<T> {
+  const jc = await connectJobClient(cfg.temporal);
+  try {
+    return await fn(jc);
+  } finally {
+    await jc.close();
+  }
 }
 
 function print(data: unknown, json: boolean | undefined, text: () => string): void {
@@ -134,9 +144,7 @@ export function buildProgram(): Command {
       } catch (err) {
         throw new UsageError(`${specFile} is not JSON: ${(err as Error).message}`);
       }
-      const cfg = config(opts);
-      const jc = await connectJobClient(cfg.temporal);
-      try {
+      await withJobClient(config(opts), async (jc) => {
         const handle = await startJob(jc, spec, { workflowId: opts.id });
         if (!opts.wait) return print({ jobId: handle.workflowId }, opts.json, () => handle.workflowId);
         await handle.result().catch(() => undefined);
@@ -144,9 +152,7 @@ export function buildProgram(): Command {
         print(traceJson(trace), opts.json, () => formatTrace(trace));
         // Like a process: 0 when the job completed, 1 when it ended any other way.
         if (trace.status !== 'COMPLETED') process.exitCode = 1;
-      } finally {
-        await jc.close();
-      }
+      });
     });
 
   withConfig(job.command('status'))
@@ -154,13 +160,10 @@ export function buildProgram(): Command {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      const jc = await connectJobClient(config(opts).temporal);
-      try {
+      await withJobClient(config(opts), async (jc) => {
         const status = await jobStatus(jc.client, id);
         print({ jobId: id, status }, opts.json, () => status);
-      } finally {
-        await jc.close();
-      }
+      });
     });
 
   withConfig(job.command('trace'))
@@ -168,26 +171,20 @@ export function buildProgram(): Command {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      const jc = await connectJobClient(config(opts).temporal);
-      try {
+      await withJobClient(config(opts), async (jc) => {
         const trace = await jobTrace(jc.client, id);
         print(traceJson(trace), opts.json, () => formatTrace(trace));
-      } finally {
-        await jc.close();
-      }
+      });
     });
 
   withConfig(job.command('cancel'))
     .description('cancel a job: its running calls are stopped, then it ends CANCELED')
     .argument('<id>', 'job id', jobIdArg)
     .action(async (id: string, opts: ConfigOpts) => {
-      const jc = await connectJobClient(config(opts).temporal);
-      try {
+      await withJobClient(config(opts), async (jc) => {
         await cancelJob(jc.client, id);
         process.stdout.write(`cancel requested for ${id}\n`);
-      } finally {
-        await jc.close();
-      }
+      });
     });
 
   return program;

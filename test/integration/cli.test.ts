@@ -2,7 +2,9 @@
  * The CLI as a user runs it (`./bin/oz0`), against a real dev server and a node: job start/status/trace/
  * cancel with the SPEC's output shapes, --help everywhere, bad input refused with the field named.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { Client, Connection } from '@temporalio/client';
+import { freePort } from '../../worker/dev-server';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createNode } from '../../worker/node';
@@ -132,4 +134,56 @@ test.each([
   const out = await oz0([...args, '--help']);
   expect(out.code).toBe(0);
   expect(out.stdout).toContain('Usage: oz0');
+});
+
+test('oz0 dev: a dev server with a SQLite file and the Web UI, plus one node; Ctrl-C stops both and exits 0', async () => {
+  const devDir = tmpDir();
+  const port = await freePort();
+  const uiPort = await freePort();
+  const devConfig = path.join(devDir, 'oz0.config.json');
+  fs.writeFileSync(
+    devConfig,
+    JSON.stringify({
+      temporal: { address: `127.0.0.1:${port}`, taskQueue: uniqueId('dev') },
+      servers: { probe: { command: 'node', args: [fixture('probe-server.js')] } },
+      node: { stateDir: path.join(devDir, 'state') },
+    }),
+  );
+  const dev = spawn(path.join(ROOT, 'bin', 'oz0'), ['dev', '--config', devConfig, '--ui-port', String(uiPort)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const exited = new Promise<number | null>((resolve) => dev.once('exit', (code) => resolve(code)));
+  try {
+    let err = '';
+    const ui = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`oz0 dev did not come up: ${err}`)), 90_000);
+      dev.stderr!.on('data', (chunk: Buffer) => {
+        err += chunk.toString();
+        const match = /Web UI at (\S+)/.exec(err);
+        if (match && err.includes('Ctrl-C')) {
+          clearTimeout(timer);
+          resolve(match[1]);
+        }
+      });
+    });
+    expect(ui).toBe(`http://127.0.0.1:${uiPort}/namespaces/default/workflows`);
+    expect((await fetch(ui)).status).toBe(200);
+    const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
+    try {
+      const client = new Client({ connection });
+      const cfg = JSON.parse(fs.readFileSync(devConfig, 'utf8'));
+      const handle = await client.workflow.start('job', {
+        taskQueue: cfg.temporal.taskQueue,
+        workflowId: uniqueId('dev-job'),
+        args: [{ tenant: 'acme', steps: [{ call: 'probe.probe' }] }],
+      });
+      expect((await handle.result()).steps[0].result.isError).toBe(false);
+    } finally {
+      await connection.close();
+    }
+    expect(fs.existsSync(path.join(devDir, 'state', 'temporal.db'))).toBe(true);
+  } finally {
+    dev.kill('SIGINT');
+  }
+  expect(await exited).toBe(0);
 });

@@ -252,15 +252,25 @@ describe('docker-compose.yml', () => {
     expect(clusterConfig.temporal.namespace).toBe('default');
   });
 
-  test("every variable set on the node is one oz0 reads: in worker/ sources, or an `env:NAME` of the node's config", () => {
+  test("every variable set on the node is one oz0 reads: worker/ sources, Temporal's envconfig, or the config's `env:NAME`", () => {
     const workerSources = fs
       .readdirSync(path.join(ROOT, 'worker'))
       .filter((f) => f.endsWith('.ts'))
       .map((f) => fs.readFileSync(path.join(ROOT, 'worker', f), 'utf8'))
       .join('\n');
+    // worker/connection.ts hands the environment to @temporalio/envconfig (TEMPORAL_API_KEY, TEMPORAL_TLS_*, …).
+    const envconfigDir = path.dirname(require.resolve('@temporalio/envconfig'));
+    const envconfigSources = fs
+      .readdirSync(envconfigDir)
+      .filter((f) => f.endsWith('.js'))
+      .map((f) => fs.readFileSync(path.join(envconfigDir, f), 'utf8'))
+      .join('\n');
     const refs = envRefs(clusterConfig);
     for (const name of Object.keys(nodeEnv)) {
-      const read = new RegExp(`\\benv\\.${name}\\b`).test(workerSources) || refs.includes(name);
+      const read =
+        new RegExp(`\\benv\\.${name}\\b`).test(workerSources) ||
+        envconfigSources.includes(`'${name}'`) ||
+        refs.includes(name);
       expect({ name, read }).toEqual({ name, read: true });
     }
   });
