@@ -1,5 +1,6 @@
-# The oz0 image: `oz0 worker` by default (one node); any other oz0 command, or an example server with
-# `--entrypoint node … dist/examples/<name>.js`. docker-compose.yml runs it both ways.
+# The oz0 image: `oz0 worker` by default (one node), or any other oz0 command given as arguments. With
+# the entrypoint `node dist/examples/<name>.js` it runs an example server instead; docker-compose.yml
+# runs it both ways (the `node` and `search` services).
 #
 # Both stages use the same pinned Node 20 image, so the native modules installed in the build stage
 # (the Temporal core bridge, @swc/core's binding) match the runtime's glibc and architecture.

@@ -26,8 +26,18 @@ export async function ensureSearchAttributes(
         searchAttributes: Object.fromEntries(missing.map((key) => [key.name, TYPE[key.type as keyof typeof TYPE]])),
       });
     } catch (err) {
+      const code = (err as { code?: number }).code;
       // Another node registering at the same moment is fine.
-      if ((err as { code?: number }).code !== grpcStatus.ALREADY_EXISTS) throw err;
+      if (code === grpcStatus.ALREADY_EXISTS) continue;
+      if (code === grpcStatus.PERMISSION_DENIED || code === grpcStatus.UNIMPLEMENTED) {
+        // Temporal Cloud does not let clients add search attributes: an operator adds them once.
+        throw new Error(
+          `namespace ${namespace} lacks oz0's search attributes ${missing.map((k) => k.name).join(', ')} and this ` +
+            'connection may not add them; add them once, e.g. `tcld namespace search-attributes add` ' +
+            '(Oz0Status and Oz0Tenant: Keyword, Oz0Tools: KeywordList)',
+        );
+      }
+      throw err;
     }
     await new Promise((r) => setTimeout(r, 250));
   }
