@@ -104,3 +104,13 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** Whether a process is still there. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -10,7 +10,17 @@ import { readReceived, serveHttp } from '../../examples/common';
 import { createReader } from '../../examples/reader';
 import type { JobSpec } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
-import { eventually, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import {
+  alive,
+  eventually,
+  fixture,
+  logger,
+  runJob,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
 let temporal: TestTemporal;
@@ -21,15 +31,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await temporal?.close();
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 interface Probe {
   pid: number;

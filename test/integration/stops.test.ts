@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { JobTrace } from '../../workflows/definitions';
-import { eventually, fixture, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
+import { alive, eventually, fixture, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
 let temporal: TestTemporal;
@@ -16,15 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await temporal?.close();
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test('C6: with a 5 s limit the server sees notifications/cancelled at 4.5 s, with a reason naming the time limit', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
