@@ -62,5 +62,4 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
-export { readPriorState } from './call-tool';
 export type { NodeIdentity } from './call-tool';

@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
+import { argsDigest } from '../../workflows/keys';
 import type { JobSpec } from '../../workflows/definitions';
 import { example, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
@@ -118,4 +119,34 @@ test('P1: a call that may be made again asks for progress and keeps the last one
   // The last progress, even when it came just before the answer.
   expect(trace.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', progress: { progress: 3, total: 3 } }]);
   expect(trace.steps[1].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+});
+
+test('K3/K4/K5: in a session, an idempotent function gets content keys …/1, …/1, …/2; other calls keep K2 keys', async () => {
+  const dir = tmpDir();
+  const { log, config } = servers(dir);
+  const { handle } = await runJob(temporal, testConfig(temporal.server.address, config), {
+    tenant: 'acme',
+    steps: [
+      {
+        session: [
+          { call: 'ledger.set_status', args: { id: 't-1', status: 'open' } },
+          { call: 'reader.echo', args: { text: 'between' } },
+          { call: 'ledger.set_status', args: { id: 't-1', status: 'closed' } },
+          { call: 'ledger.set_status', args: { status: 'open', id: 't-1' } },
+        ],
+      },
+    ],
+  });
+  const id = handle.workflowId;
+  const keys = readReceived(log)
+    .filter((r) => r.args)
+    .map((r) => r.key as string);
+  const open = argsDigest({ id: 't-1', status: 'open' });
+  const closed = argsDigest({ id: 't-1', status: 'closed' });
+  expect(keys).toEqual([
+    `${id}/s1/set_status#${open}/1`,
+    `${id}/c2`,
+    `${id}/s1/set_status#${closed}/1`,
+    `${id}/s1/set_status#${open}/2`,
+  ]);
 });
