@@ -17,6 +17,8 @@ import type {
 import type { Logger } from '../worker/logger';
 import type { Lease, ServerPool } from './servers/pool';
 import { attemptLimitMs, mayBeMadeAgain } from './verdicts';
+import type { PolicyGate } from './policy-gate';
+import { listingDigest, verdict } from '../workflows/policy-rules';
 
 export interface NodeIdentity {
   /** Human-readable name of this node, e.g. `host/1234`. */
@@ -27,6 +29,9 @@ export interface NodeIdentity {
 
 export interface CallDeps {
   pool: ServerPool;
+  gate: PolicyGate;
+  /** A first attempt may use a policy read this recent; a retry always reads it anew (B6). */
+  policyMaxAgeMs: number;
   logger: Logger;
   node: NodeIdentity;
   /** How often a running attempt heartbeats; a cancel reaches it within about this long. */
@@ -69,8 +74,29 @@ export function readPriorState(details: unknown, attempt: number): CallProgressS
   return { ...state, attempts };
 }
 
+interface StopCause {
+  outcome: Outcome;
+  text: string;
+}
+
+/** How one attempt's request is stopped: a fresh signal per request (a shared one would leak listeners). */
+class AttemptStop {
+  private readonly controller = new AbortController();
+  why?: StopCause;
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The first cause wins; the MCP request is cancelled with its words as the reason. */
+  stop(why: StopCause): void {
+    this.why ??= why;
+    this.controller.abort(this.why.text);
+  }
+}
+
 /** Words for why Temporal asked the activity to stop. */
-function cancelReason(reason: unknown): { outcome: Outcome; text: string } {
+function cancelReason(reason: unknown): StopCause {
   const code = reason instanceof Error ? reason.message : String(reason);
   switch (code) {
     case 'CANCELLED':
@@ -116,15 +142,26 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
   const server = input.tool.slice(0, dot);
   const fn = input.tool.slice(dot + 1);
   let lease: Lease | undefined;
+  // One stop per attempt (one request per attempt): whoever stops it first names the cause.
+  const stop = new AttemptStop();
+  // C5: registered before the policy is read, so a kill switch thrown from here on stops this call too.
+  const unregister = deps.gate.register({
+    tenant: input.tenant,
+    tool: input.tool,
+    stop: (why) => stop.stop({ outcome: 'killed', text: why }),
+  });
   try {
     if (!deps.pool.serverConfig(server)) {
       record('failed', `this node has no server named "${server}"`);
       return fail(FailureType.unknownTool, `this node has no server named "${server}"`, false);
     }
     let tool: Tool | undefined;
+    let tools: Tool[] = [];
     try {
       lease = await deps.pool.acquire(server, input.jobId);
-      tool = (await lease.connection.listTools()).find((t) => t.name === fn);
+      // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
+      tools = await lease.connection.listTools(lease.connection.kind === 'remote');
+      tool = tools.find((t) => t.name === fn);
     } catch (err) {
       // Nothing was sent: any call may try again.
       state.unsent = [...(state.unsent ?? []), attempt];
@@ -135,14 +172,31 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
       record('failed', `server "${server}" has no function "${fn}"`);
       return fail(FailureType.unknownTool, `server "${server}" has no function "${fn}"`, false);
     }
-    const again = mayBeMadeAgain(tool, lease.connection.kind, false);
+    // A1-A3, B6, C5: the tenant's current policy, kill switches and approvals, before anything is sent.
+    const remote = lease.connection.kind === 'remote';
+    const policy = await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs);
+    const allowed = verdict({
+      ...policy,
+      tool: input.tool,
+      remote,
+      listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
+    });
+    if (!allowed.allowed) {
+      record('refused', allowed.why);
+      return fail(FailureType.refused, `${input.tool}: refused: ${allowed.why}`, false);
+    }
+    if (stop.why) {
+      record(stop.why.outcome, stop.why.text);
+      return fail(FailureType.killed, `${input.tool}: ${stop.why.text}`, false);
+    }
+    const again = mayBeMadeAgain(tool, lease.connection.kind, allowed.approved);
     if (attempt > 1 && !again && !(state.unsent ?? []).includes(attempt - 1)) {
       record('lost', 'not made again: the attempt before may have run, and this function may not be made twice');
       return fail(FailureType.mayHaveRun, `${input.tool} (key ${input.key}) may have run: not made again`, false);
     }
-    // The tenant's policy and approvals are checked here, before the request (B6, A1-A3).
-    return await makeRequest(deps, input, { lease, fn, again, startedAt, state, record, fail, setProgress });
+    return await makeRequest(deps, input, { lease, fn, again, startedAt, state, stop, record, fail, setProgress });
   } finally {
+    unregister();
     clearInterval(heartbeats);
     lease?.release();
   }
@@ -161,6 +215,7 @@ interface RequestContext {
   again: boolean;
   startedAt: number;
   state: CallProgressState;
+  stop: AttemptStop;
   record: (outcome: Outcome, note?: string) => AttemptRecord[];
   fail: (type: string, message: string, retryable: boolean) => never;
   setProgress: (p: Progress) => void;
@@ -170,13 +225,8 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
   const ctx = Context.current();
   const { connection } = rc.lease;
   const remaining = attemptLimitMs(input.timeoutSeconds) - (Date.now() - rc.startedAt);
-  // A fresh controller per request: a shared signal would leak listeners and cancel finished requests.
-  const controller = new AbortController();
-  let stop: { outcome: Outcome; text: string } | undefined;
-  const abort = (why: { outcome: Outcome; text: string }) => {
-    stop ??= why;
-    controller.abort(stop.text);
-  };
+  const { stop } = rc;
+  const abort = (why: StopCause) => stop.stop(why);
   const limit = setTimeout(
     () => abort({ outcome: 'timeout', text: `oz0: time limit: ${input.timeoutSeconds} s less its margin` }),
     Math.max(0, remaining),
@@ -205,7 +255,7 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
       },
       undefined,
       {
-        signal: controller.signal,
+        signal: stop.signal,
         // The request never outlives the attempt's own limit; never the SDK's 60 s default.
         timeout: Math.max(1, remaining) + 5000,
         maxTotalTimeout: Math.max(1, remaining) + 5000,
@@ -230,14 +280,16 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
       ...(connection.kind === 'sandbox' ? { sandboxQueue: deps.node.queue } : {}),
     };
   } catch (err) {
-    if (stop) {
+    if (stop.why) {
+      const why = stop.why;
       // C3: a stopped call on a sandboxed server stops that server's whole process tree too.
       if (connection.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
-      rc.record(stop.outcome, stop.text);
-      if (stop.outcome === 'cancelled') throw new CancelledFailure(stop.text, [rc.state]);
+      rc.record(why.outcome, why.text);
+      if (why.outcome === 'cancelled') throw new CancelledFailure(why.text, [rc.state]);
       // A node going down: another node takes the next attempt, if the call may be made again.
-      if (stop.outcome === 'lost') return rc.fail(FailureType.nodeShutdown, `${input.tool}: ${stop.text}`, rc.again);
-      return rc.fail(FailureType.timeLimit, `${input.tool}: ${stop.text}`, rc.again);
+      if (why.outcome === 'lost') return rc.fail(FailureType.nodeShutdown, `${input.tool}: ${why.text}`, rc.again);
+      if (why.outcome === 'killed') return rc.fail(FailureType.killed, `${input.tool}: ${why.text}`, false);
+      return rc.fail(FailureType.timeLimit, `${input.tool}: ${why.text}`, rc.again);
     }
     if (err instanceof ApplicationFailure) throw err;
     const message = (err as Error).message ?? String(err);

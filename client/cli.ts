@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import readline from 'node:readline';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { z } from 'zod';
 import { JobSpecError } from '../workflows/definitions';
@@ -14,7 +15,19 @@ import { createLogger } from '../worker/logger';
 import { createNode } from '../worker/node';
 import type { Oz0Node } from '../worker/node';
 import { findTemporalCli } from '../worker/temporal-cli';
-import { formatTrace } from './format';
+import { formatPolicy, formatTrace } from './format';
+import { approveListing, formatListing, readListing } from './approve';
+import { changePolicy, readPolicy, seedsOf } from './policy';
+import type { PolicyTarget } from './policy';
+import {
+  ALL_TENANTS,
+  DecisionSchema,
+  PatternSchema,
+  ServerNameSchema,
+  TenantNameSchema,
+} from '../workflows/policy-rules';
+import type { Decision } from '../workflows/policy-rules';
+import { killUpdate, reviveUpdate, revokeUpdate, setPolicyUpdate } from '../workflows/policy';
 import { cancelJob, connectJobClient, jobStatus, jobTrace, startJob } from './jobs';
 import type { JobClient, ShownTrace } from './jobs';
 
@@ -187,7 +200,113 @@ export function buildProgram(): Command {
       });
     });
 
+  const tool = program.command('tool').description('kill switches');
+  for (const [name, update, verb] of [
+    ['kill', killUpdate, 'stop every running call of TOOL and refuse new ones until revived'],
+    ['revive', reviveUpdate, 'take the kill switch of TOOL off again'],
+  ] as const) {
+    withConfig(tool.command(name))
+      .description(`${verb} (TOOL: server.function, server.* or *; every tenant unless --tenant)`)
+      .argument('<tool>', 'tool or pattern', zodArg(PatternSchema))
+      .option('--tenant <tenant>', 'only this tenant', zodArg(TenantNameSchema))
+      .option('--json', 'print JSON')
+      .action(async (pattern: string, opts: ConfigOpts & { tenant?: string; json?: boolean }) => {
+        const cfg = config(opts);
+        await withJobClient(cfg, async (jc) => {
+          const tenant = opts.tenant ?? ALL_TENANTS;
+          const state = await changePolicy(policyTarget(cfg, jc), tenant, update, [pattern]);
+          const who = tenant === ALL_TENANTS ? 'every tenant' : `tenant ${tenant}`;
+          print(
+            { tenant, kills: state.kills },
+            opts.json,
+            () => `${pattern}: ${name === 'kill' ? 'killed' : 'revived'} for ${who}`,
+          );
+        });
+      });
+  }
+
+  const policy = program.command('policy').description("a tenant's policy and approvals");
+  withConfig(policy.command('show'))
+    .description("the tenant's policy, kill switches and approved listings")
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .option('--json', 'print JSON')
+    .action(async (tenant: string, opts: ConfigOpts & { json?: boolean }) => {
+      const cfg = config(opts);
+      await withJobClient(cfg, async (jc) => {
+        const target = policyTarget(cfg, jc);
+        const [state, all] = await Promise.all([readPolicy(target, tenant), readPolicy(target, ALL_TENANTS)]);
+        const shown = { tenant, ...state, killsForAllTenants: all.kills };
+        print(shown, opts.json, () => formatPolicy(shown));
+      });
+    });
+  withConfig(policy.command('set'))
+    .description('allow, deny or ask for a tool pattern (server.function, server.* or *)')
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .argument('<pattern>', 'tool pattern', zodArg(PatternSchema))
+    .argument('<decision>', 'allow | deny | ask', zodArg(DecisionSchema))
+    .action(async (tenant: string, pattern: string, decision: Decision, opts: ConfigOpts) => {
+      const cfg = config(opts);
+      await withJobClient(cfg, async (jc) => {
+        await changePolicy(policyTarget(cfg, jc), tenant, setPolicyUpdate, [pattern, decision]);
+        process.stdout.write(`${tenant}: ${pattern} ${decision}\n`);
+      });
+    });
+  withConfig(policy.command('approve'))
+    .description("show a server's listing and its digest, then approve exactly that listing")
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .argument('<server>', 'server name from the config', zodArg(ServerNameSchema))
+    .option('--yes', 'do not ask')
+    .action(async (tenant: string, server: string, opts: ConfigOpts & { yes?: boolean }) => {
+      const cfg = config(opts);
+      const listing = await readListing(cfg, createLogger({ level: 'warn' }), server);
+      process.stdout.write(`${formatListing(listing)}\n`);
+      if (!opts.yes && !(await confirm(`Approve exactly this listing of ${server} for ${tenant}? [y/N] `))) {
+        throw new UsageError('not approved');
+      }
+      await withJobClient(cfg, async (jc) => {
+        await approveListing(policyTarget(cfg, jc), tenant, listing);
+        process.stdout.write(`${tenant}: approved ${server} at ${listing.digest}\n`);
+      });
+    });
+  withConfig(policy.command('revoke'))
+    .description("take back the approval of a server's listing")
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .argument('<server>', 'server name', zodArg(ServerNameSchema))
+    .action(async (tenant: string, server: string, opts: ConfigOpts) => {
+      const cfg = config(opts);
+      await withJobClient(cfg, async (jc) => {
+        await changePolicy(policyTarget(cfg, jc), tenant, revokeUpdate, [server]);
+        process.stdout.write(`${tenant}: revoked ${server}\n`);
+      });
+    });
+
   return program;
+}
+
+function policyTarget(cfg: LoadedConfig, jc: JobClient): PolicyTarget {
+  return { client: jc.client, taskQueue: cfg.temporal.taskQueue, seeds: seedsOf(cfg.tenants) };
+}
+
+/** Asks on stderr, reads one line from stdin: yes only for y or yes. */
+async function confirm(question: string): Promise<boolean> {
+  const rl = readline.createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await new Promise<string>((resolve) => {
+      rl.question(question, resolve);
+      rl.once('close', () => resolve(''));
+    });
+    return /^y(es)?$/i.test(answer.trim());
+  } finally {
+    rl.close();
+  }
+}
+
+function zodArg<T>(schema: z.ZodType<T>) {
+  return (value: string): T => {
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues[0].message);
+    return parsed.data;
+  };
 }
 
 /** SPEC "Trace JSON": `{ jobId, status, steps }`, plus the run counters. */

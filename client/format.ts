@@ -1,6 +1,7 @@
 /** Human-readable output of the CLI: a job's trace as a table. */
 import type { StepTrace } from '../workflows/definitions';
 import type { ShownTrace } from './jobs';
+import type { TenantState } from '../workflows/policy-rules';
 
 function resultText(step: StepTrace): string {
   const texts = step.result.content
@@ -31,5 +32,25 @@ export function formatTrace(trace: ShownTrace): string {
     s.attempts.filter((a) => a.note).map((a) => `  #${s.n} attempt ${a.attempt} (${a.outcome}): ${a.note}`),
   );
   if (notes.length) out.push('', 'notes:', ...notes);
+  return out.join('\n');
+}
+
+/** A tenant's policy as `oz0 policy show` prints it. */
+export function formatPolicy(shown: TenantState & { tenant: string; killsForAllTenants: string[] }): string {
+  const out = [`tenant ${shown.tenant} (policy version ${shown.version})`, 'policy:'];
+  const patterns = Object.entries(shown.policy);
+  out.push(
+    ...(patterns.length
+      ? patterns.map(([p, d]) => `  ${p.padEnd(30)} ${d}`)
+      : ['  (defaults: plugin and sandboxed servers allow, remote servers ask)']),
+  );
+  out.push('kill switches:');
+  const kills = [...shown.kills.map((k) => `  ${k}`), ...shown.killsForAllTenants.map((k) => `  ${k} (every tenant)`)];
+  out.push(...(kills.length ? kills : ['  (none)']));
+  out.push('approved listings:');
+  const approvals = Object.entries(shown.approvals).map(
+    ([server, a]) => `  ${server.padEnd(20)} ${a.digest} (${a.approvedAt})`,
+  );
+  out.push(...(approvals.length ? approvals : ['  (none)']));
   return out.join('\n');
 }

@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { connectJobClient, jobTrace, startJob } from '../client/jobs';
 import { formatTrace } from '../client/format';
+import { approveListing, readListing } from '../client/approve';
+import { seedsOf } from '../client/policy';
 import { parseConfig } from '../worker/config';
 import { freePort, startDevServer } from '../worker/dev-server';
 import { createLogger } from '../worker/logger';
@@ -69,6 +71,16 @@ async function main(): Promise<void> {
   };
   const node = await createNode({ config, logger });
   const running = node.run();
+  const jc = await connectJobClient(config.temporal);
+  // A remote server's calls need the tenant's approval of its listing (A2): the demo approves it as
+  // `oz0 policy approve acme search --yes` would.
+  const listing = await readListing(config, logger, 'search');
+  await approveListing(
+    { client: jc.client, taskQueue: config.temporal.taskQueue, seeds: seedsOf(config.tenants) },
+    'acme',
+    listing,
+  );
+  say(`approved the listing of search for acme (digest ${listing.digest.slice(0, 16)}…)`);
 
   const order = `o-${Date.now().toString(36)}`;
   const spec: JobSpec = {
@@ -88,7 +100,6 @@ async function main(): Promise<void> {
       { call: 'ledger.charge', args: { order_id: order, amount: -1 } },
     ],
   };
-  const jc = await connectJobClient(config.temporal);
   let failed = false;
   try {
     const handle = await startJob(jc, spec);

@@ -49,6 +49,7 @@ const ToolSettingsSchema = z.strictObject({
 export const PolicyDecisionSchema = z.enum(['allow', 'deny', 'ask']);
 
 const TenantSchema = z.strictObject({
+  /** Seeds the tenant's policy workflow the first time it starts; `oz0 policy set` changes it after. */
   policy: z.record(ToolPatternSchema, PolicyDecisionSchema).default({}),
 });
 
@@ -73,6 +74,10 @@ export const ConfigSchema = z.strictObject({
       heartbeatTimeoutSeconds: z.number().min(1).max(600).default(10),
       /** Where the node keeps sandbox folders and other state; relative to the config's folder. */
       stateDir: z.string().min(1).default('.oz0'),
+      /** How often a node reads again the policies of tenants with running calls: a kill switch stops them within this. */
+      policyRefreshMs: z.number().int().min(50).max(10_000).default(250),
+      /** A first attempt may use a policy read this recent (0: read it for every call); retries always read anew. */
+      policyMaxAgeMs: z.number().int().min(0).max(60_000).default(0),
       /** On SIGTERM a node stops taking calls and gives running ones this long to finish, then cancels them. */
       shutdownGraceSeconds: z.number().min(0).max(3600).default(10),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */

@@ -10,6 +10,9 @@ import type { WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { NodeIdentity } from '../activities';
 import { ServerPool } from '../activities/servers/pool';
+import { PolicyGate } from '../activities/policy-gate';
+import { seedsOf } from '../client/policy';
+import { Client } from '@temporalio/client';
 import type { LoadedConfig } from './config';
 import { connectionOptions } from './connection';
 import { createLogger, TemporalPinoLogger } from './logger';
@@ -84,7 +87,20 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     logger: logger.child({ node: name }),
     sandboxRoot: path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', identity.queue.replace(/\//g, '_')),
   });
-  const activities = createActivities({ config, pool, logger, node: identity, heartbeatMs: config.node.heartbeatMs });
+  const gate = new PolicyGate(
+    { client: new Client({ connection, namespace: config.temporal.namespace }), seeds: seedsOf(config.tenants) },
+    logger,
+    config.node.policyRefreshMs,
+  );
+  const activities = createActivities({
+    config,
+    pool,
+    gate,
+    logger,
+    node: identity,
+    heartbeatMs: config.node.heartbeatMs,
+    policyMaxAgeMs: config.node.policyMaxAgeMs,
+  });
   const common: Partial<WorkerOptions> = {
     connection,
     namespace: config.temporal.namespace,
@@ -122,6 +138,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
     } finally {
+      gate.close();
       await pool.close();
       if (ownConnection) await connection.close();
     }

@@ -174,6 +174,10 @@ export const FailureType = {
   attemptFailed: 'Oz0AttemptFailed',
   /** The attempt stopped itself at the tool's time limit (C6). */
   timeLimit: 'Oz0TimeLimit',
+  /** The tenant's policy refused the call: denied, killed, or its listing needs approval (A1-A3, B6, C5). */
+  refused: 'Oz0Refused',
+  /** A kill switch stopped the running call (C5). */
+  killed: 'Oz0Killed',
   /** The node shut down mid-call (past its grace time). */
   nodeShutdown: 'Oz0NodeShutdown',
   /** The node has no server of that name, or the server has no such function. */

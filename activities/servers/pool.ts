@@ -41,8 +41,9 @@ export class ServerConnection {
     });
   }
 
-  /** The server's tools, cached for the session until it says its list changed. */
-  listTools(): Promise<Tool[]> {
+  /** The server's tools, cached for the session until it says its list changed; `fresh` reads them anew. */
+  listTools(fresh = false): Promise<Tool[]> {
+    if (fresh) this.listing = undefined;
     this.listing ??= this.fetchListing();
     return this.listing;
   }

@@ -7,6 +7,8 @@ import { Client, Connection } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { JobSpec, JobTrace } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
+import { approveListing, readListing } from '../../client/approve';
+import { seedsOf } from '../../client/policy';
 import type { Oz0Node } from '../../worker/node';
 import { parseConfig } from '../../worker/config';
 import type { LoadedConfig } from '../../worker/config';
@@ -77,9 +79,12 @@ export async function runJob(
   config: LoadedConfig,
   spec: JobSpec,
   workflowId = uniqueId('job'),
+  /** Runs on the node before the job starts (e.g. to approve a listing: the policy workflow needs a node). */
+  before?: () => Promise<unknown>,
 ): Promise<{ trace: JobTrace; handle: WorkflowHandle; node: Oz0Node }> {
   const node = await createNode({ config, logger });
   return node.runUntil(async () => {
+    await before?.();
     const handle = await temporal.client.workflow.start('job', {
       taskQueue: config.temporal.taskQueue,
       workflowId,
@@ -113,4 +118,14 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Approves a server's current listing for a tenant, as `oz0 policy approve --yes` does. */
+export async function approve(temporal: TestTemporal, config: LoadedConfig, tenant: string, server: string) {
+  const listing = await readListing(config, logger, server);
+  return approveListing(
+    { client: temporal.client, taskQueue: config.temporal.taskQueue, seeds: seedsOf(config.tenants) },
+    tenant,
+    listing,
+  );
 }

@@ -12,6 +12,7 @@ import type { JobSpec } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
 import {
   alive,
+  approve,
   eventually,
   fixture,
   logger,
@@ -152,10 +153,11 @@ test('remote: Streamable HTTP with headers from the environment; the server rece
     const config = testConfig(temporal.server.address, {
       servers: { search: { url: `http://127.0.0.1:${port}/mcp`, headers: { Authorization: 'env:OZ0_TEST_TOKEN' } } },
     });
-    const { trace, handle } = await runJob(temporal, config, {
-      tenant: 'acme',
-      steps: [{ call: 'search.echo', args: { text: 'over http' } }],
-    });
+    const spec: JobSpec = { tenant: 'acme', steps: [{ call: 'search.echo', args: { text: 'over http' } }] };
+    // A2: a remote server's calls need its listing approved.
+    const { trace, handle } = await runJob(temporal, config, spec, uniqueId('remote'), () =>
+      approve(temporal, config, 'acme', 'search'),
+    );
     expect(trace.steps[0].result.isError).toBe(false);
     const received = readReceived(log).filter((r) => r.tool === 'echo');
     expect(received.map((r) => r.key)).toEqual([`${handle.workflowId}/c1`]);

@@ -1,0 +1,62 @@
+/**
+ * `oz0 policy approve`: read a server's listing as the node would, show it with its digest, and approve exactly
+ * that listing (A2). A listing that changes later needs a new approval.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { ServerPool } from '../activities/servers/pool';
+import type { LoadedConfig } from '../worker/config';
+import type { Logger } from '../worker/logger';
+import { listingDigest } from '../workflows/policy-rules';
+import type { Approval, TenantState } from '../workflows/policy-rules';
+import { approveUpdate } from '../workflows/policy';
+import { changePolicy } from './policy';
+import type { PolicyTarget } from './policy';
+
+export interface Listing {
+  server: string;
+  tools: Tool[];
+  digest: string;
+  toolDigests: Approval['tools'];
+}
+
+/** Reads a server's current listing through a short-lived pool of its own. */
+export async function readListing(config: LoadedConfig, logger: Logger, server: string): Promise<Listing> {
+  if (!config.servers[server]) throw new Error(`the config has no server named "${server}"`);
+  const pool = new ServerPool({ config, logger, sandboxRoot: path.join(os.tmpdir(), `oz0-approve-${process.pid}`) });
+  try {
+    const lease = await pool.acquire(server, 'oz0-approve');
+    try {
+      const tools = await lease.connection.listTools(true);
+      const { digest, tools: toolDigests } = listingDigest(tools);
+      return { server, tools, digest, toolDigests };
+    } finally {
+      lease.release();
+    }
+  } finally {
+    await pool.close();
+  }
+}
+
+/** Approves exactly this listing for the tenant. */
+export function approveListing(target: PolicyTarget, tenant: string, listing: Listing): Promise<TenantState> {
+  const approval: Approval = {
+    digest: listing.digest,
+    tools: listing.toolDigests,
+    approvedAt: new Date().toISOString(),
+  };
+  return changePolicy(target, tenant, approveUpdate, [listing.server, approval]);
+}
+
+/** The listing as a person reads it before approving: names, descriptions, hints, _meta, and the digest. */
+export function formatListing(listing: Listing): string {
+  const lines = [`${listing.server}: ${listing.tools.length} tools, listing digest ${listing.digest}`];
+  for (const tool of listing.tools) {
+    lines.push(`- ${tool.name}${tool.description ? `: ${tool.description}` : ''}`);
+    if (tool.annotations && Object.keys(tool.annotations).length)
+      lines.push(`    hints: ${JSON.stringify(tool.annotations)}`);
+    if (tool._meta && Object.keys(tool._meta).length) lines.push(`    _meta: ${JSON.stringify(tool._meta)}`);
+  }
+  return lines.join('\n');
+}

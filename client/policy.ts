@@ -1,0 +1,49 @@
+/**
+ * Reading and changing a tenant's policy workflow from a Temporal client: the CLI and the node use it. A
+ * change starts the workflow if need be (seeded from the config), then applies the update.
+ */
+import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
+import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../workflows/policy-rules';
+import type { Decision, TenantState } from '../workflows/policy-rules';
+import { policyStateQuery } from '../workflows/policy';
+import type { tenantPolicy } from '../workflows/policy';
+
+export interface PolicyTarget {
+  client: Client;
+  taskQueue: string;
+  /** The config's `tenants.<tenant>.policy`: seeds a tenant's workflow the first time it starts. */
+  seeds: Record<string, Record<string, Decision>>;
+}
+
+/** Applies one change to a tenant's policy (or to the all-tenants kill switches, tenant `*`). */
+export async function changePolicy<Args extends unknown[]>(
+  target: PolicyTarget,
+  tenant: string,
+  update: UpdateDefinition<TenantState, Args>,
+  args: Args,
+): Promise<TenantState> {
+  const start = new WithStartWorkflowOperation<typeof tenantPolicy>(POLICY_WORKFLOW, {
+    workflowId: policyWorkflowId(tenant),
+    taskQueue: target.taskQueue,
+    args: [{ tenant, seed: target.seeds[tenant] }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
+  return target.client.workflow.executeUpdateWithStart(update, { args, startWorkflowOperation: start });
+}
+
+/** A tenant's current state; a tenant nobody changed yet has its config seed. */
+export async function readPolicy(target: Pick<PolicyTarget, 'client' | 'seeds'>, tenant: string): Promise<TenantState> {
+  try {
+    return await target.client.workflow.getHandle(policyWorkflowId(tenant)).query(policyStateQuery);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return emptyState(target.seeds[tenant]);
+    throw err;
+  }
+}
+
+/** The config's tenant policies, as seeds. */
+export function seedsOf(tenants: Record<string, { policy: Record<string, Decision> }>): PolicyTarget['seeds'] {
+  return Object.fromEntries(Object.entries(tenants).map(([name, t]) => [name, t.policy]));
+}

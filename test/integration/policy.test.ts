@@ -1,0 +1,246 @@
+/**
+ * The tenant's policy (A1-A3), retries that check it first (B6) and kill switches (C5), against a real dev
+ * server and real servers, asserting what the servers received.
+ */
+import path from 'node:path';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import { readReceived, serveHttp } from '../../examples/common';
+import type { HttpHandle } from '../../examples/common';
+import { changePolicy, readPolicy, seedsOf } from '../../client/policy';
+import type { JobSpec, JobTrace } from '../../workflows/definitions';
+import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
+import { createNode } from '../../worker/node';
+import type { Oz0Node } from '../../worker/node';
+import type { LoadedConfig } from '../../worker/config';
+import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+let remote: HttpHandle;
+const remoteCalls: string[] = [];
+/** The lookup tool of every session of the remote server: a change applies to all of them. */
+const remoteTools: RegisteredTool[] = [];
+let notifyListChanged = true;
+/** The lookup tool's listing now: new sessions register it so, existing ones are updated. */
+const lookup: { description: string; annotations: Record<string, boolean> } = {
+  description: 'looks a thing up',
+  annotations: { readOnlyHint: true },
+};
+function changeLookup(change: Partial<typeof lookup>) {
+  Object.assign(lookup, change);
+  for (const t of remoteTools) t.update(change);
+}
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+  // A remote server whose listing the tests change, with or without notifications/tools/list_changed.
+  remote = await serveHttp(() => {
+    const server = new McpServer({ name: 'remote', version: '1.0.0' });
+    const sendToolListChanged = server.sendToolListChanged.bind(server);
+    server.sendToolListChanged = () => {
+      if (notifyListChanged) sendToolListChanged();
+    };
+    remoteTools.push(
+      server.registerTool(
+        'lookup',
+        { description: lookup.description, inputSchema: { q: z.string() }, annotations: lookup.annotations },
+        async ({ q }, extra) => {
+          remoteCalls.push(String(extra._meta?.['oz0/idempotency_key']));
+          return { content: [{ type: 'text', text: `found ${q}` }] };
+        },
+      ),
+    );
+    return server;
+  });
+});
+afterAll(async () => {
+  await remote?.close();
+  await temporal?.close();
+});
+
+function setup(extra: Record<string, unknown> = {}) {
+  const log = path.join(tmpDir(), 'probe.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } },
+      remote: { url: remote.url },
+    },
+    tools: { '*': { timeoutSeconds: 30, maxAttempts: 3 } },
+    ...extra,
+  });
+  const target = { client: temporal.client, taskQueue: config.temporal.taskQueue, seeds: seedsOf(config.tenants) };
+  return { config, log, target };
+}
+
+async function withNode<T>(config: LoadedConfig, fn: (node: Oz0Node) => Promise<T>): Promise<T> {
+  const node = await createNode({ config, logger });
+  return node.runUntil(() => fn(node));
+}
+
+function start(config: LoadedConfig, spec: JobSpec, id = uniqueId('job')) {
+  return temporal.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId: id, args: [spec] });
+}
+
+const text = (trace: JobTrace, i: number) => (trace.steps[i].result.content[0] as { text: string }).text;
+
+test('A1: deny refuses a call before it reaches the server; the most specific pattern wins; the job goes on', async () => {
+  const { config, log, target } = setup();
+  const tenant = uniqueId('t');
+  await withNode(config, async () => {
+    await changePolicy(target, tenant, setPolicyUpdate, ['probe.*', 'deny']);
+    await changePolicy(target, tenant, setPolicyUpdate, ['probe.probe', 'allow']);
+    const trace: JobTrace = await (
+      await start(config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 1 } }, { call: 'probe.probe' }] })
+    ).result();
+    expect(trace.steps[0].attempts).toEqual([
+      { attempt: 1, outcome: 'refused', note: expect.stringContaining('denied') },
+    ]);
+    expect(text(trace, 0)).toContain('probe.*: deny');
+    expect(trace.steps[1].result.isError).toBe(false);
+    expect(readReceived(log).filter((r) => r.event === 'start')).toHaveLength(0);
+  });
+});
+
+test('A1/A3: the config seeds a tenant policy; `ask` refuses a plugin call until its listing is approved', async () => {
+  const tenant = uniqueId('seeded');
+  const { config, target } = setup({ tenants: { [tenant]: { policy: { 'probe.*': 'ask' } } } });
+  await withNode(config, async () => {
+    const refused: JobTrace = await (await start(config, { tenant, steps: [{ call: 'probe.probe' }] })).result();
+    expect(refused.steps[0].attempts[0]).toMatchObject({
+      outcome: 'refused',
+      note: expect.stringContaining('needs approval'),
+    });
+    await approve(temporal, config, tenant, 'probe');
+    const allowed: JobTrace = await (await start(config, { tenant, steps: [{ call: 'probe.probe' }] })).result();
+    expect(allowed.steps[0].result.isError).toBe(false);
+    // The seed stays the tenant's own: another tenant is not asked.
+    const other: JobTrace = await (
+      await start(config, { tenant: uniqueId('other'), steps: [{ call: 'probe.probe' }] })
+    ).result();
+    expect(other.steps[0].result.isError).toBe(false);
+    expect((await readPolicy({ ...target, seeds: {} }, tenant)).policy).toEqual({ 'probe.*': 'ask' });
+  });
+});
+
+test('A2: a remote server needs its listing approved; a changed listing (with or without list_changed) is refused, saying what changed', async () => {
+  const { config } = setup();
+  const tenant = uniqueId('t');
+  const other = uniqueId('t');
+  const spec = (t: string): JobSpec => ({ tenant: t, steps: [{ call: 'remote.lookup', args: { q: 'x' } }] });
+  await withNode(config, async () => {
+    const before = remoteCalls.length;
+    const unapproved: JobTrace = await (await start(config, spec(tenant))).result();
+    expect(unapproved.steps[0].attempts[0]).toMatchObject({
+      outcome: 'refused',
+      note: expect.stringContaining('needs approval'),
+    });
+    await approve(temporal, config, tenant, 'remote');
+    const ok = await start(config, spec(tenant));
+    await ok.result();
+    expect(remoteCalls.slice(before)).toEqual([`${ok.workflowId}/c1`]);
+    // One tenant's approval is not another's.
+    const otherTrace: JobTrace = await (await start(config, spec(other))).result();
+    expect(otherTrace.steps[0].attempts[0].outcome).toBe('refused');
+
+    // A description changed without any notification.
+    notifyListChanged = false;
+    changeLookup({ description: 'looks a thing up, and keeps a copy' });
+    const changed: JobTrace = await (await start(config, spec(tenant))).result();
+    expect(changed.steps[0].attempts[0]).toMatchObject({
+      outcome: 'refused',
+      note: expect.stringContaining('lookup changed'),
+    });
+    await approve(temporal, config, tenant, 'remote');
+    expect(((await (await start(config, spec(tenant))).result()) as JobTrace).steps[0].result.isError).toBe(false);
+
+    // A hint changed, with list_changed.
+    notifyListChanged = true;
+    changeLookup({ annotations: { readOnlyHint: false, destructiveHint: true } });
+    const hinted: JobTrace = await (await start(config, spec(tenant))).result();
+    expect(hinted.steps[0].attempts[0]).toMatchObject({
+      outcome: 'refused',
+      note: expect.stringContaining('lookup changed'),
+    });
+    expect(remoteCalls.length - before).toBe(2);
+  });
+});
+
+test('B6: a policy changed to deny between attempts stops the call before its next attempt', async () => {
+  const { config, log, target } = setup();
+  const tenant = uniqueId('t');
+  await withNode(config, async () => {
+    const handle = await start(config, { tenant, steps: [{ call: 'probe.crash_read' }] });
+    await eventually(() => readReceived(log).find((r) => r.event === 'crash_read'), 20_000, 'first attempt');
+    // The retry waits Temporal's 1 s initial interval: the change lands inside it.
+    await changePolicy(target, tenant, setPolicyUpdate, ['probe.crash_read', 'deny']);
+    const trace: JobTrace = await handle.result();
+    expect(readReceived(log).filter((r) => r.event === 'crash_read')).toHaveLength(1);
+    expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['failed', 'refused']);
+    expect(trace.steps[0].attempts[1].note).toContain('denied');
+  });
+});
+
+test('C5: a kill switch stops running calls (notifications/cancelled names it), refuses new ones until revived; the job goes on', async () => {
+  const { config, log, target } = setup();
+  const tenant = uniqueId('t');
+  const bystander = uniqueId('t');
+  await withNode(config, async () => {
+    const hang: JobSpec = { tenant, steps: [{ call: 'probe.hang', args: { ms: 60_000 } }, { call: 'probe.probe' }] };
+    const jobs = await Promise.all([start(config, hang), start(config, hang)]);
+    const other = await start(config, { tenant: bystander, steps: [{ call: 'probe.hang', args: { ms: 1500 } }] });
+    await eventually(() => (readReceived(log).filter((r) => r.event === 'start').length === 3 ? true : undefined));
+    const killedAt = Date.now();
+    await changePolicy(target, tenant, killUpdate, ['probe.hang']);
+    const traces: JobTrace[] = await Promise.all(jobs.map((j) => j.result()));
+    const cancels = readReceived(log).filter((r) => r.event === 'cancelled');
+    expect(cancels).toHaveLength(2);
+    for (const c of cancels) {
+      expect(c.reason).toBe('oz0: tool killed (kill switch probe.hang)');
+      expect((c.t as number) - killedAt).toBeLessThan(2000);
+    }
+    for (const t of traces) {
+      expect(t.steps[0].attempts).toEqual([
+        { attempt: 1, outcome: 'killed', note: 'oz0: tool killed (kill switch probe.hang)' },
+      ]);
+      expect(t.steps[1].result.isError).toBe(false);
+    }
+    // Another tenant's call of the same tool ran to its end.
+    expect(((await other.result()) as JobTrace).steps[0].result.isError).toBe(false);
+    const refused: JobTrace = await (await start(config, hang)).result();
+    expect(refused.steps[0].attempts[0]).toMatchObject({ outcome: 'refused', note: expect.stringContaining('killed') });
+    await changePolicy(target, tenant, reviveUpdate, ['probe.hang']);
+    const revived: JobTrace = await (
+      await start(config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 10 } }] })
+    ).result();
+    expect(revived.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+  });
+});
+
+test('C5: race-free — calls that start as the switch is thrown are stopped too (many rounds, kill for every tenant)', async () => {
+  const { config, log, target } = setup();
+  await withNode(config, async () => {
+    for (let round = 0; round < 8; round++) {
+      const tenant = uniqueId(`race${round}`);
+      const spec: JobSpec = { tenant, steps: [{ call: 'probe.hang', args: { ms: 20_000 } }] };
+      const early = await Promise.all([0, 1, 2].map(() => start(config, spec)));
+      // Throw the switch while more calls are being started.
+      const [, late] = await Promise.all([
+        new Promise((r) => setTimeout(r, round * 40)).then(() => changePolicy(target, '*', killUpdate, ['probe.hang'])),
+        Promise.all([0, 1, 2].map(() => start(config, spec))),
+      ]);
+      const traces: JobTrace[] = await Promise.all([...early, ...late].map((h) => h.result()));
+      // None ran on: each was stopped (killed) or never sent (refused).
+      for (const t of traces) expect(['killed', 'refused']).toContain(t.steps[0].attempts.at(-1)!.outcome);
+      await changePolicy(target, '*', reviveUpdate, ['probe.hang']);
+    }
+    const started = readReceived(log).filter((r) => r.event === 'start');
+    const cancelled = new Set(
+      readReceived(log)
+        .filter((r) => r.event === 'cancelled')
+        .map((r) => `${r.pid}/${r.requestId}`),
+    );
+    for (const s of started) expect(cancelled.has(`${s.pid}/${s.requestId}`)).toBe(true);
+  });
+}, 180_000);

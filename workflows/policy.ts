@@ -1,0 +1,78 @@
+/**
+ * One long-running workflow per tenant keeps its policy, kill switches and approvals (A3): durable in
+ * Temporal, visible in the UI, changed only through updates, read through a query. `oz0-policy/*` holds the
+ * kill switches thrown for every tenant.
+ */
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineUpdate,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { z } from 'zod';
+import { ApprovalSchema, DecisionSchema, PatternSchema, ServerNameSchema, emptyState } from './policy-rules';
+import type { Approval, Decision, TenantState } from './policy-rules';
+
+export const policyStateQuery = defineQuery<TenantState>('state');
+export const setPolicyUpdate = defineUpdate<TenantState, [string, Decision]>('setPolicy');
+export const killUpdate = defineUpdate<TenantState, [string]>('kill');
+export const reviveUpdate = defineUpdate<TenantState, [string]>('revive');
+export const approveUpdate = defineUpdate<TenantState, [string, Approval]>('approve');
+export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
+
+/** Changes kept in one run's history before it continues as new. */
+const CHANGES_PER_RUN = 500;
+
+export interface PolicyInput {
+  tenant: string;
+  /** The config's policy: used only when the workflow starts for the first time. */
+  seed?: Record<string, Decision>;
+  state?: TenantState;
+}
+
+export async function tenantPolicy(input: PolicyInput): Promise<void> {
+  const state: TenantState = input.state ?? emptyState(input.seed);
+  let changes = 0;
+  const change = (apply: () => void) => () => {
+    apply();
+    state.version++;
+    changes++;
+    return state;
+  };
+  const parse = <T>(schema: z.ZodType<T>, value: unknown): T => {
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw new Error(parsed.error.issues.map((i) => i.message).join('; '));
+    return parsed.data;
+  };
+
+  setHandler(policyStateQuery, () => state);
+  setHandler(setPolicyUpdate, (pattern, decision) => change(() => (state.policy[pattern] = decision))(), {
+    validator: (pattern, decision) => {
+      parse(PatternSchema, pattern);
+      parse(DecisionSchema, decision);
+    },
+  });
+  setHandler(killUpdate, (tool) => change(() => (state.kills = [...new Set([...state.kills, tool])]))(), {
+    validator: (tool) => void parse(PatternSchema, tool),
+  });
+  setHandler(reviveUpdate, (tool) => change(() => (state.kills = state.kills.filter((k) => k !== tool)))(), {
+    validator: (tool) => void parse(PatternSchema, tool),
+  });
+  setHandler(approveUpdate, (server, approval) => change(() => (state.approvals[server] = approval))(), {
+    validator: (server, approval) => {
+      parse(ServerNameSchema, server);
+      parse(ApprovalSchema, approval);
+    },
+  });
+  setHandler(revokeUpdate, (server) => change(() => delete state.approvals[server])(), {
+    validator: (server) => void parse(ServerNameSchema, server),
+  });
+
+  // The history stays short: after enough changes (or when Temporal says so) the state moves to a new run.
+  await condition(() => changes >= CHANGES_PER_RUN || workflowInfo().continueAsNewSuggested);
+  await condition(allHandlersFinished);
+  await continueAsNew<typeof tenantPolicy>({ tenant: input.tenant, state });
+}
