@@ -174,7 +174,19 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
     }
     // A1-A3, B6, C5: the tenant's current policy, kill switches and approvals, before anything is sent.
     const remote = lease.connection.kind === 'remote';
-    const policy = await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs);
+    let policy: Awaited<ReturnType<PolicyGate['read']>>;
+    try {
+      policy = await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs);
+    } catch (err) {
+      // Without the tenant's policy nothing is sent; the call may try again.
+      state.unsent = [...(state.unsent ?? []), attempt];
+      record('failed', `could not read the tenant's policy: ${(err as Error).message}`);
+      return fail(
+        FailureType.attemptFailed,
+        `could not read the policy of ${input.tenant}: ${(err as Error).message}`,
+        true,
+      );
+    }
     const allowed = verdict({
       ...policy,
       tool: input.tool,

@@ -33,10 +33,15 @@ export async function changePolicy<Args extends unknown[]>(
   return target.client.workflow.executeUpdateWithStart(update, { args, startWorkflowOperation: start });
 }
 
+/** How long a read of a tenant's state may take before the call that needs it fails (nothing sent). */
+const READ_DEADLINE_MS = 10_000;
+
 /** A tenant's current state; a tenant nobody changed yet has its config seed. */
 export async function readPolicy(target: Pick<PolicyTarget, 'client' | 'seeds'>, tenant: string): Promise<TenantState> {
   try {
-    return await target.client.workflow.getHandle(policyWorkflowId(tenant)).query(policyStateQuery);
+    return await target.client.withDeadline(Date.now() + READ_DEADLINE_MS, () =>
+      target.client.workflow.getHandle(policyWorkflowId(tenant)).query(policyStateQuery),
+    );
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return emptyState(target.seeds[tenant]);
     throw err;

@@ -95,8 +95,8 @@ function yieldToEventLoop(): Promise<void> {
 }
 
 /**
- * The Bookshop. The holds and the offline set are in the factory's closure, so every session of one process shares
- * them. This is what the stock system would see.
+ * The Bookshop. The holds and the offline set stand in for the stock system and the search service. They are in the
+ * factory's closure, so every session of one process shares them.
  */
 export function createBookshop(opts?: BookshopOptions): Bookshop {
   const releaseMs = opts?.releaseMs ?? DEFAULT_RELEASE_MS;
@@ -140,8 +140,8 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
       }
       throw err;
     } finally {
-      // The signal may be aborted by now. releaseHold does not look at it, so it runs anyway, but nothing else bounds
-      // it, so it gets releaseTimeoutMs. A hold still there after that must expire on its own in the stock system.
+      // The signal may be aborted by now. releaseHold does not take it, so the cancel cannot cut it short. Nothing
+      // else stops it either, so it is raced against releaseTimeoutMs. A hold left after that must expire by itself.
       const release = await within(releaseHold(title), releaseTimeoutMs);
       recordReceived({ tool: 'order_book', event: release === 'done' ? 'released' : `release ${release}`, title });
     }

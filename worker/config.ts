@@ -78,6 +78,8 @@ export const ConfigSchema = z.strictObject({
       policyRefreshMs: z.number().int().min(50).max(10_000).default(250),
       /** A first attempt may use a policy read this recent (0: read it for every call); retries always read anew. */
       policyMaxAgeMs: z.number().int().min(0).max(60_000).default(0),
+      /** A stopped server's process group gets SIGTERM, then SIGKILL after this long (C3). */
+      killGraceSeconds: z.number().min(0).max(600).default(5),
       /** On SIGTERM a node stops taking calls and gives running ones this long to finish, then cancels them. */
       shutdownGraceSeconds: z.number().min(0).max(3600).default(10),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */

@@ -86,6 +86,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     config,
     logger: logger.child({ node: name }),
     sandboxRoot: path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', identity.queue.replace(/\//g, '_')),
+    killGraceMs: config.node.killGraceSeconds * 1000,
   });
   const gate = new PolicyGate(
     { client: new Client({ connection, namespace: config.temporal.namespace }), seeds: seedsOf(config.tenants) },

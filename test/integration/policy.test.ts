@@ -6,6 +6,9 @@ import path from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { Client, Connection } from '@temporalio/client';
+import { freePort, startDevServer } from '../../worker/dev-server';
+import { findTemporalCli } from '../../worker/temporal-cli';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { changePolicy, readPolicy, seedsOf } from '../../client/policy';
@@ -244,3 +247,49 @@ test('C5: race-free — calls that start as the switch is thrown are stopped too
     for (const s of started) expect(cancelled.has(`${s.pid}/${s.requestId}`)).toBe(true);
   });
 }, 180_000);
+
+test('A3/C5: kill switches and policy survive a restart of the node and of the Temporal server (same SQLite file)', async () => {
+  const dir = tmpDir();
+  const dbFile = path.join(dir, 'temporal.db');
+  const port = await freePort();
+  const cli = findTemporalCli({ install: false });
+  let server = await startDevServer({ cli, dbFile, port, uiPort: false });
+  const { config, log } = setup();
+  config.temporal.address = server.address;
+  const tenant = uniqueId('durable');
+  const connect = async () => {
+    const connection = await Connection.connect({ address: server.address });
+    return {
+      connection,
+      target: { client: new Client({ connection }), taskQueue: config.temporal.taskQueue, seeds: {} },
+    };
+  };
+  let { connection, target } = await connect();
+  try {
+    await withNode(config, async () => {
+      await changePolicy(target, tenant, killUpdate, ['probe.hang']);
+      await changePolicy(target, tenant, setPolicyUpdate, ['probe.probe', 'deny']);
+    });
+    await connection.close();
+    await server.stop();
+    server = await startDevServer({ cli, dbFile, port, uiPort: false });
+    ({ connection, target } = await connect());
+    await withNode(config, async () => {
+      expect(await readPolicy(target, tenant)).toMatchObject({
+        kills: ['probe.hang'],
+        policy: { 'probe.probe': 'deny' },
+      });
+      const handle = await target.client.workflow.start('job', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: uniqueId('after-restart'),
+        args: [{ tenant, steps: [{ call: 'probe.hang', args: { ms: 10 } }, { call: 'probe.probe' }] }],
+      });
+      const trace: JobTrace = await handle.result();
+      expect(trace.steps.map((s) => s.attempts[0].outcome)).toEqual(['refused', 'refused']);
+      expect(readReceived(log).filter((r) => r.event === 'start')).toHaveLength(0);
+    });
+  } finally {
+    await connection.close();
+    await server.stop();
+  }
+}, 120_000);

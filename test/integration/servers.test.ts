@@ -153,10 +153,11 @@ test('remote: Streamable HTTP with headers from the environment; the server rece
     const config = testConfig(temporal.server.address, {
       servers: { search: { url: `http://127.0.0.1:${port}/mcp`, headers: { Authorization: 'env:OZ0_TEST_TOKEN' } } },
     });
-    const spec: JobSpec = { tenant: 'acme', steps: [{ call: 'search.echo', args: { text: 'over http' } }] };
+    const tenant = uniqueId('remote');
+    const spec: JobSpec = { tenant, steps: [{ call: 'search.echo', args: { text: 'over http' } }] };
     // A2: a remote server's calls need its listing approved.
     const { trace, handle } = await runJob(temporal, config, spec, uniqueId('remote'), () =>
-      approve(temporal, config, 'acme', 'search'),
+      approve(temporal, config, tenant, 'search'),
     );
     expect(trace.steps[0].result.isError).toBe(false);
     const received = readReceived(log).filter((r) => r.tool === 'echo');

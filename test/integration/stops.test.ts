@@ -1,11 +1,27 @@
 /**
- * Stops that reach the server (issue "Cancels"), the parts already built: the time limit (C6) and a
- * sandboxed server stopped with its whole tree, even when it ignores SIGTERM (C3).
+ * Stops that reach the server (C1-C7): a cancel over stdio and Streamable HTTP, the time limit, sandboxed
+ * servers stopped with their trees, `cancelling` until every call stopped, attempts that never overlap.
  */
 import path from 'node:path';
-import { readReceived } from '../../examples/common';
+import { readReceived, serveHttp } from '../../examples/common';
+import { createReader } from '../../examples/reader';
+import { jobStatus } from '../../client/jobs';
+import type { JobSpec } from '../../workflows/definitions';
+import type { LoadedConfig } from '../../worker/config';
+import { createNode } from '../../worker/node';
 import type { JobTrace } from '../../workflows/definitions';
-import { alive, eventually, fixture, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
+import {
+  alive,
+  approve,
+  eventually,
+  fixture,
+  logger,
+  runJob,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
 let temporal: TestTemporal;
@@ -59,4 +75,140 @@ test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL a
   // The stopped server and its child are gone; the job's next call got a fresh sandboxed server.
   await eventually(() => (!alive(first.pid) && !alive(first.child) ? true : undefined), 10_000, 'tree stopped');
   expect(after.pid).not.toBe(first.pid);
+});
+
+function probeConfig(env: Record<string, string>, tools: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  const log = path.join(tmpDir(), 'probe.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      box: { command: 'node', args: [fixture('probe-server.js')], sandbox: true, env: { PROBE_LOG: log, ...env } },
+      probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } },
+    },
+    tools,
+    ...extra,
+  });
+  return { config, log };
+}
+
+function start(config: LoadedConfig, spec: JobSpec, id = uniqueId('stop')) {
+  return temporal.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId: id, args: [spec] });
+}
+
+test('C2 over Streamable HTTP: a cancelled job sends the remote server notifications/cancelled with the request id and a reason', async () => {
+  const log = path.join(tmpDir(), 'received.jsonl');
+  process.env.OZ0_RECEIVED_LOG = log;
+  const mcp = await serveHttp(createReader({ stateFile: path.join(tmpDir(), 'seen.json') }), 0);
+  try {
+    const config = testConfig(temporal.server.address, { servers: { search: { url: mcp.url } } });
+    const node = await createNode({ config, logger });
+    await node.runUntil(async () => {
+      // A tenant of this test's own: its policy workflow lives on this test's task queue.
+      const tenant = uniqueId('http');
+      await approve(temporal, config, tenant, 'search');
+      const handle = await start(config, { tenant, steps: [{ call: 'search.sleep', args: { ms: 60_000 } }] });
+      const started = await eventually(() => readReceived(log).find((r) => r.tool === 'sleep' && r.event === 'start'));
+      await handle.cancel();
+      await expect(handle.result()).rejects.toThrow();
+      const cancelled = await eventually(() => readReceived(log).find((r) => r.event === 'cancelled'), 5000);
+      expect(cancelled).toMatchObject({ requestId: started.requestId, reason: 'oz0: job cancelled' });
+    });
+  } finally {
+    delete process.env.OZ0_RECEIVED_LOG;
+    await mcp.close();
+  }
+});
+
+test('C3: a cancel never stops a shared plugin server: it keeps answering other jobs', async () => {
+  const { config, log } = probeConfig({}, {});
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const victim = await start(config, { tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 60_000 } }] });
+    const other = await start(config, {
+      tenant: 'acme',
+      steps: [{ call: 'probe.hang', args: { ms: 2000 } }, { call: 'probe.probe' }],
+    });
+    await eventually(() => (readReceived(log).filter((r) => r.event === 'start').length === 2 ? true : undefined));
+    await victim.cancel();
+    await expect(victim.result()).rejects.toThrow();
+    const trace: JobTrace = await other.result();
+    expect(trace.steps.map((s) => s.result.isError)).toEqual([false, false]);
+    const pids = new Set(
+      readReceived(log)
+        .filter((r) => r.event === 'start')
+        .map((r) => r.pid),
+    );
+    expect(pids.size).toBe(1);
+    expect((trace.steps[1].result.structuredContent as { pid: number }).pid).toBe([...pids][0]);
+    expect(readReceived(log).filter((r) => r.event === 'exit')).toHaveLength(0);
+  });
+});
+
+test('C4: a job shows cancelling until its sandboxed server (3 s to die) has stopped, then CANCELED, closed after the death', async () => {
+  const { config, log } = probeConfig({ PROBE_DIE_MS: '3000' }, {});
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await start(config, { tenant: 'acme', steps: [{ call: 'box.hang', args: { ms: 60_000 } }] });
+    await eventually(() => readReceived(log).find((r) => r.event === 'start'));
+    await handle.cancel();
+    const seen = new Set<string>();
+    const attribute = new Set<unknown>();
+    const done = handle.result().catch(() => undefined);
+    let closed = false;
+    void done.then(() => (closed = true));
+    while (!closed) {
+      seen.add(await jobStatus(temporal.client, handle.workflowId));
+      const sa = (await handle.describe()).typedSearchAttributes.getAll().find((p) => p.key.name === 'Oz0Status');
+      attribute.add(sa?.value);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const died = readReceived(log).find((r) => r.event === 'exit')!;
+    const term = readReceived(log).find((r) => r.event === 'sigterm')!;
+    expect((died.t as number) - (term.t as number)).toBeGreaterThanOrEqual(2900);
+    expect(seen.has('cancelling')).toBe(true);
+    expect(attribute.has('cancelling')).toBe(true);
+    expect(await jobStatus(temporal.client, handle.workflowId)).toBe('CANCELED');
+    const closeTime = (await handle.describe()).closeTime!.getTime();
+    expect(closeTime).toBeGreaterThan(died.t as number);
+  });
+});
+
+test('C6: the time limit counts from when the attempt got its slot: a call that waited for one keeps its time', async () => {
+  const { config, log } = probeConfig(
+    {},
+    { 'probe.hang': { timeoutSeconds: 5, maxAttempts: 1 } },
+    { node: { slots: 1 } },
+  );
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const spec: JobSpec = { tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 3000 } }] };
+    const traces: JobTrace[] = await Promise.all(
+      [start(config, spec), start(config, spec)].map(async (h) => (await h).result()),
+    );
+    const starts = readReceived(log)
+      .filter((r) => r.event === 'start')
+      .map((r) => r.t as number);
+    // The second call waited for the first (one slot), then still had its whole 4.5 s.
+    expect(Math.abs(starts[1] - starts[0])).toBeGreaterThan(2500);
+    for (const t of traces) expect(t.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+  });
+});
+
+test('C7: a timed-out call is tried again only after its cancel was sent and its sandboxed server stopped', async () => {
+  const { config, log } = probeConfig(
+    { PROBE_DIE_MS: '1000' },
+    { 'box.hang_read': { timeoutSeconds: 3, maxAttempts: 2 } },
+  );
+  const node = await createNode({ config, logger });
+  const trace: JobTrace = await node.runUntil(async () =>
+    (await start(config, { tenant: 'acme', steps: [{ call: 'box.hang_read', args: { ms: 60_000 } }] })).result(),
+  );
+  const events = readReceived(log);
+  const [first, second] = events.filter((r) => r.event === 'start');
+  const cancel = events.find((r) => r.event === 'cancelled' && r.pid === first.pid)!;
+  const death = events.find((r) => r.event === 'exit' && r.pid === first.pid)!;
+  expect(cancel.reason).toContain('time limit');
+  expect(second.pid).not.toBe(first.pid);
+  expect(second.t as number).toBeGreaterThan(death.t as number);
+  expect(death.t as number).toBeGreaterThanOrEqual(cancel.t as number);
+  expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['timeout', 'timeout']);
 });

@@ -238,7 +238,7 @@ describe('rebuild_index: cooperative checks between chunks of CPU work', () => {
   });
 });
 
-/** Spawns `node examples/bookshop.ts <args>` from source, in a process (and process group) of its own. */
+/** Spawns `node examples/bookshop.ts <args>` from source, in a process of its own. */
 function spawnBookshop(args: string[]): ChildProcess {
   const loader = path.join(tmp, 'ts-loader.js');
   fs.writeFileSync(loader, TS_LOADER);
@@ -362,7 +362,10 @@ describe('the bookshop in a process of its own', () => {
     });
     await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('the script did not start')), 5000);
-      child.stdout?.once('data', () => resolve(clearTimeout(timer)));
+      child.stdout?.once('data', () => {
+        clearTimeout(timer);
+        resolve(undefined);
+      });
     });
     child.kill('SIGTERM');
     expect(await exited).toBe('SIGTERM');
