@@ -130,6 +130,12 @@ test.each([
   [['job', 'status']],
   [['job', 'trace']],
   [['job', 'cancel']],
+  [['tool', 'kill']],
+  [['tool', 'revive']],
+  [['policy', 'show']],
+  [['policy', 'set']],
+  [['policy', 'approve']],
+  [['policy', 'revoke']],
 ])('--help for oz0 %j', async (args) => {
   const out = await oz0([...args, '--help']);
   expect(out.code).toBe(0);
@@ -186,4 +192,48 @@ test('oz0 dev: a dev server with a SQLite file and the Web UI, plus one node; Ct
     dev.kill('SIGINT');
   }
   expect(await exited).toBe(0);
+});
+
+test('tool kill / revive and policy set / show / approve / revoke from the CLI', async () => {
+  const tenant = uniqueId('clit');
+  const run = (args: string[], input?: string) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const child = execFile(
+        path.join(ROOT, 'bin', 'oz0'),
+        [...args, '--config', configFile],
+        { timeout: 60_000 },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+      child.stdin?.end(input ?? '');
+    });
+  expect(await run(['tool', 'kill', 'probe.hang', '--tenant', tenant])).toMatchObject({
+    code: 0,
+    stdout: `probe.hang: killed for tenant ${tenant}\n`,
+  });
+  expect((await run(['policy', 'set', tenant, 'probe.*', 'ask'])).code).toBe(0);
+  const shown = JSON.parse((await run(['policy', 'show', tenant, '--json'])).stdout);
+  expect(shown).toMatchObject({ tenant, kills: ['probe.hang'], policy: { 'probe.*': 'ask' } });
+  // approve shows the listing and its digest, and asks first: "n" approves nothing.
+  const declined = await run(['policy', 'approve', tenant, 'probe'], 'n\n');
+  expect(declined.code).toBe(2);
+  expect(declined.stdout).toMatch(/probe: \d+ tools, listing digest [0-9a-f]{64}/);
+  expect(declined.stdout).toContain('- hang_read: waits until cancelled');
+  expect(JSON.parse((await run(['policy', 'show', tenant, '--json'])).stdout).approvals).toEqual({});
+  const approved = await run(['policy', 'approve', tenant, 'probe'], 'y\n');
+  expect(approved.code).toBe(0);
+  const digest = /listing digest ([0-9a-f]{64})/.exec(approved.stdout)![1];
+  expect(JSON.parse((await run(['policy', 'show', tenant, '--json'])).stdout).approvals.probe.digest).toBe(digest);
+  const table = await run(['policy', 'show', tenant]);
+  expect(table.stdout).toContain('probe.hang');
+  expect(table.stdout).toContain(digest);
+  expect((await run(['policy', 'revoke', tenant, 'probe'])).code).toBe(0);
+  expect((await run(['tool', 'revive', 'probe.hang', '--tenant', tenant])).code).toBe(0);
+  expect(JSON.parse((await run(['policy', 'show', tenant, '--json'])).stdout)).toMatchObject({
+    kills: [],
+    approvals: {},
+  });
+  // Bad input names what is wrong.
+  const bad = await run(['policy', 'set', tenant, 'probe.*', 'maybe']);
+  expect(bad.code).not.toBe(0);
+  expect(bad.stderr).toContain('Invalid option');
 });
