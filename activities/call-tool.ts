@@ -16,7 +16,7 @@ import type {
 } from '../workflows/definitions';
 import type { Logger } from '../worker/logger';
 import type { Lease, ServerPool } from './servers/pool';
-import { attemptLimitMs, mayBeMadeAgain } from './verdicts';
+import { attemptLimitMs, busyOf, busyVerdict, mayBeMadeAgain } from './verdicts';
 import type { PolicyGate } from './policy-gate';
 import { listingDigest, verdict } from '../workflows/policy-rules';
 
@@ -163,6 +163,11 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
       tools = await lease.connection.listTools(lease.connection.kind === 'remote');
       tool = tools.find((t) => t.name === fn);
     } catch (err) {
+      if ((err as { outcomeUnknown?: boolean }).outcomeUnknown) {
+        // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
+        record('failed', `outcome unknown: ${(err as Error).message}`);
+        return fail(FailureType.attemptFailed, `${input.tool}: ${(err as Error).message}`, false);
+      }
       // Nothing was sent: any call may try again.
       state.unsent = [...(state.unsent ?? []), attempt];
       record('failed', `the server was not reachable: ${(err as Error).message}`);
@@ -206,7 +211,18 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
       record('lost', 'not made again: the attempt before may have run, and this function may not be made twice');
       return fail(FailureType.mayHaveRun, `${input.tool} (key ${input.key}) may have run: not made again`, false);
     }
-    return await makeRequest(deps, input, { lease, fn, again, startedAt, state, stop, record, fail, setProgress });
+    return await makeRequest(deps, input, {
+      lease,
+      fn,
+      again,
+      startedAt,
+      lastAttempt,
+      state,
+      stop,
+      record,
+      fail,
+      setProgress,
+    });
   } finally {
     unregister();
     clearInterval(heartbeats);
@@ -226,6 +242,7 @@ interface RequestContext {
   fn: string;
   again: boolean;
   startedAt: number;
+  lastAttempt: boolean;
   state: CallProgressState;
   stop: AttemptStop;
   record: (outcome: Outcome, note?: string) => AttemptRecord[];
@@ -279,38 +296,81 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
       rc.record('failed', `the answer was ${(size / 1024 / 1024).toFixed(1)} MB, over oz0's limit of 1 MB`);
       return rc.fail(FailureType.attemptFailed, `${input.tool} answered ${size} bytes, over the 1 MB limit`, rc.again);
     }
-    const attempts = rc.record(result.isError ? 'error' : 'ok');
-    return {
-      result: {
-        isError: result.isError === true,
-        content: result.content ?? [],
-        ...(result.structuredContent ? { structuredContent: result.structuredContent } : {}),
-        ...(result._meta ? { _meta: result._meta } : {}),
-      },
-      attempts,
-      node: deps.node.id,
-      ...(connection.kind === 'sandbox' ? { sandboxQueue: deps.node.queue } : {}),
-    };
+    const busy = busyOf(result);
+    if (busy) return handleBusy(deps, input, rc, result, busy.retryAfter);
+    return output(deps, rc, result, rc.record(result.isError ? 'error' : 'ok'));
   } catch (err) {
-    if (stop.why) {
-      const why = stop.why;
-      // C3: a stopped call on a sandboxed server stops that server's whole process tree too.
-      if (connection.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
-      rc.record(why.outcome, why.text);
-      if (why.outcome === 'cancelled') throw new CancelledFailure(why.text, [rc.state]);
-      // A node going down: another node takes the next attempt, if the call may be made again.
-      if (why.outcome === 'lost') return rc.fail(FailureType.nodeShutdown, `${input.tool}: ${why.text}`, rc.again);
-      if (why.outcome === 'killed') return rc.fail(FailureType.killed, `${input.tool}: ${why.text}`, false);
-      return rc.fail(FailureType.timeLimit, `${input.tool}: ${why.text}`, rc.again);
-    }
     if (err instanceof ApplicationFailure) throw err;
-    const message = (err as Error).message ?? String(err);
-    deps.logger.warn({ tool: input.tool, key: input.key, err: message }, 'attempt failed');
-    rc.record('failed', `outcome unknown: ${message}`);
-    return rc.fail(FailureType.attemptFailed, `${input.tool}: ${message}`, rc.again);
+    // B4: a 429 on the POST that carried this call: nothing was made, and the server said how long to wait.
+    const limited = stop.why ? undefined : connection.takeRateLimit(input.key);
+    if (limited) {
+      const wait = limited.retryAfter;
+      const text = `${connection.server} answered HTTP 429 Too Many Requests${wait === undefined ? '' : ` (Retry-After: ${wait} s)`}; nothing was made`;
+      const result: CallToolResult = { isError: true, content: [{ type: 'text', text }] };
+      return handleBusy(deps, input, rc, result, wait);
+    }
+    return stopped(deps, input, rc, err);
   } finally {
     unwatch?.();
     clearTimeout(limit);
     ctx.cancellationSignal.removeEventListener('abort', onCancel);
   }
+}
+
+/** The job's view of an answer: content, structured content, isError, _meta; and this attempt's trace. */
+function output(deps: CallDeps, rc: RequestContext, result: CallToolResult, attempts: AttemptRecord[]): CallOutput {
+  return {
+    result: {
+      isError: result.isError === true,
+      content: result.content ?? [],
+      ...(result.structuredContent ? { structuredContent: result.structuredContent } : {}),
+      ...(result._meta ? { _meta: result._meta } : {}),
+    },
+    attempts,
+    node: deps.node.id,
+    ...(rc.lease.connection.kind === 'sandbox' ? { sandboxQueue: deps.node.queue } : {}),
+  };
+}
+
+/** B2/B3: a busy server: try again after its wait, or hand its error to the job with the wait in words. */
+function handleBusy(
+  deps: CallDeps,
+  input: CallInput,
+  rc: RequestContext,
+  result: CallToolResult,
+  retryAfter: number | undefined,
+): CallOutput {
+  const verdict = busyVerdict({ again: rc.again, lastAttempt: rc.lastAttempt, retryAfter });
+  rc.record('busy', verdict.note);
+  if (verdict.retry) {
+    // One retry layer (B5): Temporal waits, not oz0; maximumInterval is 60 s so this delay is never cut short.
+    throw ApplicationFailure.create({
+      type: FailureType.busy,
+      message: `${input.tool} is busy: ${verdict.note}`,
+      nextRetryDelay: verdict.delayMs,
+      details: [rc.state],
+    });
+  }
+  const said = { ...result, content: [...(result.content ?? []), { type: 'text' as const, text: verdict.words }] };
+  return output(deps, rc, said, rc.state.attempts);
+}
+
+/** An attempt that ended without an answer: stopped (cancel, kill, time limit, shutdown) or failed. */
+async function stopped(deps: CallDeps, input: CallInput, rc: RequestContext, err: unknown): Promise<never> {
+  const why = rc.stop.why;
+  const { connection } = rc.lease;
+  if (why) {
+    // C3: a stopped call on a sandboxed server stops that server's whole process tree too.
+    if (connection.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
+    rc.record(why.outcome, why.text);
+    if (why.outcome === 'cancelled') throw new CancelledFailure(why.text, [rc.state]);
+    // A node going down: another node takes the next attempt, if the call may be made again.
+    if (why.outcome === 'lost') return rc.fail(FailureType.nodeShutdown, `${input.tool}: ${why.text}`, rc.again);
+    if (why.outcome === 'killed') return rc.fail(FailureType.killed, `${input.tool}: ${why.text}`, false);
+    return rc.fail(FailureType.timeLimit, `${input.tool}: ${why.text}`, rc.again);
+  }
+  const message = (err as Error).message ?? String(err);
+  deps.logger.warn({ tool: input.tool, key: input.key, err: message }, 'attempt failed');
+  rc.record('failed', `outcome unknown: ${message}`);
+  return rc.fail(FailureType.attemptFailed, `${input.tool}: ${message}`, rc.again);
 }

@@ -33,3 +33,62 @@ export function timeLimitMarginMs(timeoutSeconds: number): number {
 export function attemptLimitMs(timeoutSeconds: number): number {
   return Math.max(1, timeoutSeconds * 1000 - timeLimitMarginMs(timeoutSeconds));
 }
+
+/** B2/B3: a busy server's wait above which oz0 does not retry: the job reads the error instead. */
+export const MAX_BUSY_WAIT_SECONDS = 60;
+
+/** B1: a busy answer is an error result with `_meta["oz0/retryable"] === true`, and maybe a wait in seconds. */
+export function busyOf(result: {
+  isError?: boolean;
+  _meta?: Record<string, unknown>;
+}): { retryAfter?: number } | undefined {
+  if (result.isError !== true || result._meta?.['oz0/retryable'] !== true) return undefined;
+  const wait = result._meta['oz0/retry_after'];
+  return typeof wait === 'number' && Number.isFinite(wait) && wait >= 0 ? { retryAfter: wait } : {};
+}
+
+/** B4: an HTTP Retry-After header, in seconds: a number of seconds or an HTTP date; anything else is none. */
+export function parseRetryAfter(header: string | null | undefined, now = Date.now()): number | undefined {
+  if (!header) return undefined;
+  const text = header.trim();
+  if (/^\d+$/.test(text)) return Number(text);
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? undefined : Math.max(0, (date - now) / 1000);
+}
+
+/** A wait in words, as a person (or a model) reads it. */
+export function waitInWords(seconds: number): string {
+  if (seconds < 1) return 'less than a second';
+  if (seconds < 90) return `${Math.round(seconds)} second${Math.round(seconds) === 1 ? '' : 's'}`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} minutes`;
+  return `${(seconds / 3600).toFixed(1)} hours`;
+}
+
+export type BusyVerdict =
+  | { retry: true; delayMs?: number; note: string }
+  | { retry: false; note: string; words: string };
+
+/**
+ * B2/B3: a busy call that may be made again, with attempts left and a wait of at most a minute, is tried
+ * again after the wait (or the retry policy's backoff); any other ends with the server's error, the wait in words.
+ */
+export function busyVerdict(input: { again: boolean; lastAttempt: boolean; retryAfter?: number }): BusyVerdict {
+  const { again, lastAttempt, retryAfter } = input;
+  const wait = retryAfter === undefined ? undefined : waitInWords(retryAfter);
+  if (again && !lastAttempt && (retryAfter === undefined || retryAfter <= MAX_BUSY_WAIT_SECONDS)) {
+    return retryAfter === undefined
+      ? { retry: true, note: 'busy: tried again after the retry policy’s backoff' }
+      : {
+          retry: true,
+          delayMs: Math.round(retryAfter * 1000),
+          note: `busy: tried again after the server’s wait of ${wait}`,
+        };
+  }
+  const why = !again
+    ? 'this call gets one attempt'
+    : lastAttempt
+      ? 'that was the last attempt'
+      : `the wait it asked for is over oz0’s limit of ${MAX_BUSY_WAIT_SECONDS} seconds`;
+  const words = `The service is busy${wait ? ` and asked to wait ${wait}` : ''}; oz0 did not try again (${why}).`;
+  return { retry: false, note: `busy: not tried again: ${why}`, words };
+}

@@ -174,6 +174,8 @@ export const FailureType = {
   attemptFailed: 'Oz0AttemptFailed',
   /** The attempt stopped itself at the tool's time limit (C6). */
   timeLimit: 'Oz0TimeLimit',
+  /** The server is busy and the call is tried again after its wait (B2). */
+  busy: 'Oz0Busy',
   /** The tenant's policy refused the call: denied, killed, or its listing needs approval (A1-A3, B6, C5). */
   refused: 'Oz0Refused',
   /** A kill switch stopped the running call (C5). */

@@ -135,7 +135,10 @@ export function verdict(input: {
 }
 
 /** A2: the digest of a `tools/list` answer (RFC 8785 + SHA-256), and of each tool in it. */
-export function listingDigest(tools: readonly { name: string }[]): { digest: string; tools: Approval['tools'] } {
+export function listingDigest(tools: readonly ({ name: string } & Record<string, unknown>)[]): {
+  digest: string;
+  tools: Approval['tools'];
+} {
   const hash = (value: unknown) => bytesToHex(sha256(utf8ToBytes(canonicalize(value))));
   return { digest: hash({ tools }), tools: Object.fromEntries(tools.map((t) => [t.name, hash(t)])) };
 }

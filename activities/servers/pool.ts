@@ -16,6 +16,7 @@ import type { Logger } from '../../worker/logger';
 import { ProcessTransport } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
+import { parseRetryAfter } from '../verdicts';
 
 export type ServerKind = 'plugin' | 'sandbox' | 'remote';
 
@@ -25,6 +26,10 @@ const CONNECT_TIMEOUT_MS = 30_000;
 /** One live MCP session with one server. */
 export class ServerConnection {
   private listing?: Promise<Tool[]>;
+  /** B4: calls (by key) whose own tools/call POST was answered 429, with the Retry-After in seconds. */
+  private readonly rateLimited = new Map<string, { retryAfter?: number }>();
+  /** A 429 on a request of the session that carried no call (initialize, the GET stream, a notification). */
+  sessionRateLimited = false;
   private readonly progressWatchers = new Map<string, (params: ProgressNotification['params']) => void>();
   private inUse = 0;
   lastUsed = Date.now();
@@ -83,6 +88,29 @@ export class ServerConnection {
     if (!watcher) return false;
     watcher(parsed.data.params);
     return true;
+  }
+
+  /** Sees every HTTP exchange of a remote session (B4): a 429 on a call's own POST is kept for that call. */
+  onHttpExchange(exchange: { method: string; body: unknown; response: Response }): void {
+    if (exchange.response.status !== 429) return;
+    const messages = Array.isArray(exchange.body) ? exchange.body : [exchange.body];
+    let forCall = false;
+    for (const message of messages) {
+      const call = message as { method?: unknown; params?: { _meta?: Record<string, unknown> } } | undefined;
+      const key = call?.params?._meta?.['oz0/idempotency_key'];
+      if (call?.method === 'tools/call' && typeof key === 'string') {
+        this.rateLimited.set(key, { retryAfter: parseRetryAfter(exchange.response.headers.get('retry-after')) });
+        forCall = true;
+      }
+    }
+    if (!forCall) this.sessionRateLimited = true;
+  }
+
+  /** The 429 this call's own POST got, if any (once). */
+  takeRateLimit(key: string): { retryAfter?: number } | undefined {
+    const limited = this.rateLimited.get(key);
+    this.rateLimited.delete(key);
+    return limited;
   }
 
   get busy(): boolean {
@@ -176,36 +204,42 @@ export class ServerPool {
     config: ServerConfig,
     jobId: string,
   ): Promise<ServerConnection> {
+    // The transport is made before its connection; the observer finds the connection through this.
+    const ref: { connection?: ServerConnection } = {};
     const transport: Transport = isRemote(config)
-      ? createRemoteTransport(server, config, process.env)
+      ? createRemoteTransport(server, config, process.env, (exchange) => ref.connection?.onHttpExchange(exchange))
       : new ProcessTransport(this.processSpec(config, kind, server, jobId), {
           killGraceMs: this.opts.killGraceMs,
           logger: this.opts.logger,
           label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
         });
     const client = new Client({ name: 'oz0', version: '0.1.0' }, { capabilities: {} });
-    const connection = new ServerConnection(server, kind, client, transport);
+    const opened = new ServerConnection(server, kind, client, transport);
+    ref.connection = opened;
     client.onclose = () => {
-      connection.closed = true;
+      opened.closed = true;
       this.opts.logger.info({ server, kind, jobId: kind === 'sandbox' ? jobId : undefined }, 'server session closed');
     };
     client.onerror = (err) => {
       // A session being closed on purpose says "aborted" on its way out: not worth a warning.
-      const level = connection.closed ? 'debug' : 'warn';
+      const level = opened.closed ? 'debug' : 'warn';
       this.opts.logger[level]({ server, err: err.message }, 'server session error');
     };
     try {
       await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
       const sdkOnMessage = transport.onmessage;
       transport.onmessage = (message, extra) => {
-        if (!connection.takeProgress(message)) sdkOnMessage?.(message, extra);
+        if (!opened.takeProgress(message)) sdkOnMessage?.(message, extra);
       };
     } catch (err) {
       await transport.close().catch(() => undefined);
-      throw new Error(`could not start server "${server}": ${(err as Error).message}`);
+      // B4: a 429 on the session's own requests says nothing about a call: its outcome is unknown.
+      throw Object.assign(new Error(`could not start server "${server}": ${(err as Error).message}`), {
+        outcomeUnknown: opened.sessionRateLimited,
+      });
     }
     this.opts.logger.info({ server, kind }, 'server session open');
-    return connection;
+    return opened;
   }
 
   private processSpec(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
