@@ -346,7 +346,7 @@ function handleBusy(
     // One retry layer (B5): Temporal waits, not oz0; maximumInterval is 60 s so this delay is never cut short.
     throw ApplicationFailure.create({
       type: FailureType.busy,
-      message: `${input.tool} is busy: ${verdict.note}`,
+      message: `${input.tool}: the server is busy; ${verdict.note.replace(/^busy: /, '')}`,
       nextRetryDelay: verdict.delayMs,
       details: [rc.state],
     });
