@@ -17,6 +17,7 @@ import type {
 import type { Logger } from '../worker/logger';
 import type { Lease, ServerPool } from './servers/pool';
 import { attemptLimitMs, busyOf, busyVerdict, mayBeMadeAgain } from './verdicts';
+import { resumePlan, resumeTokenOf } from './resume';
 import type { PolicyGate } from './policy-gate';
 import { listingDigest, verdict } from '../workflows/policy-rules';
 
@@ -38,6 +39,8 @@ export interface CallDeps {
   heartbeatMs: number;
 }
 
+const IGNORED_TOKEN = 'ignored an invalid resume token';
+
 /** An answer larger than this is not handed to the job: it would not fit Temporal's history. */
 export const MAX_RESULT_BYTES = 1024 * 1024;
 
@@ -49,9 +52,13 @@ const AttemptRecordSchema = z.object({
 });
 
 const ProgressStateSchema = z.object({
+  tool: z.string().optional(),
+  key: z.string().optional(),
   progress: z.number().optional(),
   total: z.number().optional(),
   token: z.string().optional(),
+  tokenProgress: z.object({ progress: z.number(), total: z.number().optional() }).optional(),
+  invalidToken: z.boolean().optional(),
   attempts: z.array(AttemptRecordSchema).default([]),
   unsent: z.array(z.number().int()).optional(),
 });
@@ -123,11 +130,14 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
   const attempt = ctx.info.attempt;
   // C6: the attempt's clock starts when it got its slot on the node, i.e. now.
   const startedAt = Date.now();
-  const state = readPriorState(ctx.info.heartbeatDetails, attempt);
+  const state = { ...readPriorState(ctx.info.heartbeatDetails, attempt), tool: input.tool, key: input.key };
   const lastAttempt = attempt >= input.maxAttempts;
   let progress: Progress | undefined;
+  /** P5: how this attempt started (resumed, or started over and why), and tokens it ignored. */
+  const startNotes: string[] = [];
   const beat = () => ctx.heartbeat(state);
-  const record = (outcome: Outcome, note?: string): AttemptRecord[] => {
+  const record = (outcome: Outcome, why?: string): AttemptRecord[] => {
+    const note = [...startNotes, why].filter(Boolean).join('; ');
     const entry: AttemptRecord = { attempt, outcome, ...(note ? { note } : {}), ...(progress ? { progress } : {}) };
     state.attempts = [...state.attempts, entry];
     beat();
@@ -211,10 +221,26 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
       record('lost', 'not made again: the attempt before may have run, and this function may not be made twice');
       return fail(FailureType.mayHaveRun, `${input.tool} (key ${input.key}) may have run: not made again`, false);
     }
+    const plan = again
+      ? resumePlan({
+          attempt,
+          kind: lease.connection.kind,
+          declaresResume: tool._meta?.['oz0/resume'] === true,
+          prior: state,
+        })
+      : {};
+    if (plan.note) startNotes.push(plan.note);
+    const resumable = lease.connection.kind === 'remote' && tool._meta?.['oz0/resume'] === true;
     return await makeRequest(deps, input, {
       lease,
       fn,
       again,
+      resume: plan.meta,
+      resumable,
+      ignoredToken: () => {
+        state.invalidToken = true;
+        if (!startNotes.includes(IGNORED_TOKEN)) startNotes.push(IGNORED_TOKEN);
+      },
       startedAt,
       lastAttempt,
       state,
@@ -229,10 +255,14 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
     lease?.release();
   }
 
-  function setProgress(p: Progress) {
+  function setProgress(p: Progress, token?: string) {
     progress = p;
     state.progress = p.progress;
     state.total = p.total;
+    if (token) {
+      state.token = token;
+      state.tokenProgress = p;
+    }
     beat();
   }
 }
@@ -247,7 +277,12 @@ interface RequestContext {
   stop: AttemptStop;
   record: (outcome: Outcome, note?: string) => AttemptRecord[];
   fail: (type: string, message: string, retryable: boolean) => never;
-  setProgress: (p: Progress) => void;
+  setProgress: (p: Progress, token?: string) => void;
+  /** P3: what this attempt sends as `_meta["oz0/resume"]`, if it resumes. */
+  resume?: { token: string; progress: number };
+  /** The function takes resume tokens (a remote server that declares `oz0/resume`); P6: a plugin never does. */
+  resumable: boolean;
+  ignoredToken: () => void;
 }
 
 async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext): Promise<CallOutput> {
@@ -263,16 +298,19 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
   const onCancel = () => abort(cancelReason(ctx.cancellationSignal.reason));
   if (ctx.cancellationSignal.aborted) onCancel();
   else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
-  let lastProgress = rc.state.progress ?? -Infinity;
+  // MCP progress increases within one request; each attempt is a request of its own.
+  let lastProgress = -Infinity;
   // P1: only a call that may be made again asks for progress, under a token of its own; progress must increase.
   const progressToken = rc.again ? `oz0:${input.key}:${ctx.info.attempt}` : undefined;
   const unwatch = progressToken
     ? connection.watchProgress(progressToken, (p) => {
         if (!Number.isFinite(p.progress) || p.progress <= lastProgress) return;
         lastProgress = p.progress;
-        rc.setProgress(
-          typeof p.total === 'number' ? { progress: p.progress, total: p.total } : { progress: p.progress },
-        );
+        const reported =
+          typeof p.total === 'number' ? { progress: p.progress, total: p.total } : { progress: p.progress };
+        const token = rc.resumable ? resumeTokenOf(p._meta) : undefined;
+        if (token && 'invalid' in token) rc.ignoredToken();
+        rc.setProgress(reported, token && 'token' in token ? token.token : undefined);
       })
     : undefined;
   try {
@@ -280,7 +318,11 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
       {
         name: rc.fn,
         arguments: input.args,
-        _meta: { 'oz0/idempotency_key': input.key, ...(progressToken ? { progressToken } : {}) },
+        _meta: {
+          'oz0/idempotency_key': input.key,
+          ...(progressToken ? { progressToken } : {}),
+          ...(rc.resume ? { 'oz0/resume': rc.resume } : {}),
+        },
       },
       undefined,
       {

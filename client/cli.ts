@@ -16,6 +16,7 @@ import { createNode } from '../worker/node';
 import type { Oz0Node } from '../worker/node';
 import { findTemporalCli } from '../worker/temporal-cli';
 import { formatPolicy, formatTrace } from './format';
+import { watchJob } from './watch';
 import { approveListing, formatListing, readListing } from './approve';
 import { changePolicy, readPolicy, seedsOf } from './policy';
 import type { PolicyTarget } from './policy';
@@ -187,6 +188,17 @@ export function buildProgram(): Command {
       await withJobClient(config(opts), async (jc) => {
         const trace = await jobTrace(jc.client, id);
         print(traceJson(trace), opts.json, () => formatTrace(trace));
+      });
+    });
+
+  withConfig(job.command('watch'))
+    .description("live progress bars for the job's running calls, with attempts and busy waits, until it ends")
+    .argument('<id>', 'job id', jobIdArg)
+    .option('--json', 'print a JSON snapshot per change')
+    .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
+      await withJobClient(config(opts), async (jc) => {
+        const status = await watchJob(jc.client, id, { json: opts.json });
+        if (!opts.json) process.stdout.write(`job ${id}: ${status}\n`);
       });
     });
 

@@ -188,9 +188,16 @@ export const FailureType = {
 
 /** What a failed attempt hands on: to the next attempt (heartbeat) or to the workflow (failure details). */
 export interface CallProgressState {
+  /** The call, so a pending activity's heartbeat in the UI (and `oz0 job watch`) says which it is. */
+  tool?: string;
+  key?: string;
   progress?: number;
   total?: number;
+  /** P3: the last valid resume token, and the progress reported with it. */
   token?: string;
+  tokenProgress?: Progress;
+  /** A token was reported but invalid (and ignored). */
+  invalidToken?: boolean;
   attempts: AttemptRecord[];
   /** Attempts known to have ended before their request was sent: safe to follow for any call. */
   unsent?: number[];
