@@ -4,7 +4,10 @@
  */
 import { toolSettings } from '../worker/config';
 import type { LoadedConfig } from '../worker/config';
-import type { CallInput, CallOutput, JobSettings } from '../workflows/definitions';
+import { Context } from '@temporalio/activity';
+import type { CallInput, CallOutput, JobSettings, SessionPlan } from '../workflows/definitions';
+import { listingDigest } from '../workflows/policy-rules';
+import { mayBeMadeAgain } from './verdicts';
 import { callToolAttempt } from './call-tool';
 import type { CallDeps } from './call-tool';
 
@@ -29,29 +32,47 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Which of these tools say idempotentHint in their server's listing, so the workflow can pick their keys
-     * (K3/K5). A tool it cannot describe is left out.
+     * Opens a harness session on this node (T4): which of its tools say idempotentHint (their keys, K3/K5)
+     * and which may be made again (whether a lost session may start afresh), and this node's own queue,
+     * where the session's calls then run. A tool it cannot describe is left out.
      */
-    async describeTools(
-      jobId: string,
-      tools: string[],
-    ): Promise<{ idempotent: Record<string, boolean>; sandboxQueue?: string }> {
+    async describeTools(jobId: string, tenant: string, tools: string[]): Promise<SessionPlan> {
       const idempotent: Record<string, boolean> = {};
-      let sandbox = false;
+      const mayRetry: Record<string, boolean> = {};
       for (const tool of tools) {
         const dot = tool.indexOf('.');
         const server = tool.slice(0, dot);
         if (!deps.pool.serverConfig(server)) continue;
         const lease = await deps.pool.acquire(server, jobId);
         try {
-          sandbox ||= lease.connection.kind === 'sandbox';
-          const listed = (await lease.connection.listTools()).find((t) => t.name === tool.slice(dot + 1));
-          if (listed) idempotent[tool] = listed.annotations?.idempotentHint === true;
+          const remote = lease.connection.kind === 'remote';
+          const listing = await lease.connection.listTools(remote);
+          const listed = listing.find((t) => t.name === tool.slice(dot + 1));
+          if (!listed) continue;
+          idempotent[tool] = listed.annotations?.idempotentHint === true;
+          let approved = false;
+          if (remote) {
+            const { state } = await deps.gate.read(tenant, 0);
+            approved = state.approvals[server]?.digest === listingDigest(listing).digest;
+          }
+          mayRetry[tool] = mayBeMadeAgain(listed, lease.connection.kind, approved);
         } finally {
           lease.release();
         }
       }
-      return sandbox ? { idempotent, sandboxQueue: deps.node.queue } : { idempotent };
+      return { idempotent, mayRetry, node: deps.node };
+    },
+
+    /**
+     * Holds a session's place on this node: it heartbeats until cancelled, so when the node dies its heartbeat
+     * stops and the job learns within the heartbeat timeout that the session was lost (T4).
+     */
+    async holdSession(): Promise<void> {
+      const ctx = Context.current();
+      for (;;) {
+        ctx.heartbeat();
+        await ctx.sleep(deps.heartbeatMs);
+      }
     },
 
     /** Stops a job's sandboxed servers on this node, with their process trees; run on the node's own queue. */

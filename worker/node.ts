@@ -113,6 +113,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     defaultHeartbeatThrottleInterval: config.node.heartbeatMs,
     // On shutdown, running calls get this long to finish before they are cancelled.
     shutdownGraceTime: config.node.shutdownGraceSeconds * 1000,
+    // A job cached on a node that died waits this long before another node takes its next workflow task (T4).
+    stickyQueueScheduleToStartTimeout: '3s',
   };
   const shared = await Worker.create({
     ...common,

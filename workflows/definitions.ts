@@ -140,6 +140,8 @@ export interface StepTrace {
   attempts: AttemptRecord[];
   /** The node that made the last attempt, when known. */
   node?: string;
+  /** For a call in a session: 1 for the session's first run, 2 for the fresh session after a lost node, … */
+  sessionRun?: number;
 }
 
 /** `running` and `cancelling` while the workflow runs; the rest once it has decided how it ends. */
@@ -221,6 +223,13 @@ export interface CallOutput {
   node: string;
   /** The node's own task queue, when this call left a sandboxed server running there. */
   sandboxQueue?: string;
+}
+
+/** What a node says when a harness session opens on it (T4). */
+export interface SessionPlan {
+  idempotent: Record<string, boolean>;
+  mayRetry: Record<string, boolean>;
+  node: { id: string; queue: string };
 }
 
 /** Per-tool settings the node resolves from its config for a job. */

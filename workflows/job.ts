@@ -40,7 +40,10 @@ import type {
   StepTrace,
   ToolResult,
 } from './definitions';
-import { SessionKeys, defaultKey } from './keys';
+import { TimeoutType } from '@temporalio/common';
+import { defaultKey } from './keys';
+import { NodeLost, runSession } from './session';
+import type { SessionCall } from './session';
 
 /** Steps kept in the trace within one run; older ones are counted in `omitted`. */
 const MAX_TRACE_STEPS = 1000;
@@ -50,10 +53,6 @@ const TRACE_TAIL = 100;
 const BACKSTOP_SLACK_SECONDS = 10;
 
 const { resolveJobSettings } = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s' });
-const { describeTools } = proxyActivities<Activities>({
-  startToCloseTimeout: '60s',
-  retry: { maximumAttempts: 3 },
-});
 
 export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   const parsed = JobSpecSchema.safeParse(input);
@@ -98,7 +97,8 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     }
   };
 
-  const runCall = async (step: CallStep, session: string | null, key: (activityId: string) => string) => {
+  const runCall = async (step: CallStep, opts: CallPlace) => {
+    const { session, key } = opts;
     calls++;
     callsThisRun++;
     const activityId = `c${callsThisRun}`;
@@ -108,6 +108,8 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     const toolSettings = settings.tools[tool] ?? { timeoutSeconds: 60, maxAttempts: 1 };
     const { callTool } = proxyActivities<Activities>({
       activityId,
+      // A session's calls run on its node's own queue (T4); any other call on the shared one.
+      ...(opts.taskQueue ? { taskQueue: opts.taskQueue } : {}),
       summary: `${tool} · ${callKey}`,
       // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
       startToCloseTimeout: `${toolSettings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
@@ -123,7 +125,14 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
       // Said explicitly: the job must not show CANCELED before the call has really stopped (C4).
       cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     });
-    const base = { n: calls, tool, key: callKey, session, activityId };
+    const base = {
+      n: calls,
+      tool,
+      key: callKey,
+      session,
+      activityId,
+      ...(opts.sessionRun ? { sessionRun: opts.sessionRun } : {}),
+    };
     try {
       const out = await callTool({
         jobId,
@@ -140,6 +149,15 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
       record({ ...base, result, attempts: out.attempts, node: out.node });
     } catch (err) {
       const failed = describeFailure(err);
+      const lost = opts.lost?.() ?? (opts.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
+      if (lost) {
+        // T4: the session's node is gone; the session decides what follows.
+        const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
+        attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: `oz0: ${lost}` });
+        const text = `oz0: the call was lost with its node (${lost})`;
+        record({ ...base, result: { isError: true, content: [{ type: 'text', text }] }, attempts });
+        throw new NodeLost(lost);
+      }
       record({ ...base, result: failed.result, attempts: failed.attempts });
       if (isCancellation(err)) throw err;
       log.warn('call failed', { tool, key: callKey, message: failed.message });
@@ -165,23 +183,22 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
       }
       const step = spec.steps[i];
       if ('call' in step) {
-        await runCall(step, null, (activityId) => defaultKey(jobId, run, activityId));
+        await runCall(step, { session: null, key: (activityId) => defaultKey(jobId, run, activityId) });
         continue;
       }
       sessions++;
-      const session = `s${sessions}`;
-      const keys = new SessionKeys(jobId, run, sessions);
-      const hints = await describeSession(
-        step.session.map((c) => c.call),
-        jobId,
-        sandboxQueues,
+      await runSession(
+        {
+          jobId,
+          tenant: spec.tenant,
+          run,
+          heartbeatTimeoutSeconds: settings.heartbeatTimeoutSeconds,
+          sandboxQueues,
+          runCall,
+        },
+        step,
+        sessions,
       );
-      for (const call of step.session) {
-        const fn = call.call.slice(call.call.indexOf('.') + 1);
-        // K3 for functions that say idempotentHint; K5: every other call keeps its K2 key.
-        const sessionKey = hints[call.call] ? keys.next(fn, call.args) : undefined;
-        await runCall(call, session, (activityId) => sessionKey ?? defaultKey(jobId, run, activityId));
-      }
     }
     setStatus('completed');
     return trace();
@@ -190,23 +207,6 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     throw err;
   } finally {
     if (!continuing) await stopSandboxes(jobId, sandboxQueues);
-  }
-}
-
-/** Which of a session's functions say idempotentHint: that decides their keys (K3/K5). */
-async function describeSession(
-  tools: string[],
-  jobId: string,
-  sandboxQueues: Set<string>,
-): Promise<Record<string, boolean>> {
-  try {
-    const described = await describeTools(jobId, [...new Set(tools)]);
-    if (described.sandboxQueue) sandboxQueues.add(described.sandboxQueue);
-    return described.idempotent;
-  } catch (err) {
-    if (isCancellation(err)) throw err;
-    // A tool that cannot be described keeps K2 keys; its call then fails on its own and says why.
-    return {};
   }
 }
 
@@ -229,6 +229,17 @@ async function stopSandboxes(jobId: string, queues: Set<string>): Promise<void> 
       }),
     );
   });
+}
+
+/** Where and under which key a call runs: outside a session (shared queue), or in one (its node's queue). */
+type CallPlace =
+  | ({ session: null; key: (activityId: string) => string } & Partial<Omit<SessionCall, 'session' | 'key'>>)
+  | SessionCall;
+
+/** A session call whose node stopped heartbeating, or never picked the call up. */
+function nodeTimedOut(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure) || !(err.cause instanceof TimeoutFailure)) return false;
+  return err.cause.timeoutType === TimeoutType.HEARTBEAT || err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
 }
 
 /** A failed or stopped call as its step records it: an error result a model can read, and its attempts. */

@@ -3,14 +3,22 @@
  * stops gracefully on SIGTERM — it lets a short call finish, cancels a long one past its grace time (the
  * server sees notifications/cancelled), and exits 0.
  */
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { JobTrace } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
-import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import {
+  eventually,
+  startWorker,
+  fixture,
+  logger,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
 let temporal: TestTemporal;
@@ -37,36 +45,10 @@ function setup(node: Record<string, unknown>) {
   return { config, file, log };
 }
 
-/** Starts `oz0 worker` and resolves once it says it is ready. */
-async function startWorker(
-  file: string,
-  name: string,
-): Promise<{ proc: ChildProcess; exited: Promise<number | null> }> {
-  const proc = spawn(path.join(ROOT, 'bin', 'oz0'), ['worker', '--config', file, '--name', name], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, OZ0_LOG_LEVEL: 'info' },
-  });
-  workers.push(proc);
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  let err = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker ${name} did not start: ${err}`)), 60_000);
-    proc.stderr!.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      if (err.includes('oz0 worker: node')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    proc.once('exit', (code) => reject(new Error(`worker ${name} exited ${code}: ${err}`)));
-  });
-  return { proc, exited };
-}
-
 test('T4 (nodes): two oz0 worker processes share one task queue; every job completes and both nodes make calls', async () => {
   const { config, file } = setup({ slots: 1 });
-  const a = await startWorker(file, 'node-a');
-  const b = await startWorker(file, 'node-b');
+  const a = await startWorker(file, 'node-a', workers);
+  const b = await startWorker(file, 'node-b', workers);
   const jobs = await Promise.all(
     [1, 2, 3, 4].map((i) =>
       temporal.client.workflow.start('job', {
@@ -88,7 +70,7 @@ test('T4 (nodes): two oz0 worker processes share one task queue; every job compl
 
 test('graceful shutdown: on SIGTERM a node lets a short call finish, cancels a long one after its grace, exits 0', async () => {
   const { config, file, log } = setup({ shutdownGraceSeconds: 3 });
-  const w = await startWorker(file, 'node-graceful');
+  const w = await startWorker(file, 'node-graceful', workers);
   const start = (ms: number) =>
     temporal.client.workflow.start('job', {
       taskQueue: config.temporal.taskQueue,

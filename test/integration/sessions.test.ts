@@ -1,0 +1,181 @@
+/**
+ * Harness sessions on real worker processes (T4, K3-K6): a session is pinned to one node's own queue; when
+ * that node is lost (kill -9 of the node and its servers), a fresh session of the same number starts on
+ * another node by itself, makes the same calls under the same keys, and the ledger makes each write once.
+ * A lost session with a call that may not be made again stops the job, naming the call.
+ */
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import { readReceived } from '../../examples/common';
+import type { JobSpec, JobTrace } from '../../workflows/definitions';
+import { createNode } from '../../worker/node';
+import {
+  descendants,
+  eventually,
+  example,
+  fixture,
+  killTree,
+  logger,
+  startTemporal,
+  startWorker,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+const workers: ChildProcess[] = [];
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+});
+afterAll(async () => {
+  for (const w of workers) if (w.exitCode === null) killTree(w.pid!);
+  await temporal?.close();
+});
+
+function setup() {
+  const dir = tmpDir();
+  const log = path.join(dir, 'received.jsonl');
+  const ledger = path.join(dir, 'ledger.jsonl');
+  const servers = {
+    ledger: { command: 'node', args: [example('ledger')], env: { LEDGER_FILE: ledger, OZ0_RECEIVED_LOG: log } },
+    probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } },
+  };
+  const node = { heartbeatTimeoutSeconds: 4 };
+  const config = testConfig(temporal.server.address, { servers, node });
+  const file = path.join(dir, 'oz0.config.json');
+  fs.writeFileSync(
+    file,
+    JSON.stringify({ temporal: config.temporal, servers, node: { ...node, stateDir: path.join(dir, 'state') } }),
+  );
+  return { config, file, log, ledger };
+}
+
+/** The worker whose descendants include the server process `pid`. */
+function workerOf(pid: number, candidates: { proc: ChildProcess; name: string }[]) {
+  return candidates.find((w) => descendants(w.proc.pid!).includes(pid));
+}
+
+test('T4: a session runs all its calls on one node, through that node’s own task queue', async () => {
+  const { config } = setup();
+  const a = await createNode({ config, logger, name: 'pin-a' });
+  const b = await createNode({ config, logger, name: 'pin-b' });
+  await a.runUntil(() =>
+    b.runUntil(async () => {
+      const handle = await temporal.client.workflow.start('job', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: uniqueId('pin'),
+        args: [
+          {
+            tenant: 'acme',
+            steps: [{ session: [{ call: 'probe.probe' }, { call: 'probe.probe' }, { call: 'probe.probe' }] }],
+          },
+        ],
+      });
+      const trace: JobTrace = await handle.result();
+      const nodes = new Set(trace.steps.map((s) => s.node));
+      expect(nodes.size).toBe(1);
+      const pids = new Set(trace.steps.map((s) => (s.result.structuredContent as { pid: number }).pid));
+      expect(pids.size).toBe(1);
+      const history = await handle.fetchHistory();
+      const queues = (history.events ?? [])
+        .map((e) => e.activityTaskScheduledEventAttributes)
+        .filter((x) => x?.activityType?.name === 'callTool')
+        .map((x) => x!.taskQueue!.name!);
+      const pinned = [a, b].find((n) => n.identity.id === [...nodes][0])!;
+      expect(new Set(queues)).toEqual(new Set([pinned.identity.queue]));
+    }),
+  );
+});
+
+test('T4/K4: a lost node’s session starts afresh on another node by itself, under the same keys; every write happens once', async () => {
+  const { file, log, ledger } = setup();
+  const a = { name: 'node-a', ...(await startWorker(file, 'node-a', workers)) };
+  const b = { name: 'node-b', ...(await startWorker(file, 'node-b', workers)) };
+  const order = uniqueId('o');
+  const spec: JobSpec = {
+    tenant: 'acme',
+    steps: [
+      {
+        session: [1, 2, 3].map((i) => ({
+          call: 'ledger.slow_charge',
+          args: { order_id: `${order}-${i}`, amount: i, ms: 1200 },
+        })),
+      },
+    ],
+  };
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue: JSON.parse(fs.readFileSync(file, 'utf8')).temporal.taskQueue,
+    workflowId: uniqueId('lost'),
+    args: [spec],
+  });
+  // Let the session make its first write, then lose its node (the node and its servers, at once).
+  const first = await eventually(() => readReceived(log).find((r) => r.tool === 'slow_charge'), 30_000, 'first call');
+  await eventually(
+    () => (fs.existsSync(ledger) && fs.readFileSync(ledger, 'utf8').trim() ? true : undefined),
+    20_000,
+    'first write',
+  );
+  const victim = workerOf(first.pid as number, [a, b])!;
+  const survivor = victim === a ? b : a;
+  const lostAt = Date.now();
+  killTree(victim.proc.pid!);
+  const trace: JobTrace = await handle.result();
+  const received = readReceived(log).filter((r) => r.tool === 'slow_charge' && r.key);
+  const fresh = received.filter((r) => (r.t as number) > lostAt);
+  // Detected within the heartbeat timeout (4 s): the session's lease timed out then.
+  const history = await handle.fetchHistory();
+  const leaseTimedOut = (history.events ?? []).find((e) => e.activityTaskTimedOutEventAttributes);
+  const detectedAfter =
+    Number(leaseTimedOut!.eventTime!.seconds) * 1000 + leaseTimedOut!.eventTime!.nanos! / 1e6 - lostAt;
+  expect(detectedAfter).toBeLessThan(4000 + 1500);
+  // Then the fresh session started on the other node (its job moved off the dead node's sticky queue too).
+  expect((fresh[0].t as number) - lostAt).toBeLessThan(12_000);
+  // The fresh session made the session's calls again from the start, under the same keys.
+  const keysBefore = [...new Set(received.filter((r) => (r.t as number) <= lostAt).map((r) => r.key))];
+  const keysAfter = [...new Set(fresh.map((r) => r.key))];
+  expect(keysAfter.slice(0, keysBefore.length)).toEqual(keysBefore);
+  expect(keysAfter).toHaveLength(3);
+  // Exactly one charge per key in the ledger.
+  const writes = fs
+    .readFileSync(ledger, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { key: string });
+  expect(writes.map((w) => w.key).sort()).toEqual([...keysAfter].sort());
+  // The trace shows the lost call and the fresh session's calls, on the other node.
+  expect(trace.steps.some((s) => s.attempts.some((x) => x.outcome === 'lost'))).toBe(true);
+  const freshSteps = trace.steps.filter((s) => s.sessionRun === 2);
+  expect(freshSteps).toHaveLength(3);
+  expect(new Set(freshSteps.map((s) => s.node))).toEqual(new Set([survivor.name]));
+  expect(freshSteps.every((s) => !s.result.isError)).toBe(true);
+  survivor.proc.kill('SIGTERM');
+  await survivor.exited;
+}, 120_000);
+
+test('T4: a lost session that made a call which may not be made again stops the job, naming the call as "may have run"', async () => {
+  const { file, log } = setup();
+  const a = { name: 'node-c', ...(await startWorker(file, 'node-c', workers)) };
+  const b = { name: 'node-d', ...(await startWorker(file, 'node-d', workers)) };
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue: JSON.parse(fs.readFileSync(file, 'utf8')).temporal.taskQueue,
+    workflowId: uniqueId('risky'),
+    args: [
+      { tenant: 'acme', steps: [{ session: [{ call: 'probe.probe' }, { call: 'probe.hang', args: { ms: 60_000 } }] }] },
+    ],
+  });
+  const started = await eventually(() => readReceived(log).find((r) => r.event === 'start'), 30_000, 'hang started');
+  const victim = workerOf(started.pid as number, [a, b])!;
+  killTree(victim.proc.pid!);
+  const err = await handle.result().catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  const message = ((err as WorkflowFailedError).cause as Error).message;
+  expect(message).toContain('probe.hang');
+  expect(message).toContain(`key ${handle.workflowId}/`);
+  expect(message).toContain('may have run');
+  for (const w of [a, b]) if (w.proc.exitCode === null) w.proc.kill('SIGTERM');
+}, 120_000);
