@@ -31,6 +31,7 @@ import type { Decision } from '../workflows/policy-rules';
 import { killUpdate, reviveUpdate, revokeUpdate, setPolicyUpdate } from '../workflows/policy';
 import { cancelJob, connectJobClient, jobStatus, jobTrace, startJob } from './jobs';
 import type { JobClient, ShownTrace } from './jobs';
+import { registerPluginCommands } from './plugin-test';
 
 /** A user error: printed as one line, exit status 2, no stack. */
 export class UsageError extends Error {
@@ -292,6 +293,7 @@ export function buildProgram(): Command {
       });
     });
 
+  registerPluginCommands(program, { withConfig, zodArg, print, UsageError });
   return program;
 }
 

@@ -28,8 +28,8 @@ export interface HttpHandle {
   close(): Promise<void>;
 }
 
-/** The `_meta` key oz0 puts on every tools/call it sends, stable across its retries of that call. */
-export const IDEMPOTENCY_KEY_META = 'oz0/idempotency_key';
+// The key's name and reader are the plugin kit's; the examples and their tests import them from here too.
+export { IDEMPOTENCY_KEY_META, idempotencyKey } from '../plugin/keys';
 
 /** A JSON-RPC request body larger than this is refused with 413; the examples never need more. */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -279,12 +279,6 @@ export function progressNotifier(
       },
     });
   };
-}
-
-/** The request's `_meta["oz0/idempotency_key"]`, when it is a string. */
-export function idempotencyKey(extra: ToolExtra): string | undefined {
-  const key = extra._meta?.[IDEMPOTENCY_KEY_META];
-  return typeof key === 'string' ? key : undefined;
 }
 
 /**

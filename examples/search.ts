@@ -7,11 +7,9 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { RESUME_META, progress, readOnly, resumeRequest } from '../plugin';
 import { abortableSleep, idempotencyKey, recordReceived, runMain, serveHttp } from './common';
 import type { HttpHandle, ServerFactory, ToolExtra } from './common';
-
-/** The resume request oz0 sends on a later attempt: the last token and the progress reported with it. */
-const ResumeSchema = z.object({ token: z.string(), progress: z.number() });
 
 /** A token says where the search got to: `shard:<n>` after n shards. Opaque to oz0. */
 function tokenFor(shard: number): string {
@@ -25,8 +23,8 @@ function shardOf(token: string): number | undefined {
 
 /** Where a request starts: the shard after its resume token, or the first. */
 export function startShard(extra: ToolExtra): number {
-  const resume = ResumeSchema.safeParse(extra._meta?.['oz0/resume']);
-  return resume.success ? (shardOf(resume.data.token) ?? 0) : 0;
+  const resume = resumeRequest(extra);
+  return resume ? (shardOf(resume.token) ?? 0) : 0;
 }
 
 export interface SearchOptions {
@@ -52,13 +50,12 @@ export function createSearch(opts: SearchOptions = {}): ServerFactory {
           shards: z.number().int().min(1).max(1000).default(4),
           shard_ms: z.number().int().default(200),
         },
-        annotations: { readOnlyHint: true, openWorldHint: true },
-        _meta: { 'oz0/resume': true },
+        ...readOnly({ openWorld: true, resume: true }),
       },
       async ({ q, shards, shard_ms }, extra) => {
         const key = idempotencyKey(extra);
         const from = startShard(extra);
-        recordReceived({ tool: 'search', key, from, resume: extra._meta?.['oz0/resume'] });
+        recordReceived({ tool: 'search', key, from, resume: extra._meta?.[RESUME_META] });
         const progressToken = extra._meta?.progressToken;
         const nth = (requests.get(key ?? '') ?? 0) + 1;
         requests.set(key ?? '', nth);
@@ -74,16 +71,19 @@ export function createSearch(opts: SearchOptions = {}): ServerFactory {
           }
           // One unit of work, counted so a test can see that a resumed call redoes none.
           recordReceived({ tool: 'search', event: 'work', key, shard });
-          if (progressToken !== undefined) {
+          if (opts.badTokens && progressToken !== undefined) {
+            // Past the kit on purpose: progress() refuses a token that breaks the rule, and this one must reach oz0.
             await extra.sendNotification({
               method: 'notifications/progress',
               params: {
                 progressToken,
                 progress: shard + 1,
                 total: shards,
-                _meta: { 'oz0/resume': opts.badTokens ? `shard ${shard + 1}` : tokenFor(shard + 1) },
+                _meta: { [RESUME_META]: `shard ${shard + 1}` },
               },
             });
+          } else {
+            await progress(extra, shard + 1, shards, tokenFor(shard + 1));
           }
         }
         return {

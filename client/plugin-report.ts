@@ -1,0 +1,46 @@
+/** `oz0 plugin test`'s report as a person reads it: the findings, the samples, and the drill, as tables. */
+import type { PluginTestReport } from './plugin-test';
+
+/** Columns padded to their widest cell; the last column is not padded. */
+function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]))).join('  ');
+  return [line(header), ...rows.map(line)];
+}
+
+/** The whole report: what was found, then each sample, then the drill table and its counts. */
+export function formatReport(report: PluginTestReport): string {
+  const out = [`${report.server} (${report.kind} server): ${report.functions.length} functions`];
+  if (report.drillFile) out.push(`drill file: ${report.drillFile}`);
+  out.push('', 'listing:');
+  out.push(
+    ...(report.findings.length
+      ? table(
+          ['severity', 'function', 'check', 'message'],
+          report.findings.map((f) => [f.severity, f.function ?? '-', f.check, f.message]),
+        )
+      : ['no findings']),
+  );
+  for (const s of report.samples) {
+    const tokens = s.progress.filter((p) => p.token !== undefined).length;
+    out.push(
+      '',
+      `sample ${s.function}: ${s.progress.length} progress notifications (${tokens} with a resume token); ${s.answer}`,
+    );
+    if (s.resumed !== undefined) out.push(`  again from its last token: ${s.resumed}`);
+  }
+  const drill = report.drill;
+  if (drill) {
+    out.push('', 'drill:');
+    const rows = drill.functions.flatMap((f) =>
+      f.problem
+        ? [[f.function, '-', 'FAIL', f.problem]]
+        : f.cases.map((c) => [f.function, c.case, c.result.toUpperCase(), c.note]),
+    );
+    out.push(...(rows.length ? table(['function', 'case', 'result', 'note'], rows) : ['no function to drill']));
+    out.push('', `drill: ${drill.passed} passed, ${drill.failed} failed, ${drill.skipped} skipped`);
+  }
+  const errors = report.findings.filter((f) => f.severity === 'error').length;
+  out.push('', report.ok ? 'ok' : `not ok: ${errors} error findings${drill ? `, ${drill.failed} drill failures` : ''}`);
+  return out.join('\n');
+}

@@ -1,0 +1,301 @@
+/**
+ * `oz0 plugin test SERVER [--drill]`: opens a configured server as a node would (any kind), reads its listing and
+ * says what is inconsistent, checks the progress of the drill file's sample calls, and with `--drill` runs the drill
+ * (client/drill.ts). It talks only to the MCP server: no Temporal needed.
+ */
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import type { Command } from 'commander';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
+import { ServerPool } from '../activities/servers/pool';
+import type { Lease, ServerKind } from '../activities/servers/pool';
+import { ProcessTransport } from '../activities/servers/process-transport';
+import { loadConfig } from '../worker/config';
+import type { LoadedConfig } from '../worker/config';
+import { createLogger } from '../worker/logger';
+import { ServerNameSchema } from '../workflows/policy-rules';
+import { runDrill } from './drill';
+import type { DrillCall, DrillReport, DrillTarget } from './drill';
+import { DrillFileError, emptyDrillFile, loadDrillFile } from './drill-file';
+import type { DrillFile } from './drill-file';
+import { checkListing, checkProgress } from './listing-checks';
+import type { Finding, SeenProgress } from './listing-checks';
+import { formatReport } from './plugin-report';
+
+/** What `oz0 plugin test` prints with --json. */
+export interface PluginTestReport {
+  server: string;
+  kind: ServerKind;
+  functions: string[];
+  drillFile?: string;
+  findings: Finding[];
+  samples: SampleReport[];
+  drill?: DrillReport;
+  /** False when any finding is an error or any drill case failed: the exit status is then 1. */
+  ok: boolean;
+}
+
+export interface SampleReport {
+  function: string;
+  answer: string;
+  progress: SeenProgress[];
+  /** A remote function that declares resume, called again with its last token: what it answered. */
+  resumed?: string;
+}
+
+/** The CLI's own helpers, handed in so this file does not import cli.ts (which imports it). */
+export interface CliHelpers {
+  withConfig(cmd: Command): Command;
+  zodArg<T>(schema: z.ZodType<T>): (value: string) => T;
+  print(data: unknown, json: boolean | undefined, text: () => string): void;
+  UsageError: new (message: string) => Error;
+}
+
+/** One server, opened through a short-lived pool of its own, as a node opens it. */
+class OpenServer implements DrillTarget {
+  private pool: ServerPool;
+  private lease?: Lease;
+  readonly kind: ServerKind;
+  /** A jobId of its own, so a sandboxed server is this command's and no job's. */
+  private readonly jobId = `oz0-plugin-test-${process.pid}`;
+
+  constructor(
+    private readonly config: LoadedConfig,
+    readonly server: string,
+    private readonly timeoutMs: number,
+  ) {
+    if (!Object.hasOwn(config.servers, server)) throw new Error(`the config has no server named "${server}"`);
+    this.pool = this.newPool();
+    this.kind = this.pool.kindOf(config.servers[server]);
+  }
+
+  private newPool(): ServerPool {
+    return new ServerPool({
+      config: this.config,
+      logger: createLogger({ level: 'warn' }),
+      sandboxRoot: path.join(os.tmpdir(), `oz0-plugin-test-${process.pid}`),
+      killGraceMs: this.config.node.killGraceSeconds * 1000,
+    });
+  }
+
+  private async connection() {
+    if (!this.lease || this.lease.connection.closed) {
+      this.lease?.release();
+      this.lease = await this.pool.acquire(this.server, this.jobId);
+    }
+    return this.lease.connection;
+  }
+
+  async listTools(): Promise<Tool[]> {
+    return (await this.connection()).listTools(true);
+  }
+
+  async call(call: DrillCall): Promise<CallToolResult> {
+    const connection = await this.connection();
+    // Progress is read off the transport, under a token of the drill's own, as oz0 reads it (see ServerConnection).
+    const progressToken = call.onProgress ? `oz0-drill:${call.key}` : undefined;
+    const unwatch =
+      progressToken && call.onProgress ? connection.watchProgress(progressToken, call.onProgress) : undefined;
+    try {
+      return (await connection.client.callTool(
+        {
+          name: call.name,
+          arguments: call.args,
+          _meta: { 'oz0/idempotency_key': call.key, ...(progressToken ? { progressToken } : {}) },
+        },
+        undefined,
+        { signal: call.signal, timeout: this.timeoutMs, maxTotalTimeout: this.timeoutMs },
+      )) as CallToolResult;
+    } finally {
+      unwatch?.();
+    }
+  }
+
+  /** Calls with progress asked for, and keeps each notification as it came. */
+  async sample(name: string, args: Record<string, unknown>, key: string, resume?: object) {
+    const connection = await this.connection();
+    const seen: SeenProgress[] = [];
+    const progressToken = `oz0-drill:${key}:${resume ? 'resume' : 'sample'}`;
+    const unwatch = connection.watchProgress(progressToken, (p) => {
+      const token = (p._meta as Record<string, unknown> | undefined)?.['oz0/resume'];
+      seen.push({
+        progress: p.progress,
+        ...(p.total !== undefined && { total: p.total }),
+        ...(token !== undefined && { token }),
+      });
+    });
+    try {
+      const result = (await connection.client.callTool(
+        {
+          name,
+          arguments: args,
+          _meta: { 'oz0/idempotency_key': key, progressToken, ...(resume ? { 'oz0/resume': resume } : {}) },
+        },
+        undefined,
+        { timeout: this.timeoutMs, maxTotalTimeout: this.timeoutMs },
+      )) as CallToolResult;
+      return { result, seen };
+    } finally {
+      unwatch();
+    }
+  }
+
+  async afterCancel(): Promise<void> {
+    // C3: oz0 stops a sandboxed server after a cancel; its next attempt gets a fresh one.
+    if (this.kind !== 'sandbox') return;
+    this.lease?.release();
+    this.lease = undefined;
+    await this.pool.stopSandbox(this.server, this.jobId);
+  }
+
+  get restart(): (() => Promise<void>) | undefined {
+    if (this.kind === 'remote') return undefined;
+    return async () => {
+      const transport = this.lease?.connection.client.transport;
+      // SIGKILL, as when a node is lost: a store that flushes on exit gets no chance to.
+      if (transport instanceof ProcessTransport && transport.pid) {
+        try {
+          process.kill(-transport.pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      await this.close();
+      this.pool = this.newPool();
+      await this.connection();
+    };
+  }
+
+  async close(): Promise<void> {
+    this.lease?.release();
+    this.lease = undefined;
+    await this.pool.close();
+  }
+}
+
+function text(result: CallToolResult): string {
+  const t = (result.content ?? []).map((c) => (c.type === 'text' ? c.text : `[${c.type}]`)).join(' ');
+  return `${result.isError ? 'error: ' : ''}${t.length > 120 ? `${t.slice(0, 117)}...` : t}`;
+}
+
+/** The sample calls of the drill file: each once with progress, and again from its last token if it resumes. */
+async function runSamples(open: OpenServer, tools: Tool[], drill: DrillFile) {
+  const findings: Finding[] = [];
+  const samples: SampleReport[] = [];
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  for (const [name, sample] of Object.entries(drill.samples)) {
+    const tool = byName.get(name);
+    if (!tool) {
+      findings.push({
+        severity: 'error',
+        function: name,
+        check: 'sample-unknown',
+        message: 'the drill file samples a function the server does not list',
+      });
+      continue;
+    }
+    const key = `oz0-drill/${randomUUID()}/sample`;
+    try {
+      const { result, seen } = await open.sample(name, sample.args, key);
+      const report: SampleReport = { function: name, answer: text(result), progress: seen };
+      if (result.isError) {
+        findings.push({
+          severity: 'error',
+          function: name,
+          check: 'sample-error',
+          message: `the sample call answered ${text(result)}`,
+        });
+      }
+      findings.push(...checkProgress(tool, open.kind, seen));
+      const last = [...seen].reverse().find((p) => typeof p.token === 'string');
+      if (open.kind === 'remote' && tool._meta?.['oz0/resume'] === true && last && !result.isError) {
+        // As oz0's next attempt would send it (P3): the last token and the progress reported with it.
+        const again = await open.sample(name, sample.args, key, { token: last.token, progress: last.progress });
+        report.resumed = text(again.result);
+        if (again.result.isError) {
+          findings.push({
+            severity: 'error',
+            function: name,
+            check: 'resume-error',
+            message: `called again from its last token, it answered ${text(again.result)}`,
+          });
+        }
+      }
+      samples.push(report);
+    } catch (err) {
+      findings.push({
+        severity: 'error',
+        function: name,
+        check: 'sample-error',
+        message: `the sample call got no answer: ${(err as Error).message}`,
+      });
+    }
+  }
+  return { findings, samples };
+}
+
+/** Runs `oz0 plugin test` against one server of the config. */
+export async function pluginTest(
+  config: LoadedConfig,
+  server: string,
+  opts: { drill?: boolean; drillFile?: string },
+): Promise<PluginTestReport> {
+  const loaded = loadDrillFile({ file: opts.drillFile, baseDir: config.baseDir });
+  if (opts.drill && !loaded) {
+    throw new DrillFileError(
+      `--drill needs a drill file: none at ${path.join(config.baseDir, 'oz0.drill.json')} (or give --drill-file)`,
+    );
+  }
+  const drill = loaded?.drill ?? emptyDrillFile();
+  const open = new OpenServer(config, server, drill.timeoutSeconds * 1000);
+  try {
+    const tools = await open.listTools();
+    const findings = checkListing(tools, open.kind);
+    const sampled = await runSamples(open, tools, drill);
+    findings.push(...sampled.findings);
+    const report = opts.drill ? await runDrill(open, tools, drill) : undefined;
+    return {
+      server,
+      kind: open.kind,
+      functions: tools.map((t) => t.name),
+      ...(loaded && { drillFile: loaded.file }),
+      findings,
+      samples: sampled.samples,
+      ...(report && { drill: report }),
+      ok: !findings.some((f) => f.severity === 'error') && (report?.failed ?? 0) === 0,
+    };
+  } finally {
+    await open.close();
+  }
+}
+
+/** Adds `oz0 plugin test` to the CLI. */
+export function registerPluginCommands(program: Command, cli: CliHelpers): void {
+  const plugin = program.command('plugin').description('check an MCP server the way oz0 will use it');
+  cli
+    .withConfig(plugin.command('test'))
+    .description(
+      "check a server's listing (and the drill file's sample calls); with --drill, that a write made again under " +
+        'its key is made once. Exit 1 on an error finding or a failed case',
+    )
+    .argument('<server>', 'server name from the config', cli.zodArg(ServerNameSchema))
+    .option('--drill', 'run the drill: every write made again under its key, against its drill file')
+    .option('--drill-file <file>', 'the drill file (default: oz0.drill.json in the config’s folder)')
+    .option('--json', 'print JSON')
+    .action(async (server: string, opts: { config?: string; drill?: boolean; drillFile?: string; json?: boolean }) => {
+      const config = loadConfig({ file: opts.config });
+      if (!Object.hasOwn(config.servers, server))
+        throw new cli.UsageError(`the config (${config.source}) has no server named "${server}"`);
+      let report: PluginTestReport;
+      try {
+        report = await pluginTest(config, server, opts);
+      } catch (err) {
+        if (err instanceof DrillFileError) throw new cli.UsageError(err.message);
+        throw err;
+      }
+      cli.print(report, opts.json, () => formatReport(report));
+      if (!report.ok) process.exitCode = 1;
+    });
+}

@@ -1,0 +1,345 @@
+/**
+ * The plugin kit (`oz0/plugin`): the key store's once() (K1: one call, one key, one effect — across concurrency and
+ * restarts), busy() as oz0 reads it (B1), progress with resume tokens and the resume request (P3), and the listing
+ * declarations as oz0 reads them ("Words": may be made again).
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import {
+  KeyReuseError,
+  KeyStoreError,
+  busy,
+  idempotencyKey,
+  idempotentWrite,
+  isBusy,
+  keyedTool,
+  oneAttemptWrite,
+  openKeyStore,
+  progress,
+  readKeyStore,
+  readOnly,
+  resumeRequest,
+} from '../../plugin';
+import type { ProgressExtra } from '../../plugin';
+import { busyOf, mayBeMadeAgain } from '../../activities/verdicts';
+import { resumeTokenOf } from '../../activities/resume';
+import { checkTool } from '../../client/listing-checks';
+
+let dir: string;
+let file: string;
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-plugin-'));
+  file = path.join(dir, 'keys', 'store.jsonl');
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const answer = (text: string): CallToolResult => ({ content: [{ type: 'text', text }] });
+
+/** A fn that counts its runs and answers with the run number. */
+function counted(): { runs: () => number; fn: () => Promise<CallToolResult> } {
+  let runs = 0;
+  return { runs: () => runs, fn: async () => answer(`run ${++runs}`) };
+}
+
+describe('K1: the key store runs a keyed call once', () => {
+  test('K1: a seen key is answered with its first answer; equal arguments in another key order are the same', async () => {
+    const store = openKeyStore(file);
+    const { runs, fn } = counted();
+    const first = await store.once('job-1/c1', { a: 1, b: [1, 2] }, fn);
+    const again = await store.once('job-1/c1', { b: [1, 2], a: 1 }, fn);
+    expect(first).toEqual(answer('run 1'));
+    expect(again).toEqual(first);
+    expect(runs()).toBe(1);
+    expect(readKeyStore(file)).toEqual([{ key: 'job-1/c1', args: { a: 1, b: [1, 2] }, answer: answer('run 1') }]);
+  });
+
+  test('K1: a seen key with other arguments, or with another function, is refused with a clear error', async () => {
+    const store = openKeyStore(file);
+    const { runs, fn } = counted();
+    await store.once('k', { amount: 5 }, fn, { tool: 'charge' });
+    await expect(store.once('k', { amount: 6 }, fn, { tool: 'charge' })).rejects.toThrow(KeyReuseError);
+    await expect(store.once('k', { amount: 6 }, fn, { tool: 'charge' })).rejects.toThrow(
+      'idempotency key "k" was already used with other arguments (charge {"amount":5}); refusing charge {"amount":6}',
+    );
+    await expect(store.once('k', { amount: 5 }, fn, { tool: 'refund' })).rejects.toThrow(KeyReuseError);
+    expect(runs()).toBe(1);
+    expect(store.get('k')?.answer).toEqual(answer('run 1'));
+  });
+
+  test('K1: concurrent calls of one key run fn once and all get its answer; one with other arguments is refused', async () => {
+    const store = openKeyStore(file);
+    let runs = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const fn = async () => {
+      runs++;
+      await gate;
+      return answer('slow');
+    };
+    const calls = Array.from({ length: 10 }, () => store.once('k', { x: 1 }, fn));
+    const other = store.once('k', { x: 2 }, fn);
+    await expect(other).rejects.toThrow(KeyReuseError);
+    release();
+    expect(await Promise.all(calls)).toEqual(Array(10).fill(answer('slow')));
+    expect(runs).toBe(1);
+    expect(readKeyStore(file)).toHaveLength(1);
+  });
+
+  test('K1: a fn that throws keeps nothing; the caller that waited for it runs fn in its place', async () => {
+    const store = openKeyStore(file);
+    let runs = 0;
+    const fn = async () => {
+      runs++;
+      await new Promise((r) => setTimeout(r, 20));
+      if (runs === 1) throw new Error('cancelled before the write');
+      return answer(`run ${runs}`);
+    };
+    const [first, second] = await Promise.allSettled([store.once('k', {}, fn), store.once('k', {}, fn)]);
+    expect(first).toMatchObject({ status: 'rejected', reason: new Error('cancelled before the write') });
+    expect(second).toEqual({ status: 'fulfilled', value: answer('run 2') });
+    expect(runs).toBe(2);
+    expect(await store.once('k', {}, fn)).toEqual(answer('run 2'));
+    expect(readKeyStore(file).map((r) => r.answer)).toEqual([answer('run 2')]);
+  });
+
+  test('B1/B2: a busy answer is not kept, so the retry under the same key acts', async () => {
+    const store = openKeyStore(file);
+    let runs = 0;
+    const fn = async () => (++runs === 1 ? busy(2) : answer('done'));
+    expect(isBusy(await store.once('k', {}, fn))).toBe(true);
+    expect(await store.once('k', {}, fn)).toEqual(answer('done'));
+    expect(readKeyStore(file)).toHaveLength(1);
+  });
+
+  test('K1: a restarted store (the file opened again) answers a seen key from disk, and refuses other arguments', async () => {
+    const { runs, fn } = counted();
+    const first = await openKeyStore(file).once('k', { x: 1 }, fn, { tool: 'charge' });
+    const restarted = openKeyStore(file);
+    expect(restarted.size).toBe(1);
+    expect(await restarted.once('k', { x: 1 }, fn, { tool: 'charge' })).toEqual(first);
+    await expect(restarted.once('k', { x: 2 }, fn, { tool: 'charge' })).rejects.toThrow(KeyReuseError);
+    expect(runs()).toBe(1);
+  });
+
+  test('K1: a record is on disk when once() returns: a process killed with SIGKILL right after keeps it', () => {
+    const kit = path.join(__dirname, '..', '..', 'dist', 'plugin', 'index.js');
+    const script = `
+      const { openKeyStore } = require(${JSON.stringify(kit)});
+      openKeyStore(${JSON.stringify(file)})
+        .once('k', { x: 1 }, () => ({ content: [{ type: 'text', text: 'charged' }] }))
+        .then(() => process.kill(process.pid, 'SIGKILL'));
+    `;
+    const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
+    expect(child.signal).toBe('SIGKILL');
+    const { runs, fn } = counted();
+    return openKeyStore(file)
+      .once('k', { x: 1 }, fn)
+      .then((replayed) => {
+        expect(replayed).toEqual(answer('charged'));
+        expect(runs()).toBe(0);
+      });
+  });
+
+  test('K1: a torn last line (killed mid-append) is cut off; a bad line in the middle is refused', async () => {
+    const store = openKeyStore(file);
+    await store.once('k1', {}, async () => answer('one'));
+    fs.appendFileSync(file, '{"key":"k2","args":{},"ans');
+    expect(readKeyStore(file)).toHaveLength(1);
+    const reopened = openKeyStore(file);
+    expect(fs.readFileSync(file, 'utf8').endsWith('\n')).toBe(true);
+    await reopened.once('k2', {}, async () => answer('two'));
+    expect(readKeyStore(file).map((r) => r.key)).toEqual(['k1', 'k2']);
+
+    fs.writeFileSync(file, `not json\n${fs.readFileSync(file, 'utf8')}`);
+    expect(() => openKeyStore(file)).toThrow(KeyStoreError);
+    expect(() => openKeyStore(file)).toThrow(/store\.jsonl:1: not a key store record/);
+  });
+});
+
+describe('K1: keyedTool honours the key in a tool handler', () => {
+  async function connect(server: McpServer): Promise<Client> {
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    await server.connect(b);
+    const client = new Client({ name: 'plugin-test', version: '0.0.0' });
+    await client.connect(a);
+    return client;
+  }
+
+  test('K1: through McpServer: once per key, refused without a key or with other arguments; the listing says so', async () => {
+    const store = openKeyStore(file);
+    let charges = 0;
+    const server = new McpServer({ name: 'kit', version: '0.0.0' });
+    server.registerTool(
+      'charge',
+      { inputSchema: { amount: z.number() }, ...idempotentWrite() },
+      keyedTool(store, 'charge', async (args: { amount: number }, _extra, key) =>
+        answer(`charged ${args.amount} (#${++charges}, ${key})`),
+      ),
+    );
+    const client = await connect(server);
+    const meta = (key: string) => ({ _meta: { 'oz0/idempotency_key': key } });
+    const first = await client.callTool({ name: 'charge', arguments: { amount: 5 }, ...meta('j/c1') });
+    const again = await client.callTool({ name: 'charge', arguments: { amount: 5 }, ...meta('j/c1') });
+    const other = await client.callTool({ name: 'charge', arguments: { amount: 6 }, ...meta('j/c1') });
+    const none = await client.callTool({ name: 'charge', arguments: { amount: 5 } });
+    expect(first).toEqual({ content: [{ type: 'text', text: 'charged 5 (#1, j/c1)' }] });
+    expect(again).toEqual(first);
+    expect(other).toMatchObject({ isError: true, content: [{ text: expect.stringContaining('other arguments') }] });
+    expect(none).toEqual({
+      isError: true,
+      content: [{ type: 'text', text: 'charge needs _meta["oz0/idempotency_key"]' }],
+    });
+    expect(charges).toBe(1);
+    const [tool] = (await client.listTools()).tools;
+    expect(tool.annotations).toEqual({ idempotentHint: true, destructiveHint: false });
+    expect(tool._meta).toEqual({ 'oz0/idempotency_key': true });
+    await client.close();
+  });
+
+  test('K1: idempotencyKey reads a string key only', () => {
+    expect(idempotencyKey({ _meta: { 'oz0/idempotency_key': 'j/s1/set_status#00/1' } })).toBe('j/s1/set_status#00/1');
+    expect(idempotencyKey({ _meta: { 'oz0/idempotency_key': 5 } })).toBeUndefined();
+    expect(idempotencyKey({ _meta: { 'oz0/idempotency_key': '' } })).toBeUndefined();
+    expect(idempotencyKey({ _meta: { 'oz0/idempotency_key': 'x'.repeat(2000) } })).toBeUndefined();
+    expect(idempotencyKey({})).toBeUndefined();
+  });
+});
+
+describe('B1: busy()', () => {
+  test('B1: an error result with oz0/retryable and oz0/retry_after, as oz0 reads it', () => {
+    const result = busy(2.5, 'The billing API is busy (429)');
+    expect(result).toEqual({
+      content: [{ type: 'text', text: 'The billing API is busy (429)' }],
+      isError: true,
+      _meta: { 'oz0/retryable': true, 'oz0/retry_after': 2.5 },
+    });
+    expect(busyOf(result)).toEqual({ retryAfter: 2.5 });
+    expect(busyOf(busy())).toEqual({});
+    expect(busy()._meta).toEqual({ 'oz0/retryable': true });
+    expect(isBusy(busy())).toBe(true);
+    expect(isBusy(answer('fine'))).toBe(false);
+  });
+
+  test.each([-1, Number.NaN, Infinity])('B1: a wait of %s seconds is a bug, and throws', (wait) => {
+    expect(() => busy(wait)).toThrow(RangeError);
+  });
+});
+
+describe('P3: progress with a resume token, and the resume request', () => {
+  function extra(meta?: Record<string, unknown>): ProgressExtra & { sent: ServerNotification[] } {
+    const sent: ServerNotification[] = [];
+    return {
+      _meta: meta,
+      sent,
+      sendNotification: async (n: ServerNotification) => {
+        sent.push(n);
+      },
+    };
+  }
+
+  test('P3: progress carries the token in _meta["oz0/resume"], which oz0 takes as valid', async () => {
+    const e = extra({ progressToken: 'p1' });
+    await progress(e, 2, 4, 'shard:2');
+    await progress(e, 3);
+    expect(e.sent).toEqual([
+      {
+        method: 'notifications/progress',
+        params: { progressToken: 'p1', progress: 2, total: 4, _meta: { 'oz0/resume': 'shard:2' } },
+      },
+      { method: 'notifications/progress', params: { progressToken: 'p1', progress: 3 } },
+    ]);
+    expect(resumeTokenOf((e.sent[0].params as { _meta?: unknown })._meta)).toEqual({ token: 'shard:2' });
+  });
+
+  test('P1: no progress is sent when the request asked for none', async () => {
+    const e = extra({});
+    await progress(e, 1, 2, 'a');
+    expect(e.sent).toEqual([]);
+  });
+
+  test.each([['has space'], [''], ['x'.repeat(257)], ['é']])(
+    'P3: a token that breaks the rule (%j) throws',
+    async (t) => {
+      await expect(progress(extra({ progressToken: 1 }), 1, 2, t)).rejects.toThrow(RangeError);
+    },
+  );
+
+  test('P3: resumeRequest reads { token, progress }, and nothing that is not a valid one', () => {
+    expect(resumeRequest({ _meta: { 'oz0/resume': { token: 'shard:2', progress: 2 } } })).toEqual({
+      token: 'shard:2',
+      progress: 2,
+    });
+    expect(resumeRequest({})).toBeUndefined();
+    expect(resumeRequest({ _meta: { 'oz0/resume': 'shard:2' } })).toBeUndefined();
+    expect(resumeRequest({ _meta: { 'oz0/resume': { token: 'bad token', progress: 2 } } })).toBeUndefined();
+    expect(resumeRequest({ _meta: { 'oz0/resume': { token: 'ok', progress: -1 } } })).toBeUndefined();
+    expect(resumeRequest({ _meta: { 'oz0/resume': { token: 'ok' } } })).toBeUndefined();
+  });
+});
+
+describe('Words: the listing declarations', () => {
+  const tool = (name: string, d: { annotations: object; _meta?: Record<string, unknown> }) => ({
+    name,
+    inputSchema: { type: 'object' as const },
+    ...d,
+  });
+
+  test('Words: idempotentWrite() sets the hint and the key together: oz0 may make it again', () => {
+    expect(idempotentWrite()).toEqual({
+      annotations: { idempotentHint: true, destructiveHint: false },
+      _meta: { 'oz0/idempotency_key': true },
+    });
+    expect(idempotentWrite({ openWorld: true, resume: true })).toEqual({
+      annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: true },
+      _meta: { 'oz0/idempotency_key': true, 'oz0/resume': true },
+    });
+    expect(mayBeMadeAgain(idempotentWrite(), 'plugin', false)).toBe(true);
+  });
+
+  test('Words: readOnly() may be made again; with resume it says oz0/resume', () => {
+    expect(readOnly()).toEqual({ annotations: { readOnlyHint: true } });
+    expect(readOnly({ resume: true, openWorld: false })).toEqual({
+      annotations: { readOnlyHint: true, openWorldHint: false },
+      _meta: { 'oz0/resume': true },
+    });
+    expect(mayBeMadeAgain(readOnly(), 'plugin', false)).toBe(true);
+  });
+
+  test('Words: oneAttemptWrite() gets one attempt', () => {
+    expect(oneAttemptWrite()).toEqual({
+      annotations: { readOnlyHint: false, idempotentHint: false, destructiveHint: true },
+    });
+    expect(mayBeMadeAgain(oneAttemptWrite({ destructive: false }), 'plugin', false)).toBe(false);
+  });
+
+  test('Words: every declaration the kit makes passes oz0 plugin test’s listing checks', () => {
+    expect(checkTool(tool('w', idempotentWrite()), 'plugin')).toEqual([]);
+    expect(checkTool(tool('r', readOnly()), 'plugin')).toEqual([]);
+    expect(checkTool(tool('r', readOnly({ resume: true })), 'remote')).toEqual([]);
+    expect(checkTool(tool('o', oneAttemptWrite()), 'plugin')).toEqual([]);
+  });
+});
+
+test('T4: two processes on one store file (two nodes’ servers) never both act on a key: the later one reads the file first', async () => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-shared-')), 'keys.jsonl');
+  // Both opened before either wrote, as two nodes' ledgers started at different times.
+  const a = openKeyStore<string>(file);
+  const b = openKeyStore<string>(file);
+  let runs = 0;
+  const act = async () => `done ${++runs}`;
+  expect(await a.once('job/s1/charge#x/1', { amount: 1 }, act)).toBe('done 1');
+  expect(await b.once('job/s1/charge#x/1', { amount: 1 }, act)).toBe('done 1');
+  expect(runs).toBe(1);
+  expect(await b.once('job/s1/charge#y/1', { amount: 2 }, act)).toBe('done 2');
+  expect(await a.once('job/s1/charge#y/1', { amount: 2 }, act)).toBe('done 2');
+  await expect(a.once('job/s1/charge#y/1', { amount: 3 }, act)).rejects.toThrow('other arguments');
+  expect(runs).toBe(2);
+  expect(fs.readFileSync(file, 'utf8').trim().split('\n')).toHaveLength(2);
+});
