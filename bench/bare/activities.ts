@@ -1,0 +1,10 @@
+/** A bare Temporal activity making the same MCP call as oz0 does: no keys, policy, heartbeats or trace. */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+
+export function bareActivities(client: Client) {
+  return {
+    async bareEcho(text: string): Promise<unknown> {
+      return client.callTool({ name: 'echo', arguments: { text } });
+    },
+  };
+}
