@@ -18,7 +18,7 @@ import { findTemporalCli } from '../worker/temporal-cli';
 import { formatPolicy, formatTrace } from './format';
 import { watchJob } from './watch';
 import { approveListing, formatListing, readListing } from './approve';
-import { changePolicy, readPolicy, seedsOf } from './policy';
+import { changePolicy, policyTargetOf, readPolicy } from './policy';
 import type { PolicyTarget } from './policy';
 import {
   ALL_TENANTS,
@@ -298,7 +298,7 @@ export function buildProgram(): Command {
 }
 
 function policyTarget(cfg: LoadedConfig, jc: JobClient): PolicyTarget {
-  return { client: jc.client, taskQueue: cfg.temporal.taskQueue, seeds: seedsOf(cfg.tenants) };
+  return policyTargetOf(cfg, jc.client);
 }
 
 /** Asks on stderr, reads one line from stdin: yes only for y or yes. */

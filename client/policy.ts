@@ -4,6 +4,7 @@
  */
 import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
+import type { LoadedConfig } from '../worker/config';
 import type { UpdateDefinition } from '@temporalio/common';
 import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../workflows/policy-rules';
 import type { Decision, TenantState } from '../workflows/policy-rules';
@@ -46,6 +47,11 @@ export async function readPolicy(target: Pick<PolicyTarget, 'client' | 'seeds'>,
     if (err instanceof WorkflowNotFoundError) return emptyState(target.seeds[tenant]);
     throw err;
   }
+}
+
+/** Where a config's policy workflows live, with its seeds. */
+export function policyTargetOf(config: Pick<LoadedConfig, 'temporal' | 'tenants'>, client: Client): PolicyTarget {
+  return { client, taskQueue: config.temporal.policyTaskQueue, seeds: seedsOf(config.tenants) };
 }
 
 /** The config's tenant policies, as seeds. */

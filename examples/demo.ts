@@ -8,7 +8,7 @@ import path from 'node:path';
 import { connectJobClient, jobTrace, startJob } from '../client/jobs';
 import { formatTrace } from '../client/format';
 import { approveListing, readListing } from '../client/approve';
-import { seedsOf } from '../client/policy';
+import { policyTargetOf } from '../client/policy';
 import { parseConfig } from '../worker/config';
 import { freePort, startDevServer } from '../worker/dev-server';
 import { createLogger } from '../worker/logger';
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
   // `oz0 policy approve acme search --yes` would.
   const listing = await readListing(config, logger, 'search');
   await approveListing(
-    { client: jc.client, taskQueue: config.temporal.taskQueue, seeds: seedsOf(config.tenants) },
+    policyTargetOf(config, jc.client),
     'acme',
     listing,
   );

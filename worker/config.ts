@@ -59,6 +59,11 @@ export const ConfigSchema = z.strictObject({
       address: z.string().min(1).default('127.0.0.1:7233'),
       namespace: z.string().min(1).default('default'),
       taskQueue: z.string().min(1).default('oz0'),
+      /**
+       * Where tenants' policy workflows run. Policies belong to the namespace (their ids are `oz0-policy/<tenant>`),
+       * so every node polls this one queue, whatever its own task queue: a policy stays readable when nodes move.
+       */
+      policyTaskQueue: z.string().min(1).default('oz0-policy'),
     })
     .prefault({}),
   servers: z.record(name, ServerSchema).default({}),

@@ -1,6 +1,7 @@
 /**
- * One node: a worker process with two Temporal workers — the shared queue (jobs and their calls) and the
- * node's own queue (its sandboxes and sessions) — over one server pool.
+ * One node: a worker process with three Temporal workers — the shared queue (jobs and their calls), the node's
+ * own queue (its sandboxes and sessions) and the namespace's policy queue (tenants' policy workflows) — over one
+ * server pool.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -62,7 +63,7 @@ export interface Oz0Node {
   pool: ServerPool;
   /** Runs until shutdown() or a fatal error. */
   run(): Promise<void>;
-  /** Runs both workers while fn runs, then shuts them down (tests). */
+  /** Runs the workers while fn runs, then shuts them down (tests). */
   runUntil<T>(fn: () => Promise<T>): Promise<T>;
   shutdown(): Promise<void>;
 }
@@ -122,6 +123,19 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     workflowBundle: await workflowBundle(),
   } as WorkerOptions);
   const own = await Worker.create({ ...common, taskQueue: identity.queue } as WorkerOptions);
+  // Tenants' policy workflows, on the namespace-wide policy queue (no activities run there).
+  const policy =
+    config.temporal.policyTaskQueue === config.temporal.taskQueue
+      ? undefined
+      : await Worker.create({
+          connection,
+          namespace: config.temporal.namespace,
+          identity: name,
+          taskQueue: config.temporal.policyTaskQueue,
+          workflowBundle: await workflowBundle(),
+          stickyQueueScheduleToStartTimeout: '3s',
+        } as WorkerOptions);
+  const workers = [shared, own, ...(policy ? [policy] : [])];
   logger.info(
     { node: name, taskQueue: config.temporal.taskQueue, nodeQueue: identity.queue, slots: config.node.slots },
     'node ready',
@@ -130,14 +144,14 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   let stopping: Promise<void> | undefined;
   const shutdown = () => {
     stopping ??= (async () => {
-      for (const w of [shared, own]) if (w.getState() === 'RUNNING') w.shutdown();
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
     })();
     return stopping;
   };
   const run = async () => {
     try {
-      // When one worker ends, for whatever reason, the other goes down with it.
-      const results = await Promise.allSettled([shared.run().finally(shutdown), own.run().finally(shutdown)]);
+      // When one worker ends, for whatever reason, the others go down with it.
+      const results = await Promise.allSettled(workers.map((w) => w.run().finally(shutdown)));
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
     } finally {

@@ -8,7 +8,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import type { JobSpec, JobTrace } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
 import { approveListing, readListing } from '../../client/approve';
-import { seedsOf } from '../../client/policy';
+import { policyTargetOf } from '../../client/policy';
 import type { Oz0Node } from '../../worker/node';
 import { parseConfig } from '../../worker/config';
 import type { LoadedConfig } from '../../worker/config';
@@ -124,7 +124,7 @@ export function alive(pid: number): boolean {
 export async function approve(temporal: TestTemporal, config: LoadedConfig, tenant: string, server: string) {
   const listing = await readListing(config, logger, server);
   return approveListing(
-    { client: temporal.client, taskQueue: config.temporal.taskQueue, seeds: seedsOf(config.tenants) },
+    policyTargetOf(config, temporal.client),
     tenant,
     listing,
   );

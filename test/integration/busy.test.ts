@@ -8,7 +8,7 @@ import path from 'node:path';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { createReader } from '../../examples/reader';
-import { changePolicy } from '../../client/policy';
+import { changePolicy, policyTargetOf } from '../../client/policy';
 import type { JobSpec, JobTrace } from '../../workflows/definitions';
 import { setPolicyUpdate } from '../../workflows/policy';
 import type { LoadedConfig } from '../../worker/config';
@@ -125,7 +125,7 @@ test('B6: a policy changed to deny during a busy wait stops the next attempt', a
       args: [{ tenant, steps: [{ call: 'probe.busy_read', args: { times: 5, retry_after: 3 } }] }],
     });
     await eventually(() => calls(log, 'busy_read')[0]);
-    const target = { client: temporal.client, taskQueue: config.temporal.taskQueue, seeds: {} };
+    const target = policyTargetOf(config, temporal.client);
     await changePolicy(target, tenant, setPolicyUpdate, ['probe.busy_read', 'deny']);
     return handle.result();
   });

@@ -11,7 +11,7 @@ import { freePort, startDevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
-import { changePolicy, readPolicy, seedsOf } from '../../client/policy';
+import { changePolicy, policyTargetOf, readPolicy } from '../../client/policy';
 import type { JobSpec, JobTrace } from '../../workflows/definitions';
 import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
 import { createNode } from '../../worker/node';
@@ -73,7 +73,7 @@ function setup(extra: Record<string, unknown> = {}) {
     tools: { '*': { timeoutSeconds: 30, maxAttempts: 3 } },
     ...extra,
   });
-  const target = { client: temporal.client, taskQueue: config.temporal.taskQueue, seeds: seedsOf(config.tenants) };
+  const target = policyTargetOf(config, temporal.client);
   return { config, log, target };
 }
 
@@ -103,6 +103,29 @@ test('A1: deny refuses a call before it reaches the server; the most specific pa
     expect(text(trace, 0)).toContain('probe.*: deny');
     expect(trace.steps[1].result.isError).toBe(false);
     expect(readReceived(log).filter((r) => r.event === 'start')).toHaveLength(0);
+  });
+});
+
+test('C5: a policy belongs to the namespace: nodes on another task queue still read it (kill switch, then revive)', async () => {
+  const tenant = uniqueId('t');
+  const first = setup();
+  await withNode(first.config, () => changePolicy(first.target, tenant, killUpdate, ['probe.hang']));
+  // The nodes that set it are gone; these ones use a task queue of their own.
+  const moved = setup();
+  expect(moved.config.temporal.taskQueue).not.toBe(first.config.temporal.taskQueue);
+  await withNode(moved.config, async () => {
+    const refused: JobTrace = await (
+      await start(moved.config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 1 } }] })
+    ).result();
+    expect(refused.steps[0].attempts).toEqual([
+      { attempt: 1, outcome: 'refused', note: expect.stringContaining('the kill switch for probe.hang is on') },
+    ]);
+    await changePolicy(moved.target, tenant, reviveUpdate, ['probe.hang']);
+    const allowed: JobTrace = await (
+      await start(moved.config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 1 } }] })
+    ).result();
+    expect(allowed.steps[0].result.isError).toBe(false);
+    expect(readReceived(moved.log).filter((r) => r.event === 'start')).toHaveLength(1);
   });
 });
 
@@ -261,7 +284,7 @@ test('A3/C5: kill switches and policy survive a restart of the node and of the T
     const connection = await Connection.connect({ address: server.address });
     return {
       connection,
-      target: { client: new Client({ connection }), taskQueue: config.temporal.taskQueue, seeds: {} },
+      target: policyTargetOf(config, new Client({ connection })),
     };
   };
   let { connection, target } = await connect();
