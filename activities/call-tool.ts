@@ -136,17 +136,22 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
   /** P5: how this attempt started (resumed, or started over and why), and tokens it ignored. */
   const startNotes: string[] = [];
   const beat = () => ctx.heartbeat(state);
-  const record = (outcome: Outcome, why?: string): AttemptRecord[] => {
+  /**
+   * Adds this attempt's record; the heartbeat carries it to the next attempt. An answer the call returns (`final`)
+   * ends the call, so no next attempt reads it: no heartbeat is spent on it.
+   */
+  const record = (outcome: Outcome, why?: string, final = false): AttemptRecord[] => {
     const note = [...startNotes, why].filter(Boolean).join('; ');
     const entry: AttemptRecord = { attempt, outcome, ...(note ? { note } : {}), ...(progress ? { progress } : {}) };
     state.attempts = [...state.attempts, entry];
-    beat();
+    if (!final) beat();
     return state.attempts;
   };
   const fail = (type: string, message: string, retryable: boolean): never => {
     throw ApplicationFailure.create({ type, message, nonRetryable: !retryable || lastAttempt, details: [state] });
   };
-  beat();
+  // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
+  // a word is read as lost. A call that runs longer than heartbeatMs beats from then on (and hears a cancel).
   const heartbeats = setInterval(beat, deps.heartbeatMs);
   const dot = input.tool.indexOf('.');
   const server = input.tool.slice(0, dot);
@@ -275,7 +280,7 @@ interface RequestContext {
   lastAttempt: boolean;
   state: CallProgressState;
   stop: AttemptStop;
-  record: (outcome: Outcome, note?: string) => AttemptRecord[];
+  record: (outcome: Outcome, note?: string, final?: boolean) => AttemptRecord[];
   fail: (type: string, message: string, retryable: boolean) => never;
   setProgress: (p: Progress, token?: string) => void;
   /** P3: what this attempt sends as `_meta["oz0/resume"]`, if it resumes. */
@@ -340,7 +345,7 @@ async function makeRequest(deps: CallDeps, input: CallInput, rc: RequestContext)
     }
     const busy = busyOf(result);
     if (busy) return handleBusy(deps, input, rc, result, busy.retryAfter);
-    return output(deps, rc, result, rc.record(result.isError ? 'error' : 'ok'));
+    return output(deps, rc, result, rc.record(result.isError ? 'error' : 'ok', undefined, true));
   } catch (err) {
     if (err instanceof ApplicationFailure) throw err;
     // B4: a 429 on the POST that carried this call: nothing was made, and the server said how long to wait.

@@ -31,6 +31,8 @@ export class PolicyGate {
   private readonly running = new Set<Registered>();
   private readonly cache = new Map<string, Cached>();
   private readonly inFlight = new Map<string, { state: Promise<TenantState>; at: number }>();
+  /** The read that starts when a tenant's in-flight one ends, shared by every caller that came too late for it. */
+  private readonly queued = new Map<string, Promise<TenantState>>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -51,21 +53,39 @@ export class PolicyGate {
   }
 
   /**
-   * The tenant's state and the all-tenants kill switches, no older than `maxAgeMs` (0: read now). Concurrent
-   * reads of one tenant share one query.
+   * The tenant's state and the all-tenants kill switches, from a read that started no earlier than `maxAgeMs` ago
+   * (0: after this call). At most one read per tenant is in flight: callers that need a newer one share the next,
+   * which starts when it ends — so under load a node makes about one read per round trip, not one per call.
    */
   async read(tenant: string, maxAgeMs: number): Promise<{ state: TenantState; globalKills: string[] }> {
     const [state, global] = await Promise.all([this.fresh(tenant, maxAgeMs), this.fresh(ALL_TENANTS, maxAgeMs)]);
     return { state, globalKills: global.kills };
   }
 
-  private async fresh(tenant: string, maxAgeMs: number): Promise<TenantState> {
+  private fresh(tenant: string, maxAgeMs: number): Promise<TenantState> {
     // A read that started before this moment (less the allowed age) may predate a change: never reuse it.
     const notBefore = Date.now() - maxAgeMs;
     const cached = this.cache.get(tenant);
-    if (cached && cached.at >= notBefore) return cached.state;
+    if (cached && cached.at >= notBefore) return Promise.resolve(cached.state);
     const inFlight = this.inFlight.get(tenant);
-    if (inFlight && inFlight.at >= notBefore) return inFlight.state;
+    if (!inFlight) return this.startRead(tenant);
+    if (inFlight.at >= notBefore) return inFlight.state;
+    let queued = this.queued.get(tenant);
+    if (!queued) {
+      const settled = inFlight.state.then(
+        () => undefined,
+        () => undefined,
+      );
+      queued = settled.then(() => {
+        this.queued.delete(tenant);
+        return this.startRead(tenant);
+      });
+      this.queued.set(tenant, queued);
+    }
+    return queued;
+  }
+
+  private startRead(tenant: string): Promise<TenantState> {
     const at = Date.now();
     const state = readPolicy(this.target, tenant)
       .then((read) => {

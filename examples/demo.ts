@@ -75,11 +75,7 @@ async function main(): Promise<void> {
   // A remote server's calls need the tenant's approval of its listing (A2): the demo approves it as
   // `oz0 policy approve acme search --yes` would.
   const listing = await readListing(config, logger, 'search');
-  await approveListing(
-    policyTargetOf(config, jc.client),
-    'acme',
-    listing,
-  );
+  await approveListing(policyTargetOf(config, jc.client), 'acme', listing);
   say(`approved the listing of search for acme (digest ${listing.digest.slice(0, 16)}…)`);
 
   const order = `o-${Date.now().toString(36)}`;

@@ -141,10 +141,13 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
         ...WRITE,
       },
       async (args, extra) => {
-        recordReceived({ tool: 'slow_charge', key: idempotencyKey(extra), args, requestId: extra.requestId });
+        const key = idempotencyKey(extra);
+        recordReceived({ tool: 'slow_charge', key, args, requestId: extra.requestId });
         // A retry of a call that already went through answers at once, without waiting again; one that comes while
         // the first is still sleeping waits for it.
-        return slowCharge(args, extra);
+        const answer = await slowCharge(args, extra);
+        recordReceived({ tool: 'slow_charge', event: 'answered', key, requestId: extra.requestId });
+        return answer;
       },
     );
 

@@ -123,11 +123,7 @@ export function alive(pid: number): boolean {
 /** Approves a server's current listing for a tenant, as `oz0 policy approve --yes` does. */
 export async function approve(temporal: TestTemporal, config: LoadedConfig, tenant: string, server: string) {
   const listing = await readListing(config, logger, server);
-  return approveListing(
-    policyTargetOf(config, temporal.client),
-    tenant,
-    listing,
-  );
+  return approveListing(policyTargetOf(config, temporal.client), tenant, listing);
 }
 
 export { descendants, killTree, startWorker } from '../../bench/processes';

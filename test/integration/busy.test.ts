@@ -3,11 +3,12 @@
  * a call that may be made again; anything else hands the job the server's error with the wait in words. A
  * remote server's HTTP 429 on the call's own POST is such a busy answer. Counted on the servers' side.
  */
-import http from 'node:http';
 import path from 'node:path';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { createReader } from '../../examples/reader';
+import { startBusyProxy } from '../../bench/busy-proxy';
+import type { BusyProxy } from '../../bench/busy-proxy';
 import { changePolicy, policyTargetOf } from '../../client/policy';
 import type { JobSpec, JobTrace } from '../../workflows/definitions';
 import { setPolicyUpdate } from '../../workflows/policy';
@@ -135,7 +136,7 @@ test('B6: a policy changed to deny during a busy wait stops the next attempt', a
 
 describe('B4: HTTP 429 from a remote server', () => {
   let mcp: HttpHandle;
-  let proxy: http.Server;
+  let proxy: BusyProxy;
   let url: string;
   const received = path.join(tmpDir(), 'received.jsonl');
   /** What the proxy answers 429 to next: how many tools/call POSTs, how many initialize POSTs, and with what. */
@@ -144,38 +145,17 @@ describe('B4: HTTP 429 from a remote server', () => {
   beforeAll(async () => {
     process.env.OZ0_RECEIVED_LOG = received;
     mcp = await serveHttp(createReader({ stateFile: path.join(tmpDir(), 'seen.json') }), 0);
-    proxy = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const body = Buffer.concat(chunks);
-        let method: string | undefined;
-        try {
-          method = (JSON.parse(body.toString()) as { method?: string }).method;
-        } catch {
-          method = undefined;
-        }
-        const limit =
-          (method === 'tools/call' && plan.calls > 0 && plan.calls--) ||
-          (method === 'initialize' && plan.initialize > 0 && plan.initialize--);
-        if (limit !== false && limit !== 0 && limit !== undefined) {
-          res.writeHead(429, { 'retry-after': plan.retryAfter, 'content-type': 'text/plain' });
-          return res.end('slow down');
-        }
-        const upstream = http.request(mcp.url, { method: req.method, headers: req.headers }, (up) => {
-          res.writeHead(up.statusCode ?? 500, up.headers);
-          up.pipe(res);
-        });
-        upstream.end(body);
-      });
+    proxy = await startBusyProxy(mcp.url, (method) => {
+      const limit =
+        (method === 'tools/call' && plan.calls > 0 && plan.calls--) ||
+        (method === 'initialize' && plan.initialize > 0 && plan.initialize--);
+      return limit ? plan.retryAfter : undefined;
     });
-    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
-    url = `http://127.0.0.1:${(proxy.address() as { port: number }).port}/mcp`;
+    url = proxy.url;
   });
   afterAll(async () => {
     delete process.env.OZ0_RECEIVED_LOG;
-    proxy?.closeAllConnections();
-    await new Promise((r) => proxy?.close(r));
+    await proxy?.close();
     await mcp?.close();
   });
 

@@ -129,7 +129,7 @@ test.each([[0], [700], [1600]])(
     const lostAt = Date.now();
     killTree(victim.proc.pid!);
     const trace: JobTrace = await handle.result();
-    const received = readReceived(log).filter((r) => r.tool === 'slow_charge' && r.key);
+    const received = readReceived(log).filter((r) => r.tool === 'slow_charge' && r.key && !r.event);
     const fresh = received.filter((r) => (r.t as number) > lostAt);
     // Detected within the heartbeat timeout (4 s): the session's lease timed out then.
     const history = await handle.fetchHistory();

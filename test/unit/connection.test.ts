@@ -4,7 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { connectionOptions } from '../../worker/connection';
 
-const temporal = { address: 'ns.acct.tmprl.cloud:7233', namespace: 'ns.acct', taskQueue: 'oz0', policyTaskQueue: 'oz0-policy' };
+const temporal = {
+  address: 'ns.acct.tmprl.cloud:7233',
+  namespace: 'ns.acct',
+  taskQueue: 'oz0',
+  policyTaskQueue: 'oz0-policy',
+};
 
 test('a local address with no Temporal environment: plain, no TLS, no key', () => {
   expect(connectionOptions({ ...temporal, address: '127.0.0.1:7233' }, {})).toEqual({ address: '127.0.0.1:7233' });

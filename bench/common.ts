@@ -1,0 +1,140 @@
+/**
+ * What every benchmark shares: the machine it ran on, percentiles, a bounded wait, a table for the terminal
+ * and a JSON file in bench/results/.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import { projectRoot } from '../worker/paths';
+
+/** The machine a figure came from, so a number is never quoted without it. */
+export interface Machine {
+  cpus: number;
+  cpu: string;
+  memGiB: number;
+  node: string;
+  platform: string;
+  temporalCli?: string;
+  commit?: string;
+}
+
+export function machine(cli?: string): Machine {
+  const quiet = (cmd: string, args: string[]) => {
+    try {
+      return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return undefined;
+    }
+  };
+  return {
+    cpus: os.cpus().length,
+    cpu: os.cpus()[0]?.model.trim() ?? 'unknown',
+    memGiB: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+    temporalCli: cli ? quiet(cli, ['--version'])?.split('\n')[0] : undefined,
+    commit: quiet('git', ['-C', projectRoot(), 'rev-parse', '--short', 'HEAD']),
+  };
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+export function mean(values: number[]): number {
+  return values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+export interface Spread {
+  n: number;
+  p50: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export function spread(values: number[]): Spread {
+  const round = (v: number) => Math.round(v * 10) / 10;
+  return {
+    n: values.length,
+    p50: round(percentile(values, 50)),
+    p99: round(percentile(values, 99)),
+    max: round(Math.max(...values)),
+    mean: round(mean(values)),
+  };
+}
+
+/** Polls `check` every 5 ms until it gives a value; throws after `timeoutMs`, naming what it waited for. */
+export async function until<T>(what: string, check: () => T | undefined, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** One line of the summary table: a measure, its figure, and the target it is held to (if any). */
+export interface Row {
+  measure: string;
+  figure: string;
+  target?: string;
+  /** Whether the target was met; undefined where there is no target. */
+  met?: boolean;
+}
+
+export function table(rows: Row[]): string {
+  const cols = [
+    ['measure', ...rows.map((r) => r.measure)],
+    ['figure', ...rows.map((r) => r.figure)],
+    ['target', ...rows.map((r) => r.target ?? '')],
+    ['', ...rows.map((r) => (r.met === undefined ? '' : r.met ? 'met' : 'MISSED'))],
+  ];
+  const widths = cols.map((c) => Math.max(...c.map((s) => s.length)));
+  const lines: string[] = [];
+  for (let i = 0; i <= rows.length; i++) {
+    lines.push(
+      cols
+        .map((c, j) => c[i].padEnd(widths[j]))
+        .join('  ')
+        .trimEnd(),
+    );
+    if (i === 0) lines.push(widths.map((w) => '-'.repeat(w)).join('  '));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** Writes `bench/results/<name>-<when>.json` and returns its path. */
+export function writeResults(name: string, data: object): string {
+  const dir = path.join(projectRoot(), 'bench', 'results');
+  fs.mkdirSync(dir, { recursive: true });
+  const when = new Date().toISOString();
+  const file = path.join(dir, `${name}-${when.replace(/[:.]/g, '-')}.json`);
+  fs.writeFileSync(file, `${JSON.stringify({ when, ...data }, null, 2)}\n`);
+  return file;
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export function fixed(v: number, digits = 1): string {
+  return Number.isFinite(v) ? v.toFixed(digits) : String(v);
+}
+
+/** A `--only a,b` option: names from `names` (all of them when absent), each checked. */
+export function listOption<T extends string>(what: string, names: readonly T[]) {
+  return z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const picked = s ? s.split(',').map((n) => n.trim()) : [...names];
+      for (const n of picked)
+        if (!(names as readonly string[]).includes(n))
+          ctx.addIssue({ code: 'custom', message: `unknown ${what} "${n}" (one of ${names.join(', ')})` });
+      return picked as T[];
+    });
+}

@@ -1,0 +1,145 @@
+/**
+ * One dev server for a whole bench run, and the two things measured on it side by side: an oz0 node (in this
+ * process, or as an `oz0 worker` process) and a bare Temporal worker whose activity makes the same MCP call.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Client, Connection } from '@temporalio/client';
+import type { Logger } from 'pino';
+import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
+import { parseConfig } from '../worker/config';
+import type { LoadedConfig } from '../worker/config';
+import { startDevServer } from '../worker/dev-server';
+import type { DevServer } from '../worker/dev-server';
+import { createLogger } from '../worker/logger';
+import { createNode, installRuntime } from '../worker/node';
+import { projectRoot } from '../worker/paths';
+import { findTemporalCli } from '../worker/temporal-cli';
+import { bareActivities } from './bare/activities';
+
+export interface BenchEnv {
+  root: string;
+  /** A scratch folder for this run. */
+  dir: string;
+  cli: string | undefined;
+  server: DevServer;
+  connection: Connection;
+  client: Client;
+  logger: Logger;
+  /** The example reader's stdio entry point (echo, sleep). */
+  reader: string;
+  /** A workflow id no other job of this run has. */
+  id(prefix: string): string;
+  close(): Promise<void>;
+}
+
+export async function openBenchEnv(): Promise<BenchEnv> {
+  const root = projectRoot();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-bench-'));
+  const cli = findTemporalCli();
+  const logger = createLogger({ level: 'warn' });
+  // Before any worker: the Temporal runtime logs through pino at warn, as a node's does.
+  installRuntime(logger);
+  // In memory: a SQLite file makes the dev server's own writes the bottleneck for oz0 and bare alike.
+  const server = await startDevServer({ cli, uiPort: false });
+  const connection = await Connection.connect({ address: server.address });
+  let n = 0;
+  return {
+    root,
+    dir,
+    cli,
+    server,
+    connection,
+    client: new Client({ connection }),
+    logger,
+    reader: path.join(root, 'dist', 'examples', 'reader.js'),
+    id: (prefix) => `${prefix}-${process.pid}-${++n}`,
+    async close() {
+      await connection.close();
+      await server.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A config for a node of this run: its own task queue, the reader as a plugin server, `extra` merged on top. */
+export function benchConfig(env: BenchEnv, taskQueue: string, extra: Record<string, unknown> = {}): LoadedConfig {
+  const { node, servers, ...rest } = extra as { node?: object; servers?: object };
+  return {
+    ...parseConfig({
+      temporal: { address: env.server.address, taskQueue },
+      servers: {
+        reader: { command: 'node', args: [env.reader], env: { READER_STATE: path.join(env.dir, `${taskQueue}.json`) } },
+        ...servers,
+      },
+      node: { stateDir: path.join(env.dir, `state-${taskQueue}`), ...node },
+      ...rest,
+    }),
+    baseDir: env.root,
+    source: 'bench',
+  };
+}
+
+/** Runs an oz0 node in this process for the length of `fn`. */
+export async function withNode<T>(env: BenchEnv, config: LoadedConfig, fn: () => Promise<T>): Promise<T> {
+  const node = await createNode({ config, logger: env.logger });
+  const running = node.run();
+  try {
+    return await fn();
+  } finally {
+    await node.shutdown();
+    await running;
+  }
+}
+
+export interface BareWorker {
+  taskQueue: string;
+  mcp: McpClient;
+  close(): Promise<void>;
+}
+
+/**
+ * The baseline: a plain Temporal worker (same slots as the oz0 node) whose activity calls the reader's `echo`
+ * over one MCP stdio client, with no keys, policy, heartbeats or trace.
+ */
+export async function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): Promise<BareWorker> {
+  const mcp = new McpClient({ name: 'bench-bare', version: '1' });
+  await mcp.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [env.reader],
+      env: { READER_STATE: path.join(env.dir, `${taskQueue}.json`), PATH: process.env.PATH ?? '' },
+    }),
+  );
+  const native = await NativeConnection.connect({ address: env.server.address });
+  const worker = await Worker.create({
+    connection: native,
+    taskQueue,
+    workflowBundle: await bundleWorkflowCode({
+      workflowsPath: require.resolve('./bare/workflows'),
+      logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
+    }),
+    activities: bareActivities(mcp),
+    maxConcurrentActivityTaskExecutions: slots,
+    stickyQueueScheduleToStartTimeout: '3s',
+  });
+  const running = worker.run();
+  return {
+    taskQueue,
+    mcp,
+    async close() {
+      worker.shutdown();
+      await running;
+      await mcp.close();
+      await native.close();
+    },
+  };
+}
+
+/** `n` echo steps for an oz0 job. */
+export function echoSteps(n: number, tag = 't') {
+  return Array.from({ length: n }, (_, i) => ({ call: 'reader.echo', args: { text: `${tag}${i}` } }));
+}

@@ -1,0 +1,77 @@
+/**
+ * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
+ * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
+ *
+ *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory]
+ */
+import { Command, Option } from 'commander';
+import { z } from 'zod';
+import { createLogger } from '../worker/logger';
+import { listOption, machine, table, writeResults } from './common';
+import type { Row } from './common';
+import { openBenchEnv } from './env';
+import { measureCancel } from './measures/cancel';
+import { measureCost } from './measures/cost';
+import { measureLongJob } from './measures/long-job';
+import { measureMemory } from './measures/memory';
+import { measureThroughput } from './measures/throughput';
+
+const MEASURES = ['cost', 'throughput', 'cancel', 'long', 'memory'] as const;
+
+const OptionsSchema = z.strictObject({
+  quick: z.boolean().default(false),
+  only: listOption('measure', MEASURES),
+});
+
+async function main(): Promise<void> {
+  const program = new Command('bench')
+    .description('oz0 benchmarks: ratios against a bare Temporal activity, in one run')
+    .addOption(new Option('--quick', 'smaller counts, for a look rather than a figure to quote'))
+    .addOption(new Option('--only <measures>', `comma-separated: ${MEASURES.join(', ')}`))
+    .parse();
+  const parsed = OptionsSchema.safeParse(program.opts());
+  if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+  const { quick, only } = parsed.data!;
+  const settings = {
+    cost: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
+    throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 20, rounds: 3 },
+    cancel: quick ? { cancels: 20, calls: 100, tenants: 20 } : { cancels: 100, calls: 100, tenants: 20 },
+    long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
+    memory: { calls: quick ? 100 : 500 },
+  };
+  const env = await openBenchEnv();
+  const about = machine(env.cli);
+  process.stdout.write(`machine: ${JSON.stringify(about)}\n`);
+  const rows: Row[] = [];
+  const data: Record<string, unknown> = {};
+  try {
+    for (const name of only) {
+      const t = performance.now();
+      process.stderr.write(`bench: ${name} …\n`);
+      const result =
+        name === 'cost'
+          ? await measureCost(env, settings.cost)
+          : name === 'throughput'
+            ? await measureThroughput(env, settings.throughput)
+            : name === 'cancel'
+              ? await measureCancel(env, settings.cancel)
+              : name === 'long'
+                ? await measureLongJob(env, settings.long)
+                : await measureMemory(env, settings.memory);
+      rows.push(...result.rows);
+      data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
+      process.stderr.write(table(result.rows));
+    }
+  } finally {
+    await env.close();
+  }
+  process.stdout.write(`\n${table(rows)}`);
+  const file = writeResults('bench', { machine: about, quick, rows, measures: data });
+  process.stdout.write(`results: ${file}\n`);
+  if (rows.some((r) => r.met === false)) process.exitCode = 1;
+}
+
+main().catch((err) => {
+  createLogger().error(err);
+  process.exit(1);
+});

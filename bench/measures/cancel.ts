@@ -1,0 +1,139 @@
+/**
+ * (c) Cancel-to-notification latency, stdio and Streamable HTTP, and (d) kill-switch fan-out: one switch for
+ * every tenant while `calls` calls run. Both clocks are this machine's: from the cancel request (or the switch)
+ * to the server writing down that it received notifications/cancelled.
+ */
+import path from 'node:path';
+import { approveListing, readListing } from '../../client/approve';
+import { changePolicy, policyTargetOf } from '../../client/policy';
+import { readReceived, serveHttp } from '../../examples/common';
+import { createReader } from '../../examples/reader';
+import { killUpdate, reviveUpdate } from '../../workflows/policy';
+import { fixed, spread, until } from '../common';
+import type { Row } from '../common';
+import { benchConfig, withNode } from '../env';
+import type { BenchEnv } from '../env';
+
+export interface CancelOptions {
+  cancels: number;
+  calls: number;
+  tenants: number;
+}
+
+export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
+  const log = path.join(env.dir, 'cancel-received.jsonl');
+  const before = process.env.OZ0_RECEIVED_LOG;
+  process.env.OZ0_RECEIVED_LOG = log;
+  const http = await serveHttp(createReader({ stateFile: path.join(env.dir, 'cancel-seen.json') }), 0);
+  const taskQueue = 'oz0-cancel';
+  const config = benchConfig(env, taskQueue, {
+    servers: {
+      stdio: {
+        command: 'node',
+        args: [env.reader],
+        env: { OZ0_RECEIVED_LOG: log, READER_STATE: path.join(env.dir, 'cancel-s.json') },
+      },
+      http: { url: http.url },
+    },
+    node: { slots: Math.max(200, opts.calls * 2) },
+  });
+  const target = policyTargetOf(config, env.client);
+  const latencies: Record<string, number[]> = {};
+  try {
+    await withNode(env, config, async () => {
+      await approveListing(target, 'bench', await readListing(config, env.logger, 'http'));
+      const startSleep = (tool: string, tenant = 'bench') =>
+        env.client.workflow.start('job', {
+          taskQueue,
+          workflowId: env.id('cancel'),
+          args: [{ tenant, steps: [{ call: tool, args: { ms: 120_000 } }] }],
+        });
+      const keyOf = (id: string) => `${id}/c1`;
+      const started = () =>
+        new Set(
+          readReceived(log)
+            .filter((r) => r.event === 'start')
+            .map((r) => r.key),
+        );
+      const cancelledOf = (keys: Set<string>) =>
+        readReceived(log).filter((r) => r.event === 'cancelled' && keys.has(r.key as string));
+
+      for (const transport of ['stdio', 'http']) {
+        const values: number[] = (latencies[`cancel_${transport}`] = []);
+        for (let done = 0; done < opts.cancels; done += 10) {
+          const batch = await Promise.all(
+            Array.from({ length: Math.min(10, opts.cancels - done) }, () => startSleep(`${transport}.sleep`)),
+          );
+          await until(
+            'the calls to start',
+            () => (batch.every((h) => started().has(keyOf(h.workflowId))) ? true : undefined),
+            30_000,
+          );
+          const asked = new Map<string, number>();
+          await Promise.all(
+            batch.map(async (h) => {
+              asked.set(keyOf(h.workflowId), Date.now());
+              await h.cancel();
+            }),
+          );
+          const keys = new Set(asked.keys());
+          const seen = await until(
+            'notifications/cancelled',
+            () => {
+              const c = cancelledOf(keys);
+              return c.length === batch.length ? c : undefined;
+            },
+            30_000,
+          );
+          for (const c of seen) values.push((c.t as number) - asked.get(c.key as string)!);
+          await Promise.all(batch.map((h) => h.result().catch(() => undefined)));
+        }
+      }
+
+      // Kill-switch fan-out: `calls` running calls over `tenants` tenants, one switch for every tenant.
+      const jobs = await Promise.all(
+        Array.from({ length: opts.calls }, (_, i) => startSleep('stdio.sleep', `bench-t${i % opts.tenants}`)),
+      );
+      await until(
+        'every call to start',
+        () => (jobs.every((h) => started().has(keyOf(h.workflowId))) ? true : undefined),
+        60_000,
+      );
+      const thrownAt = Date.now();
+      await changePolicy(target, '*', killUpdate, ['stdio.sleep']);
+      const keys = new Set(jobs.map((h) => keyOf(h.workflowId)));
+      const killed = await until(
+        'every call to be stopped',
+        () => {
+          const c = cancelledOf(keys);
+          return c.length === opts.calls ? c : undefined;
+        },
+        30_000,
+      );
+      latencies.kill_fanout = killed.map((c) => (c.t as number) - thrownAt);
+      await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
+      // Leave no switch behind for the measures after this one.
+      await changePolicy(target, '*', reviveUpdate, ['stdio.sleep']);
+    });
+  } finally {
+    await http.close();
+    if (before === undefined) delete process.env.OZ0_RECEIVED_LOG;
+    else process.env.OZ0_RECEIVED_LOG = before;
+  }
+  const stats = Object.fromEntries(Object.entries(latencies).map(([k, v]) => [k, spread(v)]));
+  const rows: Row[] = (['stdio', 'http'] as const).map((t) => {
+    const s = stats[`cancel_${t}`];
+    return {
+      measure: `(c) cancel → notification, ${t === 'http' ? 'Streamable HTTP' : 'stdio'}`,
+      figure: `p50 ${fixed(s.p50, 0)} ms, p99 ${fixed(s.p99, 0)} ms (n=${s.n})`,
+      target: 'p50 ≤ 200 ms, p99 ≤ 1 s',
+      met: s.p50 <= 200 && s.p99 <= 1000,
+    };
+  });
+  const k = stats.kill_fanout;
+  rows.push({
+    measure: `(d) kill switch → ${opts.calls} running calls`,
+    figure: `p50 ${fixed(k.p50, 0)} ms, max ${fixed(k.max, 0)} ms (${opts.tenants} tenants)`,
+  });
+  return { rows, data: { ...opts, latencies: stats } };
+}

@@ -1,0 +1,113 @@
+/**
+ * (e) Cost per call late in a very long job: one job of `calls` sequential echo calls that continues as new every
+ * `perRun` calls. Per-call latency is read from the workflow histories, the server's clock: from one call's
+ * ActivityTaskScheduled to the next one's (the last call of the job: to the job's completion), so each call
+ * includes the workflow task that follows it. Calls 1–100 against the last 100; events in each run's history.
+ */
+import { temporal } from '@temporalio/proto';
+import { fixed, mean, percentile } from '../common';
+import type { Row } from '../common';
+import { benchConfig, echoSteps, withNode } from '../env';
+import type { BenchEnv } from '../env';
+
+const EventType = temporal.api.enums.v1.EventType;
+type Timestamp = { seconds?: unknown; nanos?: number | null } | null | undefined;
+
+export interface LongJobOptions {
+  calls: number;
+  perRun: number;
+}
+
+interface RunStats {
+  runId: string;
+  events: number;
+  calls: number;
+  meanCallMs: number;
+}
+
+function ms(ts: Timestamp): number {
+  return Number(ts?.seconds ?? 0) * 1000 + (ts?.nanos ?? 0) / 1e6;
+}
+
+export async function measureLongJob(env: BenchEnv, opts: LongJobOptions) {
+  const taskQueue = 'oz0-long';
+  const config = benchConfig(env, taskQueue, { jobs: { continueAsNewAfterCalls: opts.perRun } });
+  const workflowId = env.id('long');
+  const started = performance.now();
+  const firstRunId = await withNode(env, config, async () => {
+    const handle = await env.client.workflow.start('job', {
+      taskQueue,
+      workflowId,
+      args: [{ tenant: 'bench', steps: echoSteps(opts.calls) }],
+    });
+    await handle.result();
+    return handle.firstExecutionRunId;
+  });
+  const wallSeconds = (performance.now() - started) / 1000;
+
+  // Walk the chain of runs, oldest first.
+  const latencies: number[] = [];
+  const runs: RunStats[] = [];
+  const gaps: number[] = [];
+  let lastCompleted: number | undefined;
+  for (let runId: string | undefined = firstRunId; runId; ) {
+    const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
+    const events = history.events ?? [];
+    const scheduled: number[] = [];
+    let end: number | undefined;
+    let next: string | undefined;
+    for (const e of events) {
+      const t = ms(e.eventTime as Timestamp);
+      if (
+        e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
+        e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool'
+      ) {
+        if (scheduled.length === 0 && lastCompleted !== undefined) gaps.push(t - lastCompleted);
+        scheduled.push(t);
+      } else if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) lastCompleted = t;
+      else if (e.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED) end = t;
+      else if (e.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
+        next = e.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
+    }
+    const own = scheduled.map((t, i) =>
+      i + 1 < scheduled.length ? scheduled[i + 1] - t : end !== undefined ? end - t : NaN,
+    );
+    // The last call of a run that continued as new is left out: its time includes the continue-as-new (in `gaps`).
+    latencies.push(...own);
+    runs.push({
+      runId,
+      events: events.length,
+      calls: scheduled.length,
+      meanCallMs: mean(own.filter(Number.isFinite)),
+    });
+    runId = next;
+  }
+  const block = (from: number) => latencies.slice(from, from + 100).filter(Number.isFinite);
+  const early = block(0);
+  const late = block(latencies.length - 100);
+  const ratio = mean(late) / mean(early);
+  const rows: Row[] = [
+    {
+      measure: `(e) ${opts.calls} calls, calls ${latencies.length - 99}–${latencies.length} / 1–100`,
+      figure: `${fixed(ratio, 2)} (${fixed(mean(late))} / ${fixed(mean(early))} ms per call)`,
+      target: '≤ 1.1',
+      met: ratio <= 1.1,
+    },
+    {
+      measure: `(e) history per run (${runs.length} runs of ${opts.perRun} calls)`,
+      figure: `${Math.min(...runs.map((r) => r.events))}–${Math.max(...runs.map((r) => r.events))} events`,
+    },
+  ];
+  return {
+    rows,
+    data: {
+      ...opts,
+      wallSeconds,
+      early: { meanMs: mean(early), p50Ms: percentile(early, 50) },
+      late: { meanMs: mean(late), p50Ms: percentile(late, 50) },
+      ratio,
+      continueAsNewGapMs: gaps.length ? mean(gaps) : undefined,
+      runs,
+    },
+  };
+}

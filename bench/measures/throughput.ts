@@ -1,0 +1,76 @@
+/**
+ * (b) Throughput: 1, 10 and 100 jobs at once, each making `calls` sequential echo calls, on an oz0 node and on a
+ * bare worker with the same slots; calls per second over the wall time of the whole batch, interleaved rounds.
+ */
+import { fixed, mean } from '../common';
+import type { Row } from '../common';
+import { benchConfig, echoSteps, startBareWorker, withNode } from '../env';
+import type { BenchEnv } from '../env';
+
+export interface ThroughputOptions {
+  jobs: number[];
+  calls: number;
+  rounds: number;
+}
+
+export async function measureThroughput(env: BenchEnv, opts: ThroughputOptions) {
+  const slots = Math.max(100, ...opts.jobs);
+  const config = benchConfig(env, 'oz0-tput', { node: { slots } });
+  const bare = await startBareWorker(env, 'bare-tput', slots);
+  const perSecond: Record<string, { oz0: number[]; bare: number[] }> = {};
+  try {
+    await withNode(env, config, async () => {
+      const steps = echoSteps(opts.calls);
+      const oz0Batch = (jobs: number) =>
+        Promise.all(
+          Array.from({ length: jobs }, async () =>
+            (
+              await env.client.workflow.start('job', {
+                taskQueue: 'oz0-tput',
+                workflowId: env.id('tput-oz0'),
+                args: [{ tenant: 'bench', steps }],
+              })
+            ).result(),
+          ),
+        );
+      const bareBatch = (jobs: number) =>
+        Promise.all(
+          Array.from({ length: jobs }, () =>
+            env.client.workflow.execute('bareJob', {
+              taskQueue: bare.taskQueue,
+              workflowId: env.id('tput-bare'),
+              args: [opts.calls],
+            }),
+          ),
+        );
+      await oz0Batch(2);
+      await bareBatch(2);
+      for (const jobs of opts.jobs) {
+        const rate = (perSecond[jobs] = { oz0: [] as number[], bare: [] as number[] });
+        for (let r = 0; r < opts.rounds; r++) {
+          // Alternate which goes first so neither always runs on a warmer (or more tired) server.
+          const order = r % 2 ? (['bare', 'oz0'] as const) : (['oz0', 'bare'] as const);
+          for (const which of order) {
+            const t = performance.now();
+            await (which === 'oz0' ? oz0Batch(jobs) : bareBatch(jobs));
+            rate[which].push((jobs * opts.calls) / ((performance.now() - t) / 1000));
+          }
+        }
+      }
+    });
+  } finally {
+    await bare.close();
+  }
+  const rows: Row[] = opts.jobs.map((jobs) => {
+    const oz0 = mean(perSecond[jobs].oz0);
+    const bareRate = mean(perSecond[jobs].bare);
+    const share = oz0 / bareRate;
+    return {
+      measure: `(b) throughput, ${jobs} job${jobs === 1 ? '' : 's'} at once`,
+      figure: `${fixed(share * 100, 0)} % of bare (${fixed(oz0, 0)} / ${fixed(bareRate, 0)} calls/s)`,
+      target: '≥ 85 %',
+      met: share >= 0.85,
+    };
+  });
+  return { rows, data: { ...opts, slots, callsPerSecond: perSecond } };
+}
