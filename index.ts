@@ -4,11 +4,6 @@
  */
 export {
   JOB_WORKFLOW,
-  JobSpecSchema,
-  CallStepSchema,
-  SessionStepSchema,
-  JobSpecError,
-  parseJobSpec,
   statusQuery,
   traceQuery,
   Oz0Status,
@@ -16,6 +11,7 @@ export {
   Oz0Tools,
   FailureType,
 } from './workflows/definitions';
+export { JobSpecSchema, CallStepSchema, SessionStepSchema, JobSpecError, parseJobSpec } from './workflows/schemas';
 export type {
   JobSpec,
   CallStep,

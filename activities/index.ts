@@ -5,7 +5,9 @@
 import { toolSettings } from '../worker/config';
 import type { LoadedConfig } from '../worker/config';
 import { Context } from '@temporalio/activity';
-import type { CallInput, CallOutput, JobSettings, SessionPlan } from '../workflows/definitions';
+import { toolsOf } from '../workflows/definitions';
+import type { CallInput, CallOutput, JobSettings, JobSpec, SessionPlan } from '../workflows/definitions';
+import { JobSpecError, parseJobSpec } from '../workflows/schemas';
 import { listingDigest } from '../workflows/policy-rules';
 import { mayBeMadeAgain } from './verdicts';
 import { callToolAttempt } from './call-tool';
@@ -23,7 +25,19 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** The node's settings for the tools a job names: time limits, attempts, continue-as-new. */
-    async resolveJobSettings(tools: string[]): Promise<JobSettings> {
+    /**
+     * Checks a job's input against the spec's schema (here, not in the workflow: zod stays out of the bundle) and
+     * resolves its tools' settings from this node's config; a bad spec comes back as why, naming the field.
+     */
+    async resolveJobSettings(input: unknown): Promise<JobSettings | { badSpec: string }> {
+      let spec: JobSpec;
+      try {
+        spec = parseJobSpec(input);
+      } catch (err) {
+        if (err instanceof JobSpecError) return { badSpec: err.message };
+        throw err;
+      }
+      const tools = toolsOf(spec);
       return {
         tools: Object.fromEntries(tools.map((tool) => [tool, toolSettings(deps.config, tool)])),
         continueAsNewAfterCalls: deps.config.jobs.continueAsNewAfterCalls,

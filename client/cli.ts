@@ -7,7 +7,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { z } from 'zod';
-import { JobSpecError } from '../workflows/definitions';
+import { DecisionSchema, JobSpecError, PatternSchema, ServerNameSchema, TenantNameSchema } from '../workflows/schemas';
 import { ConfigError, loadConfig } from '../worker/config';
 import type { LoadedConfig } from '../worker/config';
 import { startDevServer } from '../worker/dev-server';
@@ -20,13 +20,7 @@ import { watchJob } from './watch';
 import { approveListing, formatListing, readListing } from './approve';
 import { changePolicy, policyTargetOf, readPolicy } from './policy';
 import type { PolicyTarget } from './policy';
-import {
-  ALL_TENANTS,
-  DecisionSchema,
-  PatternSchema,
-  ServerNameSchema,
-  TenantNameSchema,
-} from '../workflows/policy-rules';
+import { ALL_TENANTS } from '../workflows/policy-rules';
 import type { Decision } from '../workflows/policy-rules';
 import { killUpdate, reviveUpdate, revokeUpdate, setPolicyUpdate } from '../workflows/policy';
 import { cancelJob, connectJobClient, jobStatus, jobTrace, startJob } from './jobs';

@@ -5,7 +5,8 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
 import { connectionOptions } from '../worker/connection';
-import { JOB_WORKFLOW, parseJobSpec, statusQuery, traceQuery } from '../workflows/definitions';
+import { JOB_WORKFLOW, statusQuery, traceQuery } from '../workflows/definitions';
+import { parseJobSpec } from '../workflows/schemas';
 import type { JobTrace } from '../workflows/definitions';
 import type { job } from '../workflows/job';
 import type { Config } from '../worker/config';

@@ -15,7 +15,7 @@ import { ProcessTransport } from '../activities/servers/process-transport';
 import { loadConfig } from '../worker/config';
 import type { LoadedConfig } from '../worker/config';
 import { createLogger } from '../worker/logger';
-import { ServerNameSchema } from '../workflows/policy-rules';
+import { ServerNameSchema } from '../workflows/schemas';
 import { runDrill } from './drill';
 import type { DrillCall, DrillReport, DrillTarget } from './drill';
 import { DrillFileError, emptyDrillFile, loadDrillFile } from './drill-file';

@@ -5,7 +5,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { eitherBy, formatPath, TOOL_PATTERN } from '../workflows/definitions';
+import { TOOL_PATTERN } from '../workflows/definitions';
+import { eitherBy, formatPath } from '../workflows/schemas';
 import type { ToolSettings } from '../workflows/definitions';
 
 const name = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a server name is 1-64 letters, digits, "_" or "-"');

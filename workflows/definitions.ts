@@ -1,8 +1,8 @@
 /**
- * What a job is, as the workflow, the node and the client all see it: the spec and its zod schema, the
- * trace, queries and search-attribute keys. Pure: the workflow bundle imports it.
+ * What a job is, as the workflow, the node and the client all see it: the spec's types, the trace, queries
+ * and search-attribute keys. Pure: the workflow bundle imports it. The spec's zod schema is in ./schemas, which
+ * the bundle does not load (zod would be most of it, in every cached workflow).
  */
-import { z } from 'zod';
 import { defineQuery } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
@@ -11,88 +11,26 @@ export const JOB_WORKFLOW = 'job';
 
 /** `<server>.<function>`: a server name has no dot, a function name may. */
 export const TOOL_PATTERN = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_.:/-]+$/;
-const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+/** A tenant's name. */
+export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
-export const ToolNameSchema = z
-  .string()
-  .regex(TOOL_PATTERN, 'a tool is "<server>.<function>", e.g. "ledger.charge"')
-  .max(200);
-
-export const CallStepSchema = z.strictObject({
-  call: ToolNameSchema,
-  args: z.record(z.string(), z.unknown()).optional(),
-});
-
-export const SessionStepSchema = z.strictObject({
-  session: z.array(CallStepSchema).min(1, 'a session holds at least one call'),
-});
-
-export type CallStep = z.infer<typeof CallStepSchema>;
-export type SessionStep = z.infer<typeof SessionStepSchema>;
-
-/**
- * A schema for "one of two shapes, told apart by a key": errors name the field inside the chosen shape
- * (`steps[1].args`) rather than only saying that no shape matched, as a plain union would.
- */
-export function eitherBy<A extends z.ZodType, B extends z.ZodType>(
-  key: string,
-  withKey: A,
-  withoutKey: B,
-  message: string,
-): z.ZodType<z.output<A> | z.output<B>> {
-  return z.unknown().transform((value, ctx): z.output<A> | z.output<B> => {
-    if (!value || typeof value !== 'object' || Array.isArray(value)) {
-      ctx.addIssue({ code: 'custom', message });
-      return z.NEVER;
-    }
-    const parsed = (key in value ? withKey : withoutKey).safeParse(value);
-    if (parsed.success) return parsed.data as z.output<A> | z.output<B>;
-    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
-    return z.NEVER;
-  });
+/** One call: `<server>.<function>` and its arguments. The schema is in ./schemas (outside the bundle). */
+export interface CallStep {
+  call: string;
+  args?: Record<string, unknown>;
 }
 
-/** A step is a call or a session, told apart by its `session` key. */
-export const StepSchema = eitherBy(
-  'session',
-  SessionStepSchema,
-  CallStepSchema,
-  'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
-);
-
-/** A job spec: the tenant who owns it and the steps it runs in order. */
-export const JobSpecSchema = z.strictObject({
-  tenant: z.string().regex(NAME_PATTERN, 'a tenant is 1-64 letters, digits, "_", "." or "-"'),
-  steps: z.array(StepSchema).min(1, 'a job has at least one step'),
-});
+/** A harness session: its calls, in order, on one node. */
+export interface SessionStep {
+  session: CallStep[];
+}
 
 export type Step = CallStep | SessionStep;
-export type JobSpec = z.infer<typeof JobSpecSchema>;
 
-/** Thrown by {@link parseJobSpec}; its message names the field that is wrong. */
-export class JobSpecError extends Error {
-  constructor(
-    message: string,
-    readonly issues: { path: string; message: string }[],
-  ) {
-    super(message);
-    this.name = 'JobSpecError';
-  }
-}
-
-/** Renders a zod path as `steps[1].session[0].call`. */
-export function formatPath(path: readonly PropertyKey[]): string {
-  let out = '';
-  for (const part of path) out += typeof part === 'number' ? `[${part}]` : out ? `.${String(part)}` : String(part);
-  return out || '(top level)';
-}
-
-/** Validates a job spec, or throws a {@link JobSpecError} naming every field that is wrong. */
-export function parseJobSpec(input: unknown): JobSpec {
-  const parsed = JobSpecSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
-  throw new JobSpecError(`bad job spec: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues);
+/** A job spec: the tenant who owns it and the steps it runs in order. */
+export interface JobSpec {
+  tenant: string;
+  steps: Step[];
 }
 
 /** Every tool a spec names, in first-use order. */

@@ -18,17 +18,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import {
-  FailureType,
-  JobSpecSchema,
-  Oz0Status,
-  Oz0Tenant,
-  Oz0Tools,
-  formatPath,
-  statusQuery,
-  toolsOf,
-  traceQuery,
-} from './definitions';
+import { FailureType, Oz0Status, Oz0Tenant, Oz0Tools, statusQuery, toolsOf, traceQuery } from './definitions';
 import type {
   AttemptRecord,
   CallProgressState,
@@ -55,12 +45,12 @@ const BACKSTOP_SLACK_SECONDS = 10;
 const { resolveJobSettings } = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s' });
 
 export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
-  const parsed = JobSpecSchema.safeParse(input);
-  if (!parsed.success) {
-    const why = parsed.error.issues.map((i) => `${formatPath(i.path)}: ${i.message}`).join('; ');
-    throw ApplicationFailure.nonRetryable(`bad job spec: ${why}`, FailureType.badSpec);
-  }
-  const spec: JobSpec = parsed.data;
+  // The spec is checked (zod, outside the workflow bundle) by the node before anything else; a spec started from
+  // the client was checked before it started, one started from elsewhere is refused here, naming the field.
+  const resolved = await resolveJobSettings(input);
+  if ('badSpec' in resolved) throw ApplicationFailure.nonRetryable(resolved.badSpec, FailureType.badSpec);
+  const settings = resolved;
+  const spec = input as JobSpec;
   const jobId = workflowInfo().workflowId;
   const run = carry?.run ?? 0;
   let status: JobStatus = 'running';
@@ -88,7 +78,6 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     if (status === 'running') setStatus('cancelling');
   });
 
-  const settings = await resolveJobSettings(toolsOf(spec));
   const record = (step: StepTrace) => {
     steps.push(step);
     if (steps.length > MAX_TRACE_STEPS) {

@@ -2,36 +2,58 @@
  * A tenant's policy, kill switches and approvals (SPEC A1-A3, C5), and the pure rules that read them.
  * Shared by the policy workflow (which keeps the state), the node (which enforces it) and the CLI.
  */
-import { z } from 'zod';
 import { canonicalize } from 'json-canonicalize';
 import { sha256 } from '@noble/hashes/sha256';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
-import { TOOL_PATTERN } from './definitions';
+import { NAME_PATTERN, TOOL_PATTERN } from './definitions';
 
-export const DecisionSchema = z.enum(['allow', 'deny', 'ask']);
-export type Decision = z.infer<typeof DecisionSchema>;
+export const DECISIONS = ['allow', 'deny', 'ask'] as const;
+export type Decision = (typeof DECISIONS)[number];
 
-/** `server.function`, `server.*` or `*`. */
-export const PatternSchema = z
-  .string()
-  .refine((p) => p === '*' || /^[A-Za-z0-9_-]+\.\*$/.test(p) || TOOL_PATTERN.test(p), {
-    error: 'a tool pattern is "server.function", "server.*" or "*"',
-  });
+const SERVER_FUNCTION_WILDCARD = /^[A-Za-z0-9_-]+\.\*$/;
+const SERVER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const DIGEST = /^[0-9a-f]{64}$/;
 
-export const TenantNameSchema = z
-  .string()
-  .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a tenant is 1-64 letters, digits, "_", "." or "-"');
-export const ServerNameSchema = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'a server name is 1-64 letters, digits, "_" or "-"');
+/** What is wrong with a tool pattern (`server.function`, `server.*` or `*`), if anything. */
+export function patternProblem(p: unknown): string | undefined {
+  return typeof p === 'string' && (p === '*' || SERVER_FUNCTION_WILDCARD.test(p) || TOOL_PATTERN.test(p))
+    ? undefined
+    : 'a tool pattern is "server.function", "server.*" or "*"';
+}
+
+export function decisionProblem(d: unknown): string | undefined {
+  return (DECISIONS as readonly unknown[]).includes(d) ? undefined : `a decision is one of ${DECISIONS.join(', ')}`;
+}
+
+export function tenantNameProblem(t: unknown): string | undefined {
+  return typeof t === 'string' && NAME_PATTERN.test(t)
+    ? undefined
+    : 'a tenant is 1-64 letters, digits, "_", "." or "-"';
+}
+
+export function serverNameProblem(s: unknown): string | undefined {
+  return typeof s === 'string' && SERVER_NAME.test(s) ? undefined : 'a server name is 1-64 letters, digits, "_" or "-"';
+}
 
 /** An approval pins a server's listing: its digest, and each tool's own digest to say what changed. */
-export const ApprovalSchema = z.strictObject({
-  digest: z.string().regex(/^[0-9a-f]{64}$/),
-  tools: z.record(z.string(), z.string().regex(/^[0-9a-f]{64}$/)),
-  approvedAt: z.string(),
-});
-export type Approval = z.infer<typeof ApprovalSchema>;
+export interface Approval {
+  digest: string;
+  tools: Record<string, string>;
+  approvedAt: string;
+}
+
+export function approvalProblem(a: unknown): string | undefined {
+  if (!a || typeof a !== 'object' || Array.isArray(a)) return 'an approval is { digest, tools, approvedAt }';
+  const { digest, tools, approvedAt, ...rest } = a as Record<string, unknown>;
+  const extra = Object.keys(rest);
+  if (extra.length) return `an approval has no field ${extra.map((k) => `"${k}"`).join(', ')}`;
+  if (typeof digest !== 'string' || !DIGEST.test(digest)) return "an approval's digest is 64 hex digits";
+  if (!tools || typeof tools !== 'object' || Array.isArray(tools)) return "an approval's tools map names to digests";
+  for (const [name, d] of Object.entries(tools))
+    if (typeof d !== 'string' || !DIGEST.test(d)) return `the digest of tool "${name}" is not 64 hex digits`;
+  if (typeof approvedAt !== 'string') return "an approval's approvedAt is a date string";
+  return undefined;
+}
 
 export interface TenantState {
   /** Grows by one with every change: a node can tell a fresh read from a stale one. */

@@ -12,8 +12,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { z } from 'zod';
-import { ApprovalSchema, DecisionSchema, PatternSchema, ServerNameSchema, emptyState } from './policy-rules';
+import { approvalProblem, decisionProblem, emptyState, patternProblem, serverNameProblem } from './policy-rules';
 import type { Approval, Decision, TenantState } from './policy-rules';
 
 export const policyStateQuery = defineQuery<TenantState>('state');
@@ -42,33 +41,31 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
     changes++;
     return state;
   };
-  const parse = <T>(schema: z.ZodType<T>, value: unknown): T => {
-    const parsed = schema.safeParse(value);
-    if (!parsed.success) throw new Error(parsed.error.issues.map((i) => i.message).join('; '));
-    return parsed.data;
+  /** Update validators: a bad argument is refused before it reaches the history, with what is wrong. */
+  const check = (...problems: (string | undefined)[]) => {
+    const found = problems.filter(Boolean);
+    if (found.length) throw new Error(found.join('; '));
   };
 
   setHandler(policyStateQuery, () => state);
   setHandler(setPolicyUpdate, (pattern, decision) => change(() => (state.policy[pattern] = decision))(), {
     validator: (pattern, decision) => {
-      parse(PatternSchema, pattern);
-      parse(DecisionSchema, decision);
+      check(patternProblem(pattern), decisionProblem(decision));
     },
   });
   setHandler(killUpdate, (tool) => change(() => (state.kills = [...new Set([...state.kills, tool])]))(), {
-    validator: (tool) => void parse(PatternSchema, tool),
+    validator: (tool) => check(patternProblem(tool)),
   });
   setHandler(reviveUpdate, (tool) => change(() => (state.kills = state.kills.filter((k) => k !== tool)))(), {
-    validator: (tool) => void parse(PatternSchema, tool),
+    validator: (tool) => check(patternProblem(tool)),
   });
   setHandler(approveUpdate, (server, approval) => change(() => (state.approvals[server] = approval))(), {
     validator: (server, approval) => {
-      parse(ServerNameSchema, server);
-      parse(ApprovalSchema, approval);
+      check(serverNameProblem(server), approvalProblem(approval));
     },
   });
   setHandler(revokeUpdate, (server) => change(() => delete state.approvals[server])(), {
-    validator: (server) => void parse(ServerNameSchema, server),
+    validator: (server) => check(serverNameProblem(server)),
   });
 
   // The history stays short: after enough changes (or when Temporal says so) the state moves to a new run.

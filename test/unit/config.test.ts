@@ -6,7 +6,7 @@ import type { Config } from '../../worker/config';
 
 /** The example config of SPEC "Config", as written there. */
 const SPEC_EXAMPLE = {
-  temporal: { address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'oz0' },
+  temporal: { address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'oz0', policyTaskQueue: 'oz0-policy' },
   servers: {
     ledger: { command: 'node', args: ['examples/ledger.js'] },
     files: { command: 'node', args: ['examples/files.js'], sandbox: true, env: { ROOT: '/tmp/x' } },
@@ -58,7 +58,12 @@ describe('Config: parseConfig', () => {
     ['empty sections', { temporal: {}, jobs: {}, node: {} }],
   ])('Config: defaults are filled in from %s', (_what, input) => {
     const config = parseConfig(input);
-    expect(config.temporal).toEqual({ address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'oz0' });
+    expect(config.temporal).toEqual({
+      address: '127.0.0.1:7233',
+      namespace: 'default',
+      taskQueue: 'oz0',
+      policyTaskQueue: 'oz0-policy',
+    });
     expect(config.node.slots).toBe(100);
     expect(config.jobs.continueAsNewAfterCalls).toBe(1000);
     expect(config.servers).toEqual({});
@@ -68,7 +73,12 @@ describe('Config: parseConfig', () => {
 
   test('Config: a section given in part keeps the defaults of the fields it leaves out', () => {
     const config = parseConfig({ temporal: { namespace: 'prod' }, node: { slots: 4 } });
-    expect(config.temporal).toEqual({ address: '127.0.0.1:7233', namespace: 'prod', taskQueue: 'oz0' });
+    expect(config.temporal).toEqual({
+      address: '127.0.0.1:7233',
+      namespace: 'prod',
+      taskQueue: 'oz0',
+      policyTaskQueue: 'oz0-policy',
+    });
     expect(config.node.slots).toBe(4);
   });
 
@@ -226,7 +236,12 @@ describe('Config: loadConfig', () => {
     const config = loadConfig({ env: {}, cwd: tmp });
     expect(config.source).toBe('defaults');
     expect(config.baseDir).toBe(tmp);
-    expect(config.temporal).toEqual({ address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'oz0' });
+    expect(config.temporal).toEqual({
+      address: '127.0.0.1:7233',
+      namespace: 'default',
+      taskQueue: 'oz0',
+      policyTaskQueue: 'oz0-policy',
+    });
     expect(config.node.slots).toBe(100);
     expect(config.jobs.continueAsNewAfterCalls).toBe(1000);
   });
@@ -271,12 +286,17 @@ describe('Config: loadConfig', () => {
   ])('Config: %s in the environment overrides the file', (_what, env, expected) => {
     write('oz0.config.json', { temporal: { address: 'file:7233', namespace: 'file-ns', taskQueue: 'q' } });
     const config = loadConfig({ env, cwd: tmp });
-    expect(config.temporal).toEqual({ ...expected, taskQueue: 'q' });
+    expect(config.temporal).toEqual({ ...expected, taskQueue: 'q', policyTaskQueue: 'oz0-policy' });
   });
 
   test('Config: TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE override the defaults too', () => {
     const config = loadConfig({ env: { TEMPORAL_ADDRESS: 'env:1', TEMPORAL_NAMESPACE: 'ns' }, cwd: tmp });
-    expect(config.temporal).toEqual({ address: 'env:1', namespace: 'ns', taskQueue: 'oz0' });
+    expect(config.temporal).toEqual({
+      address: 'env:1',
+      namespace: 'ns',
+      taskQueue: 'oz0',
+      policyTaskQueue: 'oz0-policy',
+    });
   });
 });
 

@@ -1,4 +1,5 @@
-import { formatPath, JobSpecError, parseJobSpec, toolsOf } from '../../workflows/definitions';
+import { toolsOf } from '../../workflows/definitions';
+import { formatPath, JobSpecError, parseJobSpec } from '../../workflows/schemas';
 import type { JobSpec } from '../../workflows/definitions';
 
 /** The example job spec of SPEC "Job spec", as written there. */

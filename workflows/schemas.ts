@@ -1,0 +1,110 @@
+/**
+ * The zod schemas of what crosses oz0's edges into workflows: job specs and policy changes. Used by the client,
+ * the CLI and the node (which checks a job's input in a local activity); never by workflow code, so zod stays out
+ * of the workflow bundle. The rules themselves (patterns, names) are the pure ones in definitions and
+ * policy-rules, so the policy workflow's validators and these schemas cannot disagree.
+ */
+import { z } from 'zod';
+import { NAME_PATTERN, TOOL_PATTERN } from './definitions';
+import type { JobSpec } from './definitions';
+import { DECISIONS, approvalProblem, patternProblem, serverNameProblem, tenantNameProblem } from './policy-rules';
+
+export const ToolNameSchema = z
+  .string()
+  .regex(TOOL_PATTERN, 'a tool is "<server>.<function>", e.g. "ledger.charge"')
+  .max(200);
+
+export const CallStepSchema = z.strictObject({
+  call: ToolNameSchema,
+  args: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const SessionStepSchema = z.strictObject({
+  session: z.array(CallStepSchema).min(1, 'a session holds at least one call'),
+});
+
+/**
+ * A schema for "one of two shapes, told apart by a key": errors name the field inside the chosen shape
+ * (`steps[1].args`) rather than only saying that no shape matched, as a plain union would.
+ */
+export function eitherBy<A extends z.ZodType, B extends z.ZodType>(
+  key: string,
+  withKey: A,
+  withoutKey: B,
+  message: string,
+): z.ZodType<z.output<A> | z.output<B>> {
+  return z.unknown().transform((value, ctx): z.output<A> | z.output<B> => {
+    if (!value || typeof value !== 'object' || Array.isArray(value)) {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }
+    const parsed = (key in value ? withKey : withoutKey).safeParse(value);
+    if (parsed.success) return parsed.data as z.output<A> | z.output<B>;
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+    return z.NEVER;
+  });
+}
+
+/** A step is a call or a session, told apart by its `session` key. */
+export const StepSchema = eitherBy(
+  'session',
+  SessionStepSchema,
+  CallStepSchema,
+  'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
+);
+
+/** A job spec: the tenant who owns it and the steps it runs in order. */
+export const JobSpecSchema = z.strictObject({
+  tenant: z.string().regex(NAME_PATTERN, 'a tenant is 1-64 letters, digits, "_", "." or "-"'),
+  steps: z.array(StepSchema).min(1, 'a job has at least one step'),
+});
+
+/** Thrown by {@link parseJobSpec}; its message names the field that is wrong. */
+export class JobSpecError extends Error {
+  constructor(
+    message: string,
+    readonly issues: { path: string; message: string }[],
+  ) {
+    super(message);
+    this.name = 'JobSpecError';
+  }
+}
+
+/** Renders a zod path as `steps[1].session[0].call`. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) out += typeof part === 'number' ? `[${part}]` : out ? `.${String(part)}` : String(part);
+  return out || '(top level)';
+}
+
+/** Validates a job spec, or throws a {@link JobSpecError} naming every field that is wrong. */
+export function parseJobSpec(input: unknown): JobSpec {
+  const parsed = JobSpecSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
+  throw new JobSpecError(`bad job spec: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues);
+}
+
+export const DecisionSchema = z.enum(DECISIONS);
+
+/** `server.function`, `server.*` or `*`. */
+export const PatternSchema = z.string().superRefine((p, ctx) => {
+  const problem = patternProblem(p);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+export const TenantNameSchema = z.string().superRefine((t, ctx) => {
+  const problem = tenantNameProblem(t);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+export const ServerNameSchema = z.string().superRefine((s, ctx) => {
+  const problem = serverNameProblem(s);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/** An approval pins a server's listing: its digest, and each tool's own digest to say what changed. */
+export const ApprovalSchema = z.unknown().superRefine((a, ctx) => {
+  const problem = approvalProblem(a);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
