@@ -277,7 +277,7 @@ async function main(): Promise<void> {
         ),
       );
       const cancels = handles.map(async (h) => {
-        await sleep(random(0, 1300));
+        await sleep(random(0, 2200));
         tally.faults++;
         await h.cancel().catch(() => undefined); // it may have finished first: the race this is about
       });
@@ -324,11 +324,12 @@ async function main(): Promise<void> {
       const before = storm.answered;
       let running = true;
       const storms = (async () => {
+        // A storm from the first call on, then calm and storm in turns until every job is done.
         while (running) {
-          await sleep(random(100, 1200));
           storm.on = true;
           await sleep(random(300, 2500));
           storm.on = false;
+          await sleep(random(100, 1200));
         }
       })();
       const handles = await Promise.all(

@@ -6,7 +6,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { NodeIdentity } from '../activities';
@@ -15,8 +15,9 @@ import { PolicyGate } from '../activities/policy-gate';
 import { seedsOf } from '../client/policy';
 import { Client } from '@temporalio/client';
 import type { LoadedConfig } from './config';
+import { workflowBundle } from './bundle';
 import { connectionOptions } from './connection';
-import { createLogger, TemporalPinoLogger } from './logger';
+import { TemporalPinoLogger } from './logger';
 import type { Logger } from './logger';
 import { ensureSearchAttributes } from './search-attributes';
 
@@ -37,17 +38,6 @@ export function installRuntime(logger: Logger): void {
     // A runtime already exists in this process (e.g. several nodes in one test): keep it.
   }
 }
-
-let bundle: Promise<{ code: string }> | undefined;
-
-/** The workflow bundle, built once per process and shared by every node in it. */
-export function workflowBundle(): Promise<{ code: string }> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietBundlerLogger });
-  return bundle;
-}
-
-// The bundler's chatter is info-level; its warnings still show.
-const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }));
 
 export interface NodeOptions {
   config: LoadedConfig;
