@@ -24,10 +24,9 @@ export function createActivities(deps: ActivityDeps) {
       return callToolAttempt(deps, input);
     },
 
-    /** The node's settings for the tools a job names: time limits, attempts, continue-as-new. */
     /**
      * Checks a job's input against the spec's schema (here, not in the workflow: zod stays out of the bundle) and
-     * resolves its tools' settings from this node's config; a bad spec comes back as why, naming the field.
+     * resolves the settings of the tools it names from this node's config (time limits, attempts, continue-as-new); a bad spec comes back as why, naming the field.
      */
     async resolveJobSettings(input: unknown): Promise<JobSettings | { badSpec: string }> {
       let spec: JobSpec;

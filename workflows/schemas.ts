@@ -5,7 +5,7 @@
  * policy-rules, so the policy workflow's validators and these schemas cannot disagree.
  */
 import { z } from 'zod';
-import { NAME_PATTERN, TOOL_PATTERN } from './definitions';
+import { TOOL_PATTERN } from './definitions';
 import type { JobSpec } from './definitions';
 import { DECISIONS, approvalProblem, patternProblem, serverNameProblem, tenantNameProblem } from './policy-rules';
 
@@ -55,7 +55,7 @@ export const StepSchema = eitherBy(
 
 /** A job spec: the tenant who owns it and the steps it runs in order. */
 export const JobSpecSchema = z.strictObject({
-  tenant: z.string().regex(NAME_PATTERN, 'a tenant is 1-64 letters, digits, "_", "." or "-"'),
+  tenant: checkedBy(z.string(), tenantNameProblem),
   steps: z.array(StepSchema).min(1, 'a job has at least one step'),
 });
 
@@ -87,24 +87,17 @@ export function parseJobSpec(input: unknown): JobSpec {
 
 export const DecisionSchema = z.enum(DECISIONS);
 
+/** A schema over one of policy-rules' pure checks: its problem, if any, is the issue. */
+function checkedBy<T extends z.ZodType>(base: T, problemOf: (value: unknown) => string | undefined): T {
+  return base.superRefine((value, ctx) => {
+    const problem = problemOf(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  }) as unknown as T;
+}
+
 /** `server.function`, `server.*` or `*`. */
-export const PatternSchema = z.string().superRefine((p, ctx) => {
-  const problem = patternProblem(p);
-  if (problem) ctx.addIssue({ code: 'custom', message: problem });
-});
-
-export const TenantNameSchema = z.string().superRefine((t, ctx) => {
-  const problem = tenantNameProblem(t);
-  if (problem) ctx.addIssue({ code: 'custom', message: problem });
-});
-
-export const ServerNameSchema = z.string().superRefine((s, ctx) => {
-  const problem = serverNameProblem(s);
-  if (problem) ctx.addIssue({ code: 'custom', message: problem });
-});
-
+export const PatternSchema = checkedBy(z.string(), patternProblem);
+export const TenantNameSchema = checkedBy(z.string(), tenantNameProblem);
+export const ServerNameSchema = checkedBy(z.string(), serverNameProblem);
 /** An approval pins a server's listing: its digest, and each tool's own digest to say what changed. */
-export const ApprovalSchema = z.unknown().superRefine((a, ctx) => {
-  const problem = approvalProblem(a);
-  if (problem) ctx.addIssue({ code: 'custom', message: problem });
-});
+export const ApprovalSchema = checkedBy(z.unknown(), approvalProblem);

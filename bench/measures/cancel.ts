@@ -55,8 +55,16 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
             .filter((r) => r.event === 'start')
             .map((r) => r.key),
         );
-      const cancelledOf = (keys: Set<string>) =>
-        readReceived(log).filter((r) => r.event === 'cancelled' && keys.has(r.key as string));
+      /** The server's notifications/cancelled records, once there is one for every key. */
+      const allCancelled = (what: string, keys: Set<string>) =>
+        until(
+          what,
+          () => {
+            const c = readReceived(log).filter((r) => r.event === 'cancelled' && keys.has(r.key as string));
+            return c.length === keys.size ? c : undefined;
+          },
+          30_000,
+        );
 
       for (const transport of ['stdio', 'http']) {
         const values: number[] = (latencies[`cancel_${transport}`] = []);
@@ -76,15 +84,7 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
               await h.cancel();
             }),
           );
-          const keys = new Set(asked.keys());
-          const seen = await until(
-            'notifications/cancelled',
-            () => {
-              const c = cancelledOf(keys);
-              return c.length === batch.length ? c : undefined;
-            },
-            30_000,
-          );
+          const seen = await allCancelled('notifications/cancelled', new Set(asked.keys()));
           for (const c of seen) values.push((c.t as number) - asked.get(c.key as string)!);
           await Promise.all(batch.map((h) => h.result().catch(() => undefined)));
         }
@@ -101,15 +101,7 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
       );
       const thrownAt = Date.now();
       await changePolicy(target, '*', killUpdate, ['stdio.sleep']);
-      const keys = new Set(jobs.map((h) => keyOf(h.workflowId)));
-      const killed = await until(
-        'every call to be stopped',
-        () => {
-          const c = cancelledOf(keys);
-          return c.length === opts.calls ? c : undefined;
-        },
-        30_000,
-      );
+      const killed = await allCancelled('every call to be stopped', new Set(jobs.map((h) => keyOf(h.workflowId))));
       latencies.kill_fanout = killed.map((c) => (c.t as number) - thrownAt);
       await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
       // Leave no switch behind for the measures after this one.
