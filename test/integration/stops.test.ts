@@ -144,7 +144,9 @@ test('C3: a cancel never stops a shared plugin server: it keeps answering other 
 });
 
 test('C4: a job shows cancelling until its sandboxed server (3 s to die) has stopped, then CANCELED, closed after the death', async () => {
-  const { config, log } = probeConfig({ PROBE_DIE_MS: '3000' }, {});
+  // A kill grace well past the 3 s it takes to die, so a loaded machine does not turn its clean exit into a SIGKILL
+  // (which leaves no exit record to time the close against).
+  const { config, log } = probeConfig({ PROBE_DIE_MS: '3000' }, {}, { node: { killGraceSeconds: 10 } });
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     const handle = await start(config, { tenant: 'acme', steps: [{ call: 'box.hang', args: { ms: 60_000 } }] });
