@@ -54,21 +54,17 @@ export function createLogger(opts: { level?: string; destination?: pino.Destinat
   );
 }
 
+/** SDK warnings about what oz0 does on purpose (the policy worker runs no activities): logged at debug. */
+const INTENDED = [/^No activities registered/];
+
+const METHODS = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
+
 /** Adapts pino to the Logger interface of Temporal's runtime and workers. */
 export class TemporalPinoLogger implements TemporalLogger {
   constructor(private readonly logger: Logger) {}
 
   log(level: LogLevel, message: string, meta?: LogMetadata): void {
-    const method =
-      level === 'TRACE'
-        ? 'trace'
-        : level === 'DEBUG'
-          ? 'debug'
-          : level === 'WARN'
-            ? 'warn'
-            : level === 'ERROR'
-              ? 'error'
-              : 'info';
+    const method = level === 'WARN' && INTENDED.some((re) => re.test(message)) ? 'debug' : (METHODS[level] ?? 'info');
     this.logger[method](meta ?? {}, message);
   }
   trace(message: string, meta?: LogMetadata): void {

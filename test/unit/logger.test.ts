@@ -73,3 +73,17 @@ describe('Words: secrets never logged', () => {
     expect(text()).toContain('[redacted]');
   });
 });
+
+test('the Temporal adapter keeps the SDK’s levels, and logs its warning about the policy worker’s activities at debug', () => {
+  const { logger, lines } = capture('debug');
+  const temporal = new TemporalPinoLogger(logger);
+  temporal.warn('No activities registered, not polling for activity tasks', { taskQueue: 'oz0-policy' });
+  temporal.warn('Workflow task failed');
+  temporal.error('boom');
+  temporal.trace('not shown at debug');
+  expect(lines.map((l) => JSON.parse(l) as { level: number; msg: string }).map((l) => [l.level, l.msg])).toEqual([
+    [20, 'No activities registered, not polling for activity tasks'],
+    [40, 'Workflow task failed'],
+    [50, 'boom'],
+  ]);
+});
