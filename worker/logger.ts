@@ -54,8 +54,9 @@ export function createLogger(opts: { level?: string; destination?: pino.Destinat
   );
 }
 
-/** SDK warnings about what oz0 does on purpose (the policy worker runs no activities): logged at debug. */
-const INTENDED = [/^No activities registered/];
+/** SDK warnings about what oz0 does on purpose (a node's own queue runs no workflows, the policy queue no
+ * activities): logged at debug. */
+const INTENDED = [/^No activities registered/, /^No workflows registered/];
 
 const METHODS = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
 

@@ -74,15 +74,17 @@ describe('Words: secrets never logged', () => {
   });
 });
 
-test('the Temporal adapter keeps the SDK’s levels, and logs its warning about the policy worker’s activities at debug', () => {
+test('the Temporal adapter keeps the SDK’s levels, and logs its warnings about workers with no workflows or activities at debug', () => {
   const { logger, lines } = capture('debug');
   const temporal = new TemporalPinoLogger(logger);
   temporal.warn('No activities registered, not polling for activity tasks', { taskQueue: 'oz0-policy' });
+  temporal.warn('No workflows registered, not polling for workflow tasks', { taskQueue: 'oz0/node/a' });
   temporal.warn('Workflow task failed');
   temporal.error('boom');
   temporal.trace('not shown at debug');
   expect(lines.map((l) => JSON.parse(l) as { level: number; msg: string }).map((l) => [l.level, l.msg])).toEqual([
     [20, 'No activities registered, not polling for activity tasks'],
+    [20, 'No workflows registered, not polling for workflow tasks'],
     [40, 'Workflow task failed'],
     [50, 'boom'],
   ]);
