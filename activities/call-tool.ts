@@ -18,7 +18,7 @@ import type { Logger } from '../worker/logger';
 import type { Lease, ServerPool } from './servers/pool';
 import { attemptLimitMs, busyOf, busyVerdict, mayBeMadeAgain } from './verdicts';
 import { resumePlan, resumeTokenOf } from './resume';
-import type { PolicyGate } from './policy-gate';
+import type { PolicyGate, PolicyRead } from './policy-gate';
 import { listingDigest, verdict } from '../workflows/policy-rules';
 
 export interface NodeIdentity {
@@ -192,11 +192,21 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
       record('failed', `server "${server}" has no function "${fn}"`);
       return fail(FailureType.unknownTool, `server "${server}" has no function "${fn}"`, false);
     }
-    // A1-A3, B6, C5: the tenant's current policy, kill switches and approvals, before anything is sent.
+    // A1-A3, B6, C5: the tenant's current policy, kill switches and approvals, before anything is sent. A first
+    // attempt may be checked against the node's live copy; a retry reads anew (B6), and so does a refusal.
     const remote = lease.connection.kind === 'remote';
-    let policy: Awaited<ReturnType<PolicyGate['read']>>;
+    const check = (policy: PolicyRead) =>
+      verdict({
+        ...policy,
+        tool: input.tool,
+        remote,
+        listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
+      });
+    let allowed: ReturnType<typeof verdict>;
     try {
-      policy = await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs);
+      const policy = await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs, attempt === 1);
+      allowed = check(policy);
+      if (!allowed.allowed && policy.watched) allowed = check(await deps.gate.read(input.tenant, 0));
     } catch (err) {
       // Without the tenant's policy nothing is sent; the call may try again.
       state.unsent = [...(state.unsent ?? []), attempt];
@@ -207,12 +217,6 @@ export async function callToolAttempt(deps: CallDeps, input: CallInput): Promise
         true,
       );
     }
-    const allowed = verdict({
-      ...policy,
-      tool: input.tool,
-      remote,
-      listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
-    });
     if (!allowed.allowed) {
       record('refused', allowed.why);
       return fail(FailureType.refused, `${input.tool}: refused: ${allowed.why}`, false);

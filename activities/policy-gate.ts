@@ -1,10 +1,16 @@
 /**
  * The node's view of its tenants' policies (A1-A3) and kill switches (C5). Every attempt registers itself
- * *before* it reads the state, and every read sweeps the registered calls: so a call that starts as a switch
- * is thrown either sees the switch or is stopped by the next read, which comes within `refreshMs`.
+ * *before* it reads the state, and every state the node learns sweeps the registered calls: so a call that
+ * starts as a switch is thrown either sees the switch or is stopped by the next state, which comes with the
+ * watch's news of the change, or within `refreshMs` for a tenant that is not watched.
+ *
+ * With watches on (the default), the node follows each tenant's policy workflow (./policy-watch) and a first
+ * attempt is checked against that live copy, with no read of its own; a read is made when the copy is not
+ * caught up, for every retry (B6), and before any refusal.
  */
 import type { Client } from '@temporalio/client';
 import { readPolicy } from '../client/policy';
+import { PolicyWatch } from './policy-watch';
 import type { PolicyTarget } from '../client/policy';
 import { ALL_TENANTS, killedBy } from '../workflows/policy-rules';
 import type { TenantState } from '../workflows/policy-rules';
@@ -27,19 +33,32 @@ interface Cached {
   at: number;
 }
 
+/** A tenant's state and the all-tenants kill switches; `watched` when they came from the live copies. */
+export interface PolicyRead {
+  state: TenantState;
+  globalKills: string[];
+  watched: boolean;
+}
+
+/** A watch nobody read for this long (and with no running call) is stopped. */
+const WATCH_IDLE_MS = 10 * 60_000;
+
 export class PolicyGate {
   private readonly running = new Set<Registered>();
   private readonly cache = new Map<string, Cached>();
   private readonly inFlight = new Map<string, { state: Promise<TenantState>; at: number }>();
   /** The read that starts when a tenant's in-flight one ends, shared by every caller that came too late for it. */
   private readonly queued = new Map<string, Promise<TenantState>>();
+  private readonly watches = new Map<string, { watch: PolicyWatch; usedAt: number }>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly target: Pick<PolicyTarget, 'seeds'> & { client: Client },
     private readonly logger: Logger,
-    /** How often the states of tenants with running calls are read again. */
+    /** How often the states of tenants with running calls are read again, when they are not watched. */
     private readonly refreshMs: number,
+    /** Watch the tenants' policy workflows (their queue, to start one nobody changed yet); off when absent. */
+    private readonly watch?: { taskQueue: string },
   ) {
     this.timer = setInterval(() => void this.refreshRunning(), refreshMs);
     this.timer.unref();
@@ -57,9 +76,37 @@ export class PolicyGate {
    * (0: after this call). At most one read per tenant is in flight: callers that need a newer one share the next,
    * which starts when it ends — so under load a node makes about one read per round trip, not one per call.
    */
-  async read(tenant: string, maxAgeMs: number): Promise<{ state: TenantState; globalKills: string[] }> {
+  async read(tenant: string, maxAgeMs: number, useWatch = false): Promise<PolicyRead> {
+    const own = this.watched(tenant);
+    const all = this.watched(ALL_TENANTS);
+    if (useWatch && own && all) return { state: own, globalKills: all.kills, watched: true };
     const [state, global] = await Promise.all([this.fresh(tenant, maxAgeMs), this.fresh(ALL_TENANTS, maxAgeMs)]);
-    return { state, globalKills: global.kills };
+    return { state, globalKills: global.kills, watched: false };
+  }
+
+  /** The live copy of a tenant's state, if its watch is caught up; starts the watch if there is none. */
+  private watched(tenant: string): TenantState | undefined {
+    if (!this.watch) return undefined;
+    let entry = this.watches.get(tenant);
+    if (!entry) {
+      const watch = new PolicyWatch(
+        { ...this.target, taskQueue: this.watch.taskQueue },
+        tenant,
+        (state) => this.learn(tenant, state, Date.now()),
+        this.logger,
+      );
+      entry = { watch, usedAt: 0 };
+      this.watches.set(tenant, entry);
+    }
+    entry.usedAt = Date.now();
+    return entry.watch.state;
+  }
+
+  /** A state current as of `at`: kept unless a newer one is, and every running call is checked against it. */
+  private learn(tenant: string, state: TenantState, at: number): void {
+    const previous = this.cache.get(tenant);
+    if (!previous || previous.at <= at) this.cache.set(tenant, { state, at });
+    this.sweep();
   }
 
   private fresh(tenant: string, maxAgeMs: number): Promise<TenantState> {
@@ -87,11 +134,10 @@ export class PolicyGate {
 
   private startRead(tenant: string): Promise<TenantState> {
     const at = Date.now();
+    this.logger.debug({ tenant }, 'policy read');
     const state = readPolicy(this.target, tenant)
       .then((read) => {
-        const previous = this.cache.get(tenant);
-        if (!previous || previous.at <= at) this.cache.set(tenant, { state: read, at });
-        this.sweep();
+        this.learn(tenant, read, at);
         return read;
       })
       .finally(() => {
@@ -117,8 +163,13 @@ export class PolicyGate {
   }
 
   private async refreshRunning(): Promise<void> {
+    this.dropIdleWatches();
     if (this.running.size === 0) return;
-    const tenants = new Set([...this.running].map((c) => c.tenant));
+    // A tenant whose copy is live (and the all-tenants one) hears of a change as it is made: no read needed.
+    const tenants = new Set(
+      [...this.running].map((c) => c.tenant).filter((t) => !this.watched(t) || !this.watched(ALL_TENANTS)),
+    );
+    if (tenants.size === 0) return;
     try {
       await Promise.all([...tenants].map((tenant) => this.read(tenant, this.refreshMs / 2)));
     } catch (err) {
@@ -126,7 +177,19 @@ export class PolicyGate {
     }
   }
 
+  private dropIdleWatches(): void {
+    const busy = new Set([...this.running].map((c) => c.tenant));
+    const before = Date.now() - WATCH_IDLE_MS;
+    for (const [tenant, { watch, usedAt }] of this.watches) {
+      if (tenant === ALL_TENANTS || busy.has(tenant) || usedAt > before) continue;
+      watch.close();
+      this.watches.delete(tenant);
+    }
+  }
+
   close(): void {
     clearInterval(this.timer);
+    for (const { watch } of this.watches.values()) watch.close();
+    this.watches.clear();
   }
 }

@@ -84,6 +84,11 @@ export const ConfigSchema = z.strictObject({
       policyRefreshMs: z.number().int().min(50).max(10_000).default(250),
       /** A first attempt may use a policy read this recent (0: read it for every call); retries always read anew. */
       policyMaxAgeMs: z.number().int().min(0).max(60_000).default(0),
+      /**
+       * Follow each tenant's policy workflow, so a first attempt is checked against a live copy with no read of
+       * its own (a retry, and a refusal, still read anew). Off: every first attempt reads (policyMaxAgeMs).
+       */
+      policyWatch: z.boolean().default(true),
       /** A stopped server's process group gets SIGTERM, then SIGKILL after this long (C3). */
       killGraceSeconds: z.number().min(0).max(600).default(5),
       /** On SIGTERM a node stops taking calls and gives running ones this long to finish, then cancels them. */

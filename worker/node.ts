@@ -83,6 +83,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     { client: new Client({ connection, namespace: config.temporal.namespace }), seeds: seedsOf(config.tenants) },
     logger,
     config.node.policyRefreshMs,
+    config.node.policyWatch ? { taskQueue: config.temporal.policyTaskQueue } : undefined,
   );
   const activities = createActivities({
     config,

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { TOOL_PATTERN } from './definitions';
 import type { JobSpec } from './definitions';
+import type { Approval } from './policy-rules';
 import { DECISIONS, approvalProblem, patternProblem, serverNameProblem, tenantNameProblem } from './policy-rules';
 
 export const ToolNameSchema = z
@@ -101,3 +102,18 @@ export const TenantNameSchema = checkedBy(z.string(), tenantNameProblem);
 export const ServerNameSchema = checkedBy(z.string(), serverNameProblem);
 /** An approval pins a server's listing: its digest, and each tool's own digest to say what changed. */
 export const ApprovalSchema = checkedBy(z.unknown(), approvalProblem);
+
+/** A tenant's policy state as its workflow keeps it: read back from its history by a node that watches it. */
+export const TenantStateSchema = z.strictObject({
+  version: z.number().int().min(0),
+  policy: z.record(PatternSchema, DecisionSchema),
+  kills: z.array(PatternSchema),
+  approvals: z.record(ServerNameSchema, ApprovalSchema as z.ZodType<Approval>),
+});
+
+/** The policy workflow's input: its first run's seed, or the state a run before it carried over. */
+export const PolicyInputSchema = z.object({
+  tenant: z.string(),
+  seed: z.record(PatternSchema, DecisionSchema).optional(),
+  state: TenantStateSchema.optional(),
+});

@@ -15,6 +15,7 @@ import { changePolicy, policyTargetOf, readPolicy } from '../../client/policy';
 import type { JobSpec, JobTrace } from '../../workflows/definitions';
 import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
 import { createNode } from '../../worker/node';
+import { createLogger } from '../../worker/logger';
 import type { Oz0Node } from '../../worker/node';
 import type { LoadedConfig } from '../../worker/config';
 import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
@@ -316,3 +317,66 @@ test('A3/C5: kill switches and policy survive a restart of the node and of the T
     await server.stop();
   }
 }, 120_000);
+
+test("A3/C5: a node follows its tenants' policy workflows — first attempts make no read, a kill reaches a running call through the watch, across continue-as-new", async () => {
+  const { config, log, target } = setup();
+  const tenant = uniqueId('watched');
+  // The node's own log at debug: it says each time it reads a policy (a query) and when a watch has caught up.
+  const lines: Array<{ msg: string; tenant?: string }> = [];
+  const watching = createLogger({
+    level: 'debug',
+    destination: { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string; tenant?: string }) },
+  });
+  const reads = () => lines.filter((l) => l.msg === 'policy read').length;
+  const caughtUp = (t: string) => lines.some((l) => l.msg === 'policy watch caught up' && l.tenant === t);
+  const node = await createNode({ config, logger: watching });
+  await node.runUntil(async () => {
+    const probes: JobSpec = { tenant, steps: Array.from({ length: 10 }, () => ({ call: 'probe.probe' })) };
+    // The first call starts the watches (the tenant's workflow, seeded, and the all-tenants one) and reads.
+    await (await start(config, probes)).result();
+    await eventually(() => (caughtUp(tenant) && caughtUp('*') ? true : undefined));
+    let before = reads();
+    const trace: JobTrace = await (await start(config, probes)).result();
+    expect(trace.steps.every((s) => s.result.isError === false)).toBe(true);
+    expect(reads() - before).toBe(0);
+
+    // A kill switch thrown while a call runs stops it, with no read made: the watch brought it.
+    const hang = await start(config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 60_000 } }] });
+    await eventually(() =>
+      readReceived(log).some((r) => r.event === 'start' && r.tool === 'hang') ? true : undefined,
+    );
+    before = reads();
+    await changePolicy(target, tenant, killUpdate, ['probe.hang']);
+    const killed: JobTrace = await hang.result();
+    expect(killed.steps[0].attempts).toEqual([
+      { attempt: 1, outcome: 'killed', note: 'oz0: tool killed (kill switch probe.hang)' },
+    ]);
+    expect(readReceived(log).filter((r) => r.event === 'cancelled')).toHaveLength(1);
+    expect(reads() - before).toBe(0);
+
+    // Past the policy workflow's 500 changes per run: the watch follows it into its next run.
+    const firstRun = (await temporal.client.workflow.getHandle(`oz0-policy/${tenant}`).describe()).runId;
+    for (let i = 0; i < 500; i++)
+      await changePolicy(target, tenant, setPolicyUpdate, ['probe.other', i % 2 ? 'allow' : 'deny']);
+    await eventually(async () => {
+      const now = await temporal.client.workflow.getHandle(`oz0-policy/${tenant}`).describe();
+      return now.runId !== firstRun ? true : undefined;
+    });
+    await changePolicy(target, tenant, reviveUpdate, ['probe.hang']);
+    // The revive came in the new run: a stale copy would refuse, then confirm with a read; the live one just runs.
+    before = reads();
+    const revived: JobTrace = await (
+      await start(config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 10 } }] })
+    ).result();
+    expect(revived.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+    expect(reads() - before).toBe(0);
+    // A change to deny is seen as it is made; a refusal is confirmed by a read of its own before it is final.
+    await changePolicy(target, tenant, setPolicyUpdate, ['probe.probe', 'deny']);
+    before = reads();
+    const denied: JobTrace = await (await start(config, { tenant, steps: [{ call: 'probe.probe' }] })).result();
+    expect(denied.steps[0].attempts).toEqual([
+      { attempt: 1, outcome: 'refused', note: expect.stringContaining('deny') },
+    ]);
+    expect(reads() - before).toBeGreaterThan(0);
+  });
+}, 180_000);
