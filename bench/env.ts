@@ -5,11 +5,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from 'pino';
-import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { parseConfig } from '../worker/config';
 import type { LoadedConfig } from '../worker/config';
 import { startDevServer } from '../worker/dev-server';
@@ -18,7 +15,8 @@ import { createLogger } from '../worker/logger';
 import { createNode, installRuntime } from '../worker/node';
 import { projectRoot } from '../worker/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
-import { bareActivities } from './bare/activities';
+import { runBareWorker } from './bare/worker';
+import type { BareWorker } from './bare/worker';
 
 export interface BenchEnv {
   root: string;
@@ -95,48 +93,15 @@ export async function withNode<T>(env: BenchEnv, config: LoadedConfig, fn: () =>
   }
 }
 
-export interface BareWorker {
-  taskQueue: string;
-  mcp: McpClient;
-  close(): Promise<void>;
-}
-
-/**
- * The baseline: a plain Temporal worker (same slots as the oz0 node) whose activity calls the reader's `echo`
- * over one MCP stdio client, with no keys, policy, heartbeats or trace.
- */
-export async function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): Promise<BareWorker> {
-  const mcp = new McpClient({ name: 'bench-bare', version: '1' });
-  await mcp.connect(
-    new StdioClientTransport({
-      command: process.execPath,
-      args: [env.reader],
-      env: { READER_STATE: path.join(env.dir, `${taskQueue}.json`), PATH: process.env.PATH ?? '' },
-    }),
-  );
-  const native = await NativeConnection.connect({ address: env.server.address });
-  const worker = await Worker.create({
-    connection: native,
+/** The baseline, in this process: a plain Temporal worker (same slots as the oz0 node) calling the reader. */
+export function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): Promise<BareWorker> {
+  return runBareWorker({
+    address: env.server.address,
     taskQueue,
-    workflowBundle: await bundleWorkflowCode({
-      workflowsPath: require.resolve('./bare/workflows'),
-      logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
-    }),
-    activities: bareActivities(mcp),
-    maxConcurrentActivityTaskExecutions: slots,
-    stickyQueueScheduleToStartTimeout: '3s',
+    reader: env.reader,
+    readerEnv: { READER_STATE: path.join(env.dir, `${taskQueue}.json`) },
+    slots,
   });
-  const running = worker.run();
-  return {
-    taskQueue,
-    mcp,
-    async close() {
-      worker.shutdown();
-      await running;
-      await mcp.close();
-      await native.close();
-    },
-  };
 }
 
 /** `n` echo steps for an oz0 job. */

@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   const { quick, only } = parsed.data!;
   const settings = {
     cost: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
-    throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 20, rounds: 3 },
+    throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 16, rounds: 5 },
     cancel: quick ? { cancels: 20, calls: 100, tenants: 20 } : { cancels: 100, calls: 100, tenants: 20 },
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
     memory: { calls: quick ? 100 : 500 },

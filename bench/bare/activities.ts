@@ -6,5 +6,9 @@ export function bareActivities(client: Client) {
     async bareEcho(text: string): Promise<unknown> {
       return client.callTool({ name: 'echo', arguments: { text } });
     },
+    /** The reader's sleep, with a request timeout past it (the SDK's default is 60 s). */
+    async bareSleep(ms: number): Promise<unknown> {
+      return client.callTool({ name: 'sleep', arguments: { ms } }, undefined, { timeout: ms + 60_000 });
+    },
   };
 }

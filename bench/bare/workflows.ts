@@ -1,10 +1,17 @@
-/** The baseline for bench/call-cost: a workflow that calls a bare activity making one MCP call per step. */
+/** The baselines: workflows that call bare activities making one MCP call per step. */
 import { proxyActivities } from '@temporalio/workflow';
 import type { bareActivities } from './activities';
 
-const { bareEcho } = proxyActivities<ReturnType<typeof bareActivities>>({ startToCloseTimeout: '30s' });
+type Bare = ReturnType<typeof bareActivities>;
+const { bareEcho } = proxyActivities<Bare>({ startToCloseTimeout: '30s' });
+const { bareSleep } = proxyActivities<Bare>({ startToCloseTimeout: '15m' });
 
 export async function bareJob(n: number): Promise<number> {
   for (let i = 0; i < n; i++) await bareEcho(`t${i}`);
   return n;
+}
+
+/** One long call, for the memory baseline. */
+export async function bareSleepJob(ms: number): Promise<void> {
+  await bareSleep(ms);
 }

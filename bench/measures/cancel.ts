@@ -1,18 +1,19 @@
 /**
  * (c) Cancel-to-notification latency, stdio and Streamable HTTP, and (d) kill-switch fan-out: one switch for
  * every tenant while `calls` calls run. Both clocks are this machine's: from the cancel request (or the switch)
- * to the server writing down that it received notifications/cancelled.
+ * to the server writing down that it received notifications/cancelled. Both servers are processes of their own
+ * (the HTTP one as a remote server would be), and their log is followed, not read whole, so the measure itself
+ * adds little to the time it measures.
  */
 import path from 'node:path';
 import { approveListing, readListing } from '../../client/approve';
 import { changePolicy, policyTargetOf } from '../../client/policy';
-import { readReceived, serveHttp } from '../../examples/common';
-import { createReader } from '../../examples/reader';
 import { killUpdate, reviveUpdate } from '../../workflows/policy';
 import { fixed, spread, until } from '../common';
 import type { Row } from '../common';
 import { benchConfig, withNode } from '../env';
 import type { BenchEnv } from '../env';
+import { startHttpExample, tailReceived } from '../processes';
 
 export interface CancelOptions {
   cancels: number;
@@ -22,9 +23,10 @@ export interface CancelOptions {
 
 export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
   const log = path.join(env.dir, 'cancel-received.jsonl');
-  const before = process.env.OZ0_RECEIVED_LOG;
-  process.env.OZ0_RECEIVED_LOG = log;
-  const http = await serveHttp(createReader({ stateFile: path.join(env.dir, 'cancel-seen.json') }), 0);
+  const http = await startHttpExample(env.reader, {
+    OZ0_RECEIVED_LOG: log,
+    READER_STATE: path.join(env.dir, 'cancel-seen.json'),
+  });
   const taskQueue = 'oz0-cancel';
   const config = benchConfig(env, taskQueue, {
     servers: {
@@ -49,18 +51,27 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
           args: [{ tenant, steps: [{ call: tool, args: { ms: 120_000 } }] }],
         });
       const keyOf = (id: string) => `${id}/c1`;
-      const started = () =>
-        new Set(
-          readReceived(log)
-            .filter((r) => r.event === 'start')
-            .map((r) => r.key),
-        );
+      // What both servers were sent, as they write it down: call starts and notifications/cancelled, by key.
+      const tail = tailReceived(log);
+      const startedKeys = new Set<string>();
+      const cancelled = new Map<string, Record<string, unknown>>();
+      const look = () => {
+        for (const r of tail()) {
+          if (r.event === 'start') startedKeys.add(r.key as string);
+          if (r.event === 'cancelled') cancelled.set(r.key as string, r);
+        }
+      };
+      const started = () => {
+        look();
+        return startedKeys;
+      };
       /** The server's notifications/cancelled records, once there is one for every key. */
       const allCancelled = (what: string, keys: Set<string>) =>
         until(
           what,
           () => {
-            const c = readReceived(log).filter((r) => r.event === 'cancelled' && keys.has(r.key as string));
+            look();
+            const c = [...keys].map((k) => cancelled.get(k)).filter((r) => r !== undefined);
             return c.length === keys.size ? c : undefined;
           },
           30_000,
@@ -109,8 +120,6 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
     });
   } finally {
     await http.close();
-    if (before === undefined) delete process.env.OZ0_RECEIVED_LOG;
-    else process.env.OZ0_RECEIVED_LOG = before;
   }
   const stats = Object.fromEntries(Object.entries(latencies).map(([k, v]) => [k, spread(v)]));
   const rows: Row[] = (['stdio', 'http'] as const).map((t) => {

@@ -1,15 +1,20 @@
 /**
  * (f) A node's peak memory with `calls` calls running at once: an `oz0 worker` process (workflows and activities,
- * as in production) runs `calls` jobs whose one call sleeps on the reader (a plugin server, one process). Peak
- * resident memory is the kernel's high-water mark (VmHWM) of the node process; its server is reported apart.
+ * as in production) runs `calls` jobs whose one call sleeps on the reader (a plugin server, one process). Beside
+ * it, in the same run, the baseline: a bare Temporal worker process (bare/worker.ts, same slots, same SDK
+ * defaults) running as many one-activity workflows that make the same call. Peak resident memory is the kernel's
+ * high-water mark (VmHWM) of each worker process; their servers are reported apart.
  */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ChildProcess } from 'node:child_process';
 import { readReceived } from '../../examples/common';
-import { fixed, until } from '../common';
+import { fixed, sleep, until } from '../common';
 import type { Row } from '../common';
 import type { BenchEnv } from '../env';
+import { bareBundleCode } from '../bare/worker';
+import type { BareWorkerOptions } from '../bare/worker';
 import { descendants, killTree, startWorker } from '../processes';
 
 export interface MemoryOptions {
@@ -26,9 +31,53 @@ function statusMiB(pid: number, field: string): number | undefined {
   }
 }
 
-export async function measureMemory(env: BenchEnv, opts: MemoryOptions) {
+interface Footprint {
+  idleMiB: number;
+  runningMiB: number;
+  peakMiB: number;
+  serverPeakMiB: number;
+  allRunningSeconds: number;
+}
+
+/**
+ * Starts `calls` one-call jobs with `start`, waits until the server has seen every call start, lets them run
+ * together for a while (heartbeats, policy refreshes, a few GCs), then ends them with `end`; reads the worker's
+ * memory on the way.
+ */
+async function footprint(
+  pid: number,
+  log: string,
+  calls: number,
+  start: () => Promise<void>,
+  end: () => Promise<void>,
+): Promise<Footprint> {
+  const idleMiB = statusMiB(pid, 'VmRSS') ?? NaN;
+  let serverPeakMiB = 0;
+  const sampler = setInterval(() => {
+    for (const child of descendants(pid)) serverPeakMiB = Math.max(serverPeakMiB, statusMiB(child, 'VmRSS') ?? 0);
+  }, 200);
+  try {
+    const t0 = performance.now();
+    await start();
+    const started = () => readReceived(log).filter((r) => r.event === 'start').length;
+    await until('every call to be running', () => (started() >= calls ? true : undefined), 180_000);
+    const allRunningSeconds = (performance.now() - t0) / 1000;
+    await sleep(5000);
+    const runningMiB = statusMiB(pid, 'VmRSS') ?? NaN;
+    await sleep(500);
+    await end();
+    await sleep(500);
+    const peakMiB = statusMiB(pid, 'VmHWM') ?? NaN;
+    return { idleMiB, runningMiB, peakMiB, serverPeakMiB, allRunningSeconds };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
+/** The oz0 node: an `oz0 worker` process; its jobs are cancelled at the end, so every call is stopped for real. */
+async function measureOz0(env: BenchEnv, calls: number): Promise<Footprint & { cancelAllSeconds: number }> {
   const taskQueue = 'oz0-memory';
-  const log = path.join(env.dir, 'memory-received.jsonl');
+  const log = path.join(env.dir, 'memory-oz0-received.jsonl');
   const file = path.join(env.dir, 'memory.config.json');
   fs.writeFileSync(
     file,
@@ -41,55 +90,114 @@ export async function measureMemory(env: BenchEnv, opts: MemoryOptions) {
           env: { OZ0_RECEIVED_LOG: log, READER_STATE: path.join(env.dir, 'memory-seen.json') },
         },
       },
-      node: { slots: opts.calls + 100, stateDir: path.join(env.dir, 'state-memory') },
+      node: {
+        slots: calls + 100,
+        stateDir: path.join(env.dir, 'state-memory'),
+      },
     }),
   );
   const workers: ChildProcess[] = [];
   const { proc } = await startWorker(file, 'bench-memory', workers);
-  const pid = proc.pid!;
-  const idleMiB = statusMiB(pid, 'VmRSS') ?? NaN;
-  let serverPeakMiB = 0;
-  let sampler: NodeJS.Timeout | undefined;
+  let cancelAllSeconds = NaN;
   try {
-    sampler = setInterval(() => {
-      for (const child of descendants(pid)) serverPeakMiB = Math.max(serverPeakMiB, statusMiB(child, 'VmRSS') ?? 0);
-    }, 200);
-    const t0 = performance.now();
-    const jobs = await Promise.all(
-      Array.from({ length: opts.calls }, () =>
-        env.client.workflow.start('job', {
-          taskQueue,
-          workflowId: env.id('memory'),
-          args: [{ tenant: 'bench', steps: [{ call: 'reader.sleep', args: { ms: 600_000 } }] }],
-        }),
-      ),
-    );
-    const keys = new Set(jobs.map((h) => `${h.workflowId}/c1`));
-    const running = () => readReceived(log).filter((r) => r.event === 'start' && keys.has(r.key as string)).length;
-    await until('every call to be running', () => (running() === opts.calls ? true : undefined), 180_000);
-    const allRunningSeconds = (performance.now() - t0) / 1000;
-    // Let them run together for a while: heartbeats, policy refreshes, a few GCs.
-    await new Promise((r) => setTimeout(r, 5000));
-    const runningMiB = statusMiB(pid, 'VmRSS') ?? NaN;
-    const t1 = performance.now();
-    await Promise.all(jobs.map((h) => h.cancel()));
-    await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
-    const cancelAllSeconds = (performance.now() - t1) / 1000;
-    const peakMiB = statusMiB(pid, 'VmHWM') ?? NaN;
-    const rows: Row[] = [
-      {
-        measure: `(f) node peak memory, ${opts.calls} calls at once`,
-        figure: `${fixed(peakMiB, 0)} MiB (idle ${fixed(idleMiB, 0)}, server ${fixed(serverPeakMiB, 0)} MiB)`,
-        target: '≤ 400 MB',
-        met: peakMiB * 2 ** 20 <= 400e6,
+    const jobs: Awaited<ReturnType<BenchEnv['client']['workflow']['start']>>[] = [];
+    const result = await footprint(
+      proc.pid!,
+      log,
+      calls,
+      async () => {
+        for (const h of await Promise.all(
+          Array.from({ length: calls }, () =>
+            env.client.workflow.start('job', {
+              taskQueue,
+              workflowId: env.id('memory'),
+              args: [{ tenant: 'bench', steps: [{ call: 'reader.sleep', args: { ms: 600_000 } }] }],
+            }),
+          ),
+        ))
+          jobs.push(h);
       },
-    ];
-    return {
-      rows,
-      data: { ...opts, idleMiB, runningMiB, peakMiB, serverPeakMiB, allRunningSeconds, cancelAllSeconds },
-    };
+      async () => {
+        const t = performance.now();
+        await Promise.all(jobs.map((h) => h.cancel()));
+        await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
+        cancelAllSeconds = (performance.now() - t) / 1000;
+      },
+    );
+    return { ...result, cancelAllSeconds };
   } finally {
-    if (sampler) clearInterval(sampler);
     for (const w of workers) if (w.exitCode === null) killTree(w.pid!);
   }
+}
+
+/**
+ * The baseline: a bare worker process (its bundle built here, so no webpack runs in it). Its activity neither
+ * heartbeats nor hears a cancel, so its workflows are terminated and the process killed at the end.
+ */
+async function measureBare(env: BenchEnv, calls: number): Promise<Footprint> {
+  const taskQueue = 'bare-memory';
+  const log = path.join(env.dir, 'memory-bare-received.jsonl');
+  const bundlePath = path.join(env.dir, 'bare-bundle.js');
+  fs.writeFileSync(bundlePath, await bareBundleCode());
+  const opts: BareWorkerOptions = {
+    address: env.server.address,
+    taskQueue,
+    reader: env.reader,
+    readerEnv: { OZ0_RECEIVED_LOG: log, READER_STATE: path.join(env.dir, 'memory-bare-seen.json') },
+    slots: calls + 100,
+    bundlePath,
+  };
+  const proc = spawn(
+    process.execPath,
+    [path.join(env.root, 'dist', 'bench', 'bare', 'worker.js'), JSON.stringify(opts)],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  try {
+    let err = '';
+    await new Promise<void>((resolve, reject) => {
+      proc.stderr!.on('data', (chunk: Buffer) => {
+        err += chunk.toString();
+        if (err.includes('bare worker ready')) resolve();
+      });
+      proc.once('exit', (code) => reject(new Error(`bare worker exited ${code}: ${err}`)));
+    });
+    const ids: string[] = [];
+    return await footprint(
+      proc.pid!,
+      log,
+      calls,
+      async () => {
+        await Promise.all(
+          Array.from({ length: calls }, () => {
+            const workflowId = env.id('memory-bare');
+            ids.push(workflowId);
+            return env.client.workflow.start('bareSleepJob', { taskQueue, workflowId, args: [600_000] });
+          }),
+        );
+      },
+      async () => {
+        await Promise.all(ids.map((id) => env.client.workflow.getHandle(id).terminate('bench: done')));
+      },
+    );
+  } finally {
+    if (proc.exitCode === null) killTree(proc.pid!);
+  }
+}
+
+export async function measureMemory(env: BenchEnv, opts: MemoryOptions) {
+  const bare = await measureBare(env, opts.calls);
+  const oz0 = await measureOz0(env, opts.calls);
+  const rows: Row[] = [
+    {
+      measure: `(f) node peak memory, ${opts.calls} calls at once`,
+      figure:
+        `${fixed(oz0.peakMiB, 0)} MiB (idle ${fixed(oz0.idleMiB, 0)}, server ${fixed(oz0.serverPeakMiB, 0)} MiB); ` +
+        `bare worker ${fixed(bare.peakMiB, 0)} MiB (idle ${fixed(bare.idleMiB, 0)})`,
+      target: '≤ 400 MB',
+      met: oz0.peakMiB * 2 ** 20 <= 400e6,
+    },
+  ];
+  return { rows, data: { ...opts, oz0, bare } };
 }

@@ -1,0 +1,83 @@
+/**
+ * The baseline worker: a plain Temporal worker whose activities call the reader over one MCP stdio client, with
+ * no keys, policy, heartbeats or trace. It runs in the bench's process, or as a process of its own for the memory
+ * measure (`node dist/bench/bare/worker.js '<options as JSON>'`, ready once it says so on stderr).
+ */
+import fs from 'node:fs';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
+import type { WorkflowBundleOption } from '@temporalio/worker';
+import { bareActivities } from './activities';
+
+export interface BareWorkerOptions {
+  address: string;
+  taskQueue: string;
+  /** The reader's stdio entry point, and its environment. */
+  reader: string;
+  readerEnv: Record<string, string>;
+  slots: number;
+  /** A prebuilt bundle of bench/bare/workflows (so no webpack runs in a measured process); else bundled here. */
+  bundlePath?: string;
+}
+
+export interface BareWorker {
+  taskQueue: string;
+  mcp: McpClient;
+  close(): Promise<void>;
+}
+
+const silent = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
+
+/** The bare workflows' bundle, as code. */
+export async function bareBundleCode(): Promise<string> {
+  return (await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), logger: silent })).code;
+}
+
+export async function runBareWorker(opts: BareWorkerOptions): Promise<BareWorker> {
+  const mcp = new McpClient({ name: 'bench-bare', version: '1' });
+  await mcp.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [opts.reader],
+      env: { ...opts.readerEnv, PATH: process.env.PATH ?? '' },
+    }),
+  );
+  const native = await NativeConnection.connect({ address: opts.address });
+  const workflowBundle: WorkflowBundleOption = opts.bundlePath
+    ? { codePath: opts.bundlePath }
+    : { code: await bareBundleCode() };
+  const worker = await Worker.create({
+    connection: native,
+    taskQueue: opts.taskQueue,
+    workflowBundle,
+    activities: bareActivities(mcp),
+    maxConcurrentActivityTaskExecutions: opts.slots,
+    stickyQueueScheduleToStartTimeout: '3s',
+  });
+  const running = worker.run();
+  return {
+    taskQueue: opts.taskQueue,
+    mcp,
+    async close() {
+      worker.shutdown();
+      await running;
+      await mcp.close();
+      await native.close();
+    },
+  };
+}
+
+if (require.main === module) {
+  const opts = JSON.parse(process.argv[2] ?? '{}') as BareWorkerOptions;
+  if (opts.bundlePath && !fs.existsSync(opts.bundlePath)) throw new Error(`no bundle at ${opts.bundlePath}`);
+  runBareWorker(opts)
+    .then((w) => {
+      process.stderr.write('bare worker ready\n');
+      process.once('SIGTERM', () => void w.close().then(() => process.exit(0)));
+    })
+    .catch((err: unknown) => {
+      process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
+      process.exit(1);
+    });
+}
