@@ -39,8 +39,6 @@ export async function openBenchEnv(): Promise<BenchEnv> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-bench-'));
   const cli = findTemporalCli();
   const logger = createLogger({ level: 'warn' });
-  // Before any worker: the Temporal runtime logs through pino at warn, as a node's does.
-  installRuntime(logger);
   // In memory: a SQLite file makes the dev server's own writes the bottleneck for oz0 and bare alike.
   const server = await startDevServer({ cli, uiPort: false });
   const connection = await Connection.connect({ address: server.address });
@@ -95,6 +93,9 @@ export async function withNode<T>(env: BenchEnv, config: LoadedConfig, fn: () =>
 
 /** The baseline, in this process: a plain Temporal worker (same slots as the oz0 node) calling the reader. */
 export function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): Promise<BareWorker> {
+  // Before the first worker of this process: the Temporal runtime logs through pino at warn, as a node's does.
+  // Not sooner: an installed runtime that no worker ever used keeps the process from exiting.
+  installRuntime(env.logger);
   return runBareWorker({
     address: env.server.address,
     taskQueue,
