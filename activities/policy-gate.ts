@@ -42,6 +42,11 @@ export interface PolicyRead {
 
 /** A watch nobody read for this long (and with no running call) is stopped. */
 const WATCH_IDLE_MS = 10 * 60_000;
+/**
+ * At most this many tenants are watched at once (each watch holds one long poll open on the node's connection);
+ * the tenants past it are read per call, as without watches, until an idle watch is dropped.
+ */
+export const MAX_WATCHES = 100;
 
 export class PolicyGate {
   private readonly running = new Set<Registered>();
@@ -89,6 +94,7 @@ export class PolicyGate {
     if (!this.watch) return undefined;
     let entry = this.watches.get(tenant);
     if (!entry) {
+      if (this.watches.size >= MAX_WATCHES && tenant !== ALL_TENANTS) return undefined;
       const watch = new PolicyWatch(
         { ...this.target, taskQueue: this.watch.taskQueue },
         tenant,

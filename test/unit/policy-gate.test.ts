@@ -5,7 +5,7 @@
  * against a real server.
  */
 import type { Client } from '@temporalio/client';
-import { PolicyGate } from '../../activities/policy-gate';
+import { MAX_WATCHES, PolicyGate } from '../../activities/policy-gate';
 import { createLogger } from '../../worker/logger';
 import { emptyState } from '../../workflows/policy-rules';
 import type { TenantState } from '../../workflows/policy-rules';
@@ -62,6 +62,34 @@ test('a failed read fails its callers; the next caller starts a new one', async 
     await expect(gate.read('t', 0)).rejects.toThrow('no worker');
     await expect(gate.read('t', 0)).rejects.toThrow('no worker');
     expect(queries).toBe(4);
+  } finally {
+    gate.close();
+  }
+});
+
+test('a node watches at most MAX_WATCHES tenants (and always the all-tenants switches); the rest are read per call', async () => {
+  const watched = new Set<string>();
+  // Each watch starts by describing its tenant's workflow: here that never answers, so no watch catches up.
+  const client = {
+    withDeadline: <T>(_deadline: number, fn: () => Promise<T>) => fn(),
+    workflow: {
+      getHandle: (id: string) => ({
+        describe: () => (watched.add(id), new Promise(() => {})),
+        query: async () => emptyState(),
+      }),
+    },
+  } as unknown as Client;
+  const gate = new PolicyGate({ client, seeds: {} }, createLogger({ level: 'silent' }), 60_000, { taskQueue: 'p' });
+  try {
+    for (let i = 0; i < MAX_WATCHES + 20; i++) {
+      const read = await gate.read(`t${i}`, 0, true);
+      // Not caught up: the answer is a read of its own.
+      expect(read.watched).toBe(false);
+    }
+    await tick();
+    expect(watched.has('oz0-policy/*')).toBe(true);
+    expect(watched.size).toBe(MAX_WATCHES);
+    expect(watched.has(`oz0-policy/t${MAX_WATCHES + 5}`)).toBe(false);
   } finally {
     gate.close();
   }
