@@ -80,6 +80,8 @@ export class PolicyGate {
    * The tenant's state and the all-tenants kill switches, from a read that started no earlier than `maxAgeMs` ago
    * (0: after this call). At most one read per tenant is in flight: callers that need a newer one share the next,
    * which starts when it ends — so under load a node makes about one read per round trip, not one per call.
+   * With `useWatch` (a first attempt), the live copies answer instead, when the tenant's and the all-tenants'
+   * watches have both caught up; the answer says which it was.
    */
   async read(tenant: string, maxAgeMs: number, useWatch = false): Promise<PolicyRead> {
     const own = this.watched(tenant);
