@@ -174,9 +174,8 @@ export class PolicyGate {
     this.dropIdleWatches();
     if (this.running.size === 0) return;
     // A tenant whose copy is live (and the all-tenants one) hears of a change as it is made: no read needed.
-    const tenants = new Set(
-      [...this.running].map((c) => c.tenant).filter((t) => !this.watched(t) || !this.watched(ALL_TENANTS)),
-    );
+    const allWatched = this.watched(ALL_TENANTS) !== undefined;
+    const tenants = new Set([...this.running].map((c) => c.tenant).filter((t) => !allWatched || !this.watched(t)));
     if (tenants.size === 0) return;
     try {
       await Promise.all([...tenants].map((tenant) => this.read(tenant, this.refreshMs / 2)));

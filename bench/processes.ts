@@ -3,7 +3,6 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
 import { projectRoot } from '../worker/paths';
 
 /** Starts `oz0 worker` (kept in `workers`, for clean-up) and resolves once it says it is ready. */
@@ -18,18 +17,7 @@ export async function startWorker(
   });
   workers.push(proc);
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  let err = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker ${name} did not start: ${err}`)), 60_000);
-    proc.stderr!.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      if (err.includes('oz0 worker: node')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    proc.once('exit', (code) => reject(new Error(`worker ${name} exited ${code}: ${err}`)));
-  });
+  await stderrLine(proc, /oz0 worker: node/, `worker ${name}`, 60_000);
   return { proc, exited };
 }
 
@@ -69,6 +57,32 @@ export function killTree(pid: number): void {
 }
 
 /**
+ * Resolves with the first match of `pattern` in what a child writes to stderr; rejects, with all it wrote, if it
+ * exits first or stays silent past `ms`. Its stderr is drained to the end, and kept only until the match.
+ */
+export function stderrLine(proc: ChildProcess, pattern: RegExp, what: string, ms: number): Promise<RegExpExecArray> {
+  let err = '';
+  let matched = false;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} did not start: ${err}`)), ms);
+    proc.stderr!.on('data', (chunk: Buffer) => {
+      if (matched) return;
+      err += chunk.toString();
+      const m = pattern.exec(err);
+      if (m) {
+        matched = true;
+        clearTimeout(timer);
+        resolve(m);
+      }
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited ${code}: ${err}`));
+    });
+  });
+}
+
+/**
  * An example server (dist/examples/<script>.js) serving Streamable HTTP as its own process, as a remote MCP
  * server would be: no event loop shared with the node or the measure. Resolves with its URL once it listens.
  */
@@ -81,22 +95,7 @@ export async function startHttpExample(
     env: { ...process.env, ...env },
   });
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-  let err = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} did not listen: ${err}`)), 30_000);
-    proc.stderr!.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      const m = /^listening (\S+)$/m.exec(err);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${script} exited ${code}: ${err}`));
-    });
-  });
+  const [, url] = await stderrLine(proc, /^listening (\S+)$/m, script, 30_000);
   return {
     url,
     proc,
@@ -104,36 +103,5 @@ export async function startHttpExample(
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
       await exited;
     },
-  };
-}
-
-/**
- * Follows a file of received records (examples/common recordReceived) from where the last look ended, so a poll
- * every few milliseconds reads only what was added, not the whole file; a torn last line waits for its end.
- */
-export function tailReceived(file: string): () => Array<Record<string, unknown>> {
-  let offset = 0;
-  let rest = '';
-  const decoder = new StringDecoder('utf8');
-  return () => {
-    let fd: number;
-    try {
-      fd = fs.openSync(file, 'r');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
-    try {
-      const size = fs.fstatSync(fd).size;
-      if (size <= offset) return [];
-      const buf = Buffer.alloc(size - offset);
-      const n = fs.readSync(fd, buf, 0, buf.length, offset);
-      offset += n;
-      const lines = (rest + decoder.write(buf.subarray(0, n))).split('\n');
-      rest = lines.pop()!;
-      return lines.filter((l) => l.trim()).map((l) => JSON.parse(l) as Record<string, unknown>);
-    } finally {
-      fs.closeSync(fd);
-    }
   };
 }

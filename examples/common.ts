@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { StringDecoder } from 'node:string_decoder';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -246,8 +247,43 @@ export function readReceived(file: string): Array<Record<string, unknown>> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
+  return parseRecords(text.split('\n'));
+}
+
+/**
+ * Follows a file written by {@link recordReceived} from where the last look ended, so a poll every few
+ * milliseconds reads only what was added, not the whole file; a last line without its end waits for it.
+ */
+export function tailReceived(file: string): () => Array<Record<string, unknown>> {
+  let offset = 0;
+  let rest = '';
+  const decoder = new StringDecoder('utf8');
+  return () => {
+    let fd: number;
+    try {
+      fd = fs.openSync(file, 'r');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    try {
+      const size = fs.fstatSync(fd).size;
+      if (size <= offset) return [];
+      const buf = Buffer.alloc(size - offset);
+      const n = fs.readSync(fd, buf, 0, buf.length, offset);
+      offset += n;
+      const lines = (rest + decoder.write(buf.subarray(0, n))).split('\n');
+      rest = lines.pop()!;
+      return parseRecords(lines);
+    } finally {
+      fs.closeSync(fd);
+    }
+  };
+}
+
+function parseRecords(lines: string[]): Array<Record<string, unknown>> {
   const out: Array<Record<string, unknown>> = [];
-  for (const line of text.split('\n')) {
+  for (const line of lines) {
     if (!line.trim()) continue;
     try {
       out.push(JSON.parse(line) as Record<string, unknown>);

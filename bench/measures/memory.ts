@@ -15,7 +15,7 @@ import type { Row } from '../common';
 import type { BenchEnv } from '../env';
 import { bareBundleCode } from '../bare/worker';
 import type { BareWorkerOptions } from '../bare/worker';
-import { descendants, killTree, startWorker } from '../processes';
+import { descendants, killTree, startWorker, stderrLine } from '../processes';
 
 export interface MemoryOptions {
   calls: number;
@@ -64,7 +64,6 @@ async function footprint(
     const allRunningSeconds = (performance.now() - t0) / 1000;
     await sleep(5000);
     const runningMiB = statusMiB(pid, 'VmRSS') ?? NaN;
-    await sleep(500);
     await end();
     await sleep(500);
     const peakMiB = statusMiB(pid, 'VmHWM') ?? NaN;
@@ -90,10 +89,7 @@ async function measureOz0(env: BenchEnv, calls: number): Promise<Footprint & { c
           env: { OZ0_RECEIVED_LOG: log, READER_STATE: path.join(env.dir, 'memory-seen.json') },
         },
       },
-      node: {
-        slots: calls + 100,
-        stateDir: path.join(env.dir, 'state-memory'),
-      },
+      node: { slots: calls + 100, stateDir: path.join(env.dir, 'state-memory') },
     }),
   );
   const workers: ChildProcess[] = [];
@@ -106,16 +102,17 @@ async function measureOz0(env: BenchEnv, calls: number): Promise<Footprint & { c
       log,
       calls,
       async () => {
-        for (const h of await Promise.all(
-          Array.from({ length: calls }, () =>
-            env.client.workflow.start('job', {
-              taskQueue,
-              workflowId: env.id('memory'),
-              args: [{ tenant: 'bench', steps: [{ call: 'reader.sleep', args: { ms: 600_000 } }] }],
-            }),
-          ),
-        ))
-          jobs.push(h);
+        jobs.push(
+          ...(await Promise.all(
+            Array.from({ length: calls }, () =>
+              env.client.workflow.start('job', {
+                taskQueue,
+                workflowId: env.id('memory'),
+                args: [{ tenant: 'bench', steps: [{ call: 'reader.sleep', args: { ms: 600_000 } }] }],
+              }),
+            ),
+          )),
+        );
       },
       async () => {
         const t = performance.now();
@@ -155,14 +152,7 @@ async function measureBare(env: BenchEnv, calls: number): Promise<Footprint> {
     },
   );
   try {
-    let err = '';
-    await new Promise<void>((resolve, reject) => {
-      proc.stderr!.on('data', (chunk: Buffer) => {
-        err += chunk.toString();
-        if (err.includes('bare worker ready')) resolve();
-      });
-      proc.once('exit', (code) => reject(new Error(`bare worker exited ${code}: ${err}`)));
-    });
+    await stderrLine(proc, /bare worker ready/, 'bare worker', 60_000);
     const ids: string[] = [];
     return await footprint(
       proc.pid!,
