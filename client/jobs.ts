@@ -7,7 +7,7 @@ import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
 import { connectionOptions } from '../worker/connection';
 import { JOB_WORKFLOW, statusQuery, traceQuery } from '../workflows/definitions';
 import { parseJobSpec } from '../workflows/schemas';
-import type { JobTrace } from '../workflows/definitions';
+import type { JobStatus, JobTrace } from '../workflows/definitions';
 import type { job } from '../workflows/job';
 import type { Config } from '../worker/config';
 
@@ -51,12 +51,16 @@ export async function jobStatus(client: Client, jobId: string): Promise<string> 
   // The TS client spells it CANCELLED; Temporal's API, UI and CLI say CANCELED.
   const status = description.status.name === 'CANCELLED' ? 'CANCELED' : description.status.name;
   if (status !== 'RUNNING') return status === 'CONTINUED_AS_NEW' ? 'running' : status;
+  let own: JobStatus;
   try {
-    return await handle.query(statusQuery);
+    own = await handle.query(statusQuery);
   } catch {
     // No worker has picked the job up yet.
     return 'running';
   }
+  // A job that has done its work says so in the task that closes it; until Temporal has recorded the close, it is
+  // still running (or cancelling, C4), and the final word is Temporal's own status.
+  return own === 'completed' ? 'running' : own === 'cancelled' ? 'cancelling' : own;
 }
 
 /** The job's trace, with the status `oz0 job status` would print. */
