@@ -48,5 +48,5 @@ USER node
 # No HEALTHCHECK: a node serves no port of its own, it only polls Temporal. Whether it is alive shows
 # in Temporal (`temporal task-queue describe --task-queue oz0` lists its pollers), and a node that
 # cannot reach Temporal at start exits 1, which the compose file's restart policy answers.
-ENTRYPOINT ["node", "dist/client/cli.js"]
+ENTRYPOINT ["node", "dist/client/cli/index.js"]
 CMD ["worker"]

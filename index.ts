@@ -11,21 +11,11 @@ export {
   Oz0Tools,
   FailureType,
 } from './workflows/definitions';
-export { JobSpecSchema, CallStepSchema, SessionStepSchema, JobSpecError, parseJobSpec } from './workflows/schemas';
-export type {
-  JobSpec,
-  CallStep,
-  SessionStep,
-  Step,
-  JobTrace,
-  JobStatus,
-  StepTrace,
-  AttemptRecord,
-  Outcome,
-  ToolResult,
-} from './workflows/definitions';
+export type { JobTrace, JobStatus, StepTrace, ToolResult } from './workflows/definitions';
+export { JobSpecSchema, CallStepSchema, SessionStepSchema, JobSpecError, parseJobSpec } from './common/schemas';
+export type { JobSpec, CallStep, SessionStep, Step, AttemptRecord, Outcome } from './common/schemas';
 export { defaultKey, sessionKey, argsDigest } from './workflows/keys';
 export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob } from './client/jobs';
-export { loadConfig, parseConfig, ConfigSchema } from './worker/config';
-export type { Config } from './worker/config';
+export { loadConfig, parseConfig, ConfigSchema } from './common/config';
+export type { Config } from './common/config';
 export { createNode } from './worker/node';

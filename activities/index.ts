@@ -2,16 +2,18 @@
  * The node's activities, built from their dependencies so tests hand in real servers. Workflows type
  * against `Activities` (`import type` only).
  */
-import { toolSettings } from '../worker/config';
-import type { LoadedConfig } from '../worker/config';
+import { toolSettings } from '../common/config';
+import type { LoadedConfig } from '../common/config';
 import { Context } from '@temporalio/activity';
 import { toolsOf } from '../workflows/definitions';
-import type { CallInput, CallOutput, JobSettings, JobSpec, SessionPlan } from '../workflows/definitions';
-import { JobSpecError, parseJobSpec } from '../workflows/schemas';
+import type { CallInput, CallOutput, JobSettings, SessionPlan } from '../workflows/definitions';
+import { JobSpecError, parseJobSpec } from '../common/schemas';
 import { listingDigest } from '../workflows/policy-rules';
-import { mayBeMadeAgain } from './verdicts';
-import { callToolAttempt } from './call-tool';
-import type { CallDeps } from './call-tool';
+import { splitTool } from '../workflows/checks';
+import { mayBeMadeAgain } from './call/verdicts';
+import { callToolAttempt } from './call/attempt';
+import type { CallDeps } from './call/attempt';
+import type { JobSpec } from '../common/schemas';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
@@ -53,14 +55,13 @@ export function createActivities(deps: ActivityDeps) {
       const idempotent: Record<string, boolean> = {};
       const mayRetry: Record<string, boolean> = {};
       for (const tool of tools) {
-        const dot = tool.indexOf('.');
-        const server = tool.slice(0, dot);
+        const { server, fn } = splitTool(tool);
         if (!deps.pool.serverConfig(server)) continue;
         const lease = await deps.pool.acquire(server, jobId);
         try {
           const remote = lease.connection.kind === 'remote';
           const listing = await lease.connection.listTools(remote);
-          const listed = listing.find((t) => t.name === tool.slice(dot + 1));
+          const listed = listing.find((t) => t.name === fn);
           if (!listed) continue;
           idempotent[tool] = listed.annotations?.idempotentHint === true;
           let approved = false;
@@ -96,4 +97,4 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
-export type { NodeIdentity } from './call-tool';
+export type { NodeIdentity } from './call/attempt';

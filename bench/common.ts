@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { projectRoot } from '../worker/paths';
+import { projectRoot } from '../common/paths';
 
 /** The machine a figure came from, so a number is never quoted without it. */
 export interface Machine {

@@ -6,7 +6,7 @@
  */
 import { Command, Option } from 'commander';
 import { z } from 'zod';
-import { createLogger } from '../worker/logger';
+import { createLogger } from '../common/logger';
 import { listOption, machine, table, writeResults } from './common';
 import type { Row } from './common';
 import { openBenchEnv } from './env';

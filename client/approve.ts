@@ -6,13 +6,13 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ServerPool } from '../activities/servers/pool';
-import type { LoadedConfig } from '../worker/config';
-import type { Logger } from '../worker/logger';
+import type { LoadedConfig } from '../common/config';
+import type { Logger } from '../common/logger';
 import { listingDigest } from '../workflows/policy-rules';
-import type { Approval, TenantState } from '../workflows/policy-rules';
 import { approveUpdate } from '../workflows/policy';
-import { changePolicy } from './policy';
-import type { PolicyTarget } from './policy';
+import { changePolicy } from '../common/policy-client';
+import type { PolicyTarget } from '../common/policy-client';
+import type { Approval, TenantState } from '../common/schemas';
 
 export interface Listing {
   server: string;

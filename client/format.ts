@@ -1,7 +1,7 @@
 /** Human-readable output of the CLI: a job's trace as a table. */
 import type { StepTrace } from '../workflows/definitions';
 import type { ShownTrace } from './jobs';
-import type { TenantState } from '../workflows/policy-rules';
+import type { TenantState } from '../common/schemas';
 
 function resultText(step: StepTrace): string {
   const texts = step.result.content

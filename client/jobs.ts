@@ -4,12 +4,12 @@
  */
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
-import { connectionOptions } from '../worker/connection';
+import { connectionOptions } from '../common/connection';
 import { JOB_WORKFLOW, statusQuery, traceQuery } from '../workflows/definitions';
-import { parseJobSpec } from '../workflows/schemas';
+import { parseJobSpec } from '../common/schemas';
 import type { JobStatus, JobTrace } from '../workflows/definitions';
 import type { job } from '../workflows/job';
-import type { Config } from '../worker/config';
+import type { Config } from '../common/config';
 
 export interface JobClient {
   client: Client;

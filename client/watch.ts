@@ -6,8 +6,8 @@ import cliProgress from 'cli-progress';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import type { CallProgressState } from '../workflows/definitions';
 import { jobStatus } from './jobs';
+import type { CallProgressState } from '../common/schemas';
 
 export interface WatchedCall {
   activityId: string;

@@ -30,7 +30,7 @@ export interface HttpHandle {
 }
 
 // The key's name and reader are the plugin kit's; the examples and their tests import them from here too.
-export { IDEMPOTENCY_KEY_META, idempotencyKey } from '../plugin/keys';
+export { IDEMPOTENCY_KEY_META, idempotencyKey } from '../plugin/kit/keys';
 
 /** A JSON-RPC request body larger than this is refused with 413; the examples never need more. */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;

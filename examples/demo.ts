@@ -8,15 +8,15 @@ import path from 'node:path';
 import { connectJobClient, jobTrace, startJob } from '../client/jobs';
 import { formatTrace } from '../client/format';
 import { approveListing, readListing } from '../client/approve';
-import { policyTargetOf } from '../client/policy';
-import { parseConfig } from '../worker/config';
+import { policyTargetOf } from '../common/policy-client';
+import { parseConfig } from '../common/config';
 import { freePort, startDevServer } from '../worker/dev-server';
-import { createLogger } from '../worker/logger';
+import { createLogger } from '../common/logger';
 import { createNode } from '../worker/node';
-import { projectRoot } from '../worker/paths';
+import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
-import type { JobSpec } from '../workflows/definitions';
 import { startReaderServer } from './reader';
+import type { JobSpec } from '../common/schemas';
 
 async function portOr(preferred: number): Promise<number> {
   const net = await import('node:net');

@@ -15,6 +15,7 @@ import {
   toolError,
 } from './common';
 import type { HttpHandle, ServerFactory } from './common';
+import { RESUME_META } from '../plugin';
 
 /** Options for {@link createReader}. */
 export interface ReaderOptions {
@@ -91,7 +92,7 @@ export function createReader(opts?: ReaderOptions): ServerFactory {
           key,
           args,
           progressToken: extra._meta?.progressToken,
-          resume: extra._meta?.['oz0/resume'],
+          resume: extra._meta?.[RESUME_META],
           requestId: extra.requestId,
         });
         // Without a key, the arguments stand in for it, so a plain client can still see "first fails, retry works".

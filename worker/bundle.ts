@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleOption } from '@temporalio/worker';
-import { createLogger, TemporalPinoLogger } from './logger';
+import { createLogger, TemporalPinoLogger } from '../common/logger';
 
 /** Next to the compiled workflows: dist/workflow-bundle.js. */
 export const BUNDLE_FILE = path.join(__dirname, '..', 'workflow-bundle.js');

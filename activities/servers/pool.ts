@@ -7,135 +7,19 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ProgressNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import type { JSONRPCMessage, ProgressNotification, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { isRemote } from '../../worker/config';
-import type { LoadedConfig, ServerConfig, StdioServerConfig } from '../../worker/config';
-import type { Logger } from '../../worker/logger';
+import { isRemote, serverKind } from '../../common/config';
+import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../../common/config';
+import type { Logger } from '../../common/logger';
+import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
+import { NothingSent, OutcomeUnknown } from './errors';
 import { ProcessTransport } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
-import { parseRetryAfter } from '../verdicts';
 
-export type ServerKind = 'plugin' | 'sandbox' | 'remote';
-
-/** How long a server has to answer `initialize` before the attempt fails. */
-const CONNECT_TIMEOUT_MS = 30_000;
-
-/** One live MCP session with one server. */
-export class ServerConnection {
-  private listing?: Promise<Tool[]>;
-  /** B4: calls (by key) whose own tools/call POST was answered 429, with the Retry-After in seconds. */
-  private readonly rateLimited = new Map<string, { retryAfter?: number }>();
-  /** A 429 on a request of the session that carried no call (initialize, the GET stream, a notification). */
-  sessionRateLimited = false;
-  private readonly progressWatchers = new Map<string, (params: ProgressNotification['params']) => void>();
-  private inUse = 0;
-  lastUsed = Date.now();
-  closed = false;
-
-  constructor(
-    readonly server: string,
-    readonly kind: ServerKind,
-    readonly client: Client,
-    private readonly transport: Transport,
-  ) {
-    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
-      this.listing = undefined;
-    });
-  }
-
-  /** The server's tools, cached for the session until it says its list changed; `fresh` reads them anew. */
-  listTools(fresh = false): Promise<Tool[]> {
-    if (fresh) this.listing = undefined;
-    this.listing ??= this.fetchListing();
-    return this.listing;
-  }
-
-  private async fetchListing(): Promise<Tool[]> {
-    const tools: Tool[] = [];
-    let cursor: string | undefined;
-    try {
-      do {
-        const page = await this.client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
-        tools.push(...page.tools);
-        cursor = page.nextCursor;
-      } while (cursor && tools.length < 10_000);
-    } catch (err) {
-      this.listing = undefined;
-      throw err;
-    }
-    return tools;
-  }
-
-  /**
-   * Calls fn with each progress notification for `token`, as it arrives. oz0 reads progress off the
-   * transport itself: the SDK hands notifications on a tick later than responses, so it drops the last
-   * progress a server sends just before its answer.
-   */
-  watchProgress(token: string, fn: (params: ProgressNotification['params']) => void): () => void {
-    this.progressWatchers.set(token, fn);
-    return () => this.progressWatchers.delete(token);
-  }
-
-  /** Takes the notifications oz0 asked for; true when the message was one of them. */
-  takeProgress(message: JSONRPCMessage): boolean {
-    if (!('method' in message) || message.method !== 'notifications/progress') return false;
-    const parsed = ProgressNotificationSchema.safeParse(message);
-    if (!parsed.success) return false;
-    const watcher = this.progressWatchers.get(String(parsed.data.params.progressToken));
-    if (!watcher) return false;
-    watcher(parsed.data.params);
-    return true;
-  }
-
-  /** Sees every HTTP exchange of a remote session (B4): a 429 on a call's own POST is kept for that call. */
-  onHttpExchange(exchange: { method: string; body: unknown; response: Response }): void {
-    if (exchange.response.status !== 429) return;
-    const messages = Array.isArray(exchange.body) ? exchange.body : [exchange.body];
-    let forCall = false;
-    for (const message of messages) {
-      const call = message as { method?: unknown; params?: { _meta?: Record<string, unknown> } } | undefined;
-      const key = call?.params?._meta?.['oz0/idempotency_key'];
-      if (call?.method === 'tools/call' && typeof key === 'string') {
-        this.rateLimited.set(key, { retryAfter: parseRetryAfter(exchange.response.headers.get('retry-after')) });
-        forCall = true;
-      }
-    }
-    if (!forCall) this.sessionRateLimited = true;
-  }
-
-  /** The 429 this call's own POST got, if any (once). */
-  takeRateLimit(key: string): { retryAfter?: number } | undefined {
-    const limited = this.rateLimited.get(key);
-    this.rateLimited.delete(key);
-    return limited;
-  }
-
-  get busy(): boolean {
-    return this.inUse > 0;
-  }
-
-  use(): () => void {
-    this.inUse++;
-    this.lastUsed = Date.now();
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.inUse--;
-      this.lastUsed = Date.now();
-    };
-  }
-
-  /** Ends the session; for a process, stops its whole tree first. */
-  async close(): Promise<void> {
-    this.closed = true;
-    await this.transport.close();
-    await this.client.close().catch(() => undefined);
-  }
-}
+export type { ServerKind };
+export { ServerConnection };
 
 export interface PoolOptions {
   config: LoadedConfig;
@@ -168,7 +52,7 @@ export class ServerPool {
   }
 
   kindOf(config: ServerConfig): ServerKind {
-    return isRemote(config) ? 'remote' : config.sandbox ? 'sandbox' : 'plugin';
+    return serverKind(config);
   }
 
   /** A connection to `server` for a call of `jobId`: the job's own when the server is sandboxed. */
@@ -204,10 +88,8 @@ export class ServerPool {
     config: ServerConfig,
     jobId: string,
   ): Promise<ServerConnection> {
-    // The transport is made before its connection; the observer finds the connection through this.
-    const ref: { connection?: ServerConnection } = {};
     const transport: Transport = isRemote(config)
-      ? createRemoteTransport(server, config, process.env, (exchange) => ref.connection?.onHttpExchange(exchange))
+      ? createRemoteTransport(server, config, process.env)
       : new ProcessTransport(this.processSpec(config, kind, server, jobId), {
           killGraceMs: this.opts.killGraceMs,
           logger: this.opts.logger,
@@ -215,7 +97,6 @@ export class ServerPool {
         });
     const client = new Client({ name: 'oz0', version: '0.1.0' }, { capabilities: {} });
     const opened = new ServerConnection(server, kind, client, transport);
-    ref.connection = opened;
     client.onclose = () => {
       opened.closed = true;
       this.opts.logger.info({ server, kind, jobId: kind === 'sandbox' ? jobId : undefined }, 'server session closed');
@@ -233,10 +114,10 @@ export class ServerPool {
       };
     } catch (err) {
       await transport.close().catch(() => undefined);
+      const why = `could not start server "${server}": ${(err as Error).message}`;
       // B4: a 429 on the session's own requests says nothing about a call: its outcome is unknown.
-      throw Object.assign(new Error(`could not start server "${server}": ${(err as Error).message}`), {
-        outcomeUnknown: opened.sessionRateLimited,
-      });
+      if (err instanceof StreamableHTTPError && err.code === 429) throw new OutcomeUnknown(why);
+      throw new NothingSent(why);
     }
     this.opts.logger.info({ server, kind }, 'server session open');
     return opened;

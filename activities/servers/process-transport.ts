@@ -10,7 +10,7 @@ import path from 'node:path';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import type { Logger } from '../../worker/logger';
+import type { Logger } from '../../common/logger';
 
 export interface ProcessSpec {
   command: string;

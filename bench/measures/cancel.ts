@@ -7,14 +7,14 @@
  */
 import path from 'node:path';
 import { approveListing, readListing } from '../../client/approve';
-import { changePolicy, policyTargetOf } from '../../client/policy';
+import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import { tailReceived } from '../../examples/common';
 import { killUpdate, reviveUpdate } from '../../workflows/policy';
 import { fixed, spread, until } from '../common';
 import type { Row } from '../common';
 import { benchConfig, withNode } from '../env';
 import type { BenchEnv } from '../env';
-import { startHttpExample } from '../processes';
+import { startHttpExample } from '../../worker/processes';
 
 export interface CancelOptions {
   cancels: number;

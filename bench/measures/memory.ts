@@ -15,7 +15,7 @@ import type { Row } from '../common';
 import type { BenchEnv } from '../env';
 import { bareBundleCode } from '../bare/worker';
 import type { BareWorkerOptions } from '../bare/worker';
-import { descendants, killTree, startWorker, stderrLine } from '../processes';
+import { descendants, killTree, startWorker, stderrLine } from '../../worker/processes';
 
 export interface MemoryOptions {
   calls: number;

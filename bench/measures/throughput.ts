@@ -7,7 +7,7 @@ import { cpuSeconds, fixed, mean, percentile } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, startBareWorker, withNode } from '../env';
 import type { BenchEnv } from '../env';
-import { descendants } from '../processes';
+import { descendants } from '../../worker/processes';
 
 /** CPU seconds used so far by this process (the node or the bare worker, and the client), the server, the rest. */
 function cpuNow(env: BenchEnv) {

@@ -5,17 +5,18 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
-import type { JobSpec, JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
 import { approveListing, readListing } from '../../client/approve';
-import { policyTargetOf } from '../../client/policy';
+import { policyTargetOf } from '../../common/policy-client';
 import type { Oz0Node } from '../../worker/node';
-import { parseConfig } from '../../worker/config';
-import type { LoadedConfig } from '../../worker/config';
+import { parseConfig } from '../../common/config';
+import type { LoadedConfig } from '../../common/config';
 import { startDevServer } from '../../worker/dev-server';
 import type { DevServer } from '../../worker/dev-server';
-import { createLogger } from '../../worker/logger';
+import { createLogger } from '../../common/logger';
 import { findTemporalCli } from '../../worker/temporal-cli';
+import type { JobSpec } from '../../common/schemas';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 export const logger = createLogger({ level: process.env.OZ0_TEST_LOG_LEVEL ?? 'warn' });
@@ -126,4 +127,4 @@ export async function approve(temporal: TestTemporal, config: LoadedConfig, tena
   return approveListing(policyTargetOf(config, temporal.client), tenant, listing);
 }
 
-export { descendants, killTree, startWorker } from '../../bench/processes';
+export { descendants, killTree, startWorker } from '../../worker/processes';

@@ -7,15 +7,16 @@ import path from 'node:path';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { createReader } from '../../examples/reader';
-import { startBusyProxy } from '../../bench/busy-proxy';
-import type { BusyProxy } from '../../bench/busy-proxy';
-import { changePolicy, policyTargetOf } from '../../client/policy';
-import type { JobSpec, JobTrace } from '../../workflows/definitions';
+import { startBusyProxy } from '../../examples/busy-proxy';
+import type { BusyProxy } from '../../examples/busy-proxy';
+import { changePolicy, policyTargetOf } from '../../common/policy-client';
+import type { JobTrace } from '../../workflows/definitions';
 import { setPolicyUpdate } from '../../workflows/policy';
-import type { LoadedConfig } from '../../worker/config';
+import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
 import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import type { JobSpec } from '../../common/schemas';
 
 let temporal: TestTemporal;
 

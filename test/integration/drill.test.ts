@@ -10,8 +10,8 @@ import { readReceived } from '../../examples/common';
 import { startLedgerServer } from '../../examples/ledger';
 import { startSearchServer } from '../../examples/search';
 import { readKeyStore } from '../../plugin';
-import { DRILL_CANCEL_REASON } from '../../client/drill';
-import type { PluginTestReport } from '../../client/plugin-test';
+import { DRILL_CANCEL_REASON } from '../../plugin/drill/drill';
+import type { PluginTestReport } from '../../plugin/drill/report';
 import { ROOT, example, fixture, tmpDir } from '../helpers/temporal';
 
 jest.setTimeout(90_000);

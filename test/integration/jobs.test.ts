@@ -8,11 +8,11 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { jobStatus, jobTrace, startJob } from '../../client/jobs';
 import { statusQuery, traceQuery } from '../../workflows/definitions';
-import { JobSpecError } from '../../workflows/schemas';
-import type { JobSpec } from '../../workflows/definitions';
+import { JobSpecError } from '../../common/schemas';
 import { createNode } from '../../worker/node';
 import { eventually, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import type { JobSpec } from '../../common/schemas';
 
 let temporal: TestTemporal;
 

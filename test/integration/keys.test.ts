@@ -5,9 +5,9 @@
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import { argsDigest } from '../../workflows/keys';
-import type { JobSpec } from '../../workflows/definitions';
 import { example, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import type { JobSpec } from '../../common/schemas';
 
 let temporal: TestTemporal;
 

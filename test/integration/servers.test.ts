@@ -8,7 +8,6 @@ import http from 'node:http';
 import path from 'node:path';
 import { readReceived, serveHttp } from '../../examples/common';
 import { createReader } from '../../examples/reader';
-import type { JobSpec } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
 import {
   alive,
@@ -23,6 +22,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import type { JobSpec } from '../../common/schemas';
 
 let temporal: TestTemporal;
 

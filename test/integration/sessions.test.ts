@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
-import type { JobSpec, JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
 import {
   descendants,
@@ -25,6 +25,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import type { JobSpec } from '../../common/schemas';
 
 let temporal: TestTemporal;
 const workers: ChildProcess[] = [];

@@ -6,8 +6,7 @@ import path from 'node:path';
 import { readReceived, serveHttp } from '../../examples/common';
 import { createReader } from '../../examples/reader';
 import { jobStatus } from '../../client/jobs';
-import type { JobSpec } from '../../workflows/definitions';
-import type { LoadedConfig } from '../../worker/config';
+import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
 import type { JobTrace } from '../../workflows/definitions';
 import {
@@ -23,6 +22,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import type { JobSpec } from '../../common/schemas';
 
 let temporal: TestTemporal;
 

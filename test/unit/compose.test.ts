@@ -5,8 +5,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { isRemote, loadConfig } from '../../worker/config';
-import type { LoadedConfig } from '../../worker/config';
+import { isRemote, loadConfig } from '../../common/config';
+import type { LoadedConfig } from '../../common/config';
 
 const ROOT = path.join(__dirname, '..', '..');
 
@@ -252,13 +252,16 @@ describe('docker-compose.yml', () => {
     expect(clusterConfig.temporal.namespace).toBe('default');
   });
 
-  test("every variable set on the node is one oz0 reads: worker/ sources, Temporal's envconfig, or the config's `env:NAME`", () => {
-    const workerSources = fs
-      .readdirSync(path.join(ROOT, 'worker'))
-      .filter((f) => f.endsWith('.ts'))
-      .map((f) => fs.readFileSync(path.join(ROOT, 'worker', f), 'utf8'))
+  test("every variable set on the node is one oz0 reads: worker/ or common/ sources, Temporal's envconfig, or the config's `env:NAME`", () => {
+    const workerSources = ['worker', 'common']
+      .flatMap((dir) =>
+        fs
+          .readdirSync(path.join(ROOT, dir))
+          .filter((f) => f.endsWith('.ts'))
+          .map((f) => fs.readFileSync(path.join(ROOT, dir, f), 'utf8')),
+      )
       .join('\n');
-    // worker/connection.ts hands the environment to @temporalio/envconfig (TEMPORAL_API_KEY, TEMPORAL_TLS_*, …).
+    // common/connection.ts hands the environment to @temporalio/envconfig (TEMPORAL_API_KEY, TEMPORAL_TLS_*, …).
     const envconfigDir = path.dirname(require.resolve('@temporalio/envconfig'));
     const envconfigSources = fs
       .readdirSync(envconfigDir)
@@ -358,10 +361,10 @@ describe('Dockerfile and .dockerignore', () => {
     for (const c of copies) expect(c).not.toMatch(/(^|[\s/])(test|\.tools)(\/|\s|$)/);
   });
 
-  test('the image runs the CLI: ENTRYPOINT node dist/client/cli.js, CMD worker', () => {
-    expect(finalStage.find((i) => i.op === 'ENTRYPOINT')?.args).toBe('["node", "dist/client/cli.js"]');
+  test('the image runs the CLI: ENTRYPOINT node dist/client/cli/index.js, CMD worker', () => {
+    expect(finalStage.find((i) => i.op === 'ENTRYPOINT')?.args).toBe('["node", "dist/client/cli/index.js"]');
     expect(finalStage.find((i) => i.op === 'CMD')?.args).toBe('["worker"]');
-    expect(fs.readFileSync(path.join(ROOT, 'client', 'cli.ts'), 'utf8')).toContain('require.main === module');
+    expect(fs.readFileSync(path.join(ROOT, 'client', 'cli', 'index.ts'), 'utf8')).toContain('require.main === module');
   });
 
   test('.dockerignore keeps node_modules, dist, .tools, .oz0, .git, coverage, test and bench/results out', () => {

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, DEFAULT_TOOL_SETTINGS, loadConfig, parseConfig, toolSettings } from '../../worker/config';
-import type { Config } from '../../worker/config';
+import { ConfigError, DEFAULT_TOOL_SETTINGS, loadConfig, parseConfig, toolSettings } from '../../common/config';
+import type { Config } from '../../common/config';
 
 /** The example config of SPEC "Config", as written there. */
 const SPEC_EXAMPLE = {

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { connectionOptions } from '../../worker/connection';
+import { connectionOptions } from '../../common/connection';
 
 const temporal = {
   address: 'ns.acct.tmprl.cloud:7233',

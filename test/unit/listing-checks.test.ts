@@ -3,8 +3,8 @@
  * the drill file's schema.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { checkListing, checkProgress, isKeyedWrite } from '../../client/listing-checks';
-import { DrillFileError, parseDrillFile } from '../../client/drill-file';
+import { checkListing, checkProgress, isKeyedWrite } from '../../plugin/drill/listing-checks';
+import { DrillFileError, parseDrillFile } from '../../plugin/drill/drill-file';
 
 const tool = (name: string, annotations?: Tool['annotations'], meta?: Record<string, unknown>): Tool => ({
   name,

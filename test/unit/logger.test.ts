@@ -1,6 +1,6 @@
 import type pino from 'pino';
-import { createLogger, TemporalPinoLogger } from '../../worker/logger';
-import type { Logger } from '../../worker/logger';
+import { createLogger, TemporalPinoLogger } from '../../common/logger';
+import type { Logger } from '../../common/logger';
 
 /** A logger whose every line is kept in `lines`, so a test can read exactly what would reach the log. */
 function capture(level = 'info'): { logger: Logger; lines: string[]; text: () => string } {

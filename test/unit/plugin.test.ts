@@ -28,9 +28,9 @@ import {
   resumeRequest,
 } from '../../plugin';
 import type { ProgressExtra } from '../../plugin';
-import { busyOf, mayBeMadeAgain } from '../../activities/verdicts';
-import { resumeTokenOf } from '../../activities/resume';
-import { checkTool } from '../../client/listing-checks';
+import { mayBeMadeAgain } from '../../activities/call/verdicts';
+import { busyOf, resumeTokenOf } from '../../common/protocol';
+import { checkTool } from '../../plugin/drill/listing-checks';
 
 let dir: string;
 let file: string;

@@ -5,10 +5,10 @@
  * against a real server.
  */
 import type { Client } from '@temporalio/client';
-import { MAX_WATCHES, PolicyGate } from '../../activities/policy-gate';
-import { createLogger } from '../../worker/logger';
+import { MAX_WATCHES, PolicyGate } from '../../activities/policy/gate';
+import { createLogger } from '../../common/logger';
 import { emptyState } from '../../workflows/policy-rules';
-import type { TenantState } from '../../workflows/policy-rules';
+import type { TenantState } from '../../common/schemas';
 
 /** A client whose policy queries wait until released; each records when it started and for which workflow. */
 function heldClient() {

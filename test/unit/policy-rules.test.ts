@@ -1,5 +1,6 @@
 /** Pure rules of policy (A1, A2, C5) and busy answers (B1-B4), table-driven. */
-import { busyOf, busyVerdict, parseRetryAfter, waitInWords } from '../../activities/verdicts';
+import { busyVerdict, waitInWords } from '../../activities/call/verdicts';
+import { busyOf, parseRetryAfter } from '../../common/protocol';
 import {
   decisionFor,
   emptyState,

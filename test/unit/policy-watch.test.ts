@@ -4,7 +4,7 @@
  * is an error, never a state. tests/integration/policy follows a real workflow's history.
  */
 import { defaultPayloadConverter } from '@temporalio/common';
-import { policyEventEffect } from '../../activities/policy-watch';
+import { policyEventEffect } from '../../activities/policy/watch';
 import { emptyState } from '../../workflows/policy-rules';
 
 const payloads = (value: unknown) => ({ payloads: [defaultPayloadConverter.toPayload(value)] });

@@ -1,6 +1,6 @@
 import { toolsOf } from '../../workflows/definitions';
-import { formatPath, JobSpecError, parseJobSpec } from '../../workflows/schemas';
-import type { JobSpec } from '../../workflows/definitions';
+import { formatPath, JobSpecError, parseJobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../common/schemas';
 
 /** The example job spec of SPEC "Job spec", as written there. */
 const SPEC_EXAMPLE = {

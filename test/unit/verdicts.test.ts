@@ -1,8 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { readPriorState } from '../../activities/call-tool';
-import type { ServerKind } from '../../activities/servers/pool';
-import { attemptLimitMs, honoursKey, mayBeMadeAgain, timeLimitMarginMs } from '../../activities/verdicts';
-import type { AttemptRecord, CallProgressState } from '../../workflows/definitions';
+import { readPriorState } from '../../activities/call/resume';
+import type { ServerKind } from '../../common/config';
+import { attemptLimitMs, mayBeMadeAgain, timeLimitMarginMs } from '../../activities/call/verdicts';
+import { honoursKey } from '../../common/protocol';
+import type { AttemptRecord, CallProgressState } from '../../common/schemas';
 
 type Listing = Pick<Tool, 'annotations' | '_meta'>;
 

@@ -4,12 +4,12 @@
  */
 import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
-import type { LoadedConfig } from '../worker/config';
+import type { LoadedConfig } from './config';
 import type { UpdateDefinition } from '@temporalio/common';
 import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../workflows/policy-rules';
-import type { Decision, TenantState } from '../workflows/policy-rules';
 import { policyStateQuery } from '../workflows/policy';
 import type { tenantPolicy } from '../workflows/policy';
+import type { Decision, TenantState } from './schemas';
 
 export interface PolicyTarget {
   client: Client;

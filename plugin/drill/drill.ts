@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { canonicalize } from 'json-canonicalize';
-import type { ServerKind } from '../activities/servers/pool';
+import type { ServerKind } from '../../activities/servers/pool';
 import type { DrillFile, FunctionDrill } from './drill-file';
 import { isKeyedWrite } from './listing-checks';
 

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { projectRoot } from '../worker/paths';
+import { projectRoot } from '../common/paths';
 
 /** Starts `oz0 worker` (kept in `workers`, for clean-up) and resolves once it says it is ready. */
 export async function startWorker(

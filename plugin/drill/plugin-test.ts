@@ -1,57 +1,25 @@
 /**
  * `oz0 plugin test SERVER [--drill]`: opens a configured server as a node would (any kind), reads its listing and
  * says what is inconsistent, checks the progress of the drill file's sample calls, and with `--drill` runs the drill
- * (client/drill.ts). It talks only to the MCP server: no Temporal needed.
+ * (./drill.ts). It talks only to the MCP server: no Temporal needed.
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import type { Command } from 'commander';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { z } from 'zod';
-import { ServerPool } from '../activities/servers/pool';
-import type { Lease, ServerKind } from '../activities/servers/pool';
-import { ProcessTransport } from '../activities/servers/process-transport';
-import { loadConfig } from '../worker/config';
-import type { LoadedConfig } from '../worker/config';
-import { createLogger } from '../worker/logger';
-import { ServerNameSchema } from '../workflows/schemas';
+import { ServerPool } from '../../activities/servers/pool';
+import type { Lease, ServerKind } from '../../activities/servers/pool';
+import { ProcessTransport } from '../../activities/servers/process-transport';
+import type { LoadedConfig } from '../../common/config';
+import { createLogger } from '../../common/logger';
+import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../common/protocol';
 import { runDrill } from './drill';
-import type { DrillCall, DrillReport, DrillTarget } from './drill';
+import type { DrillCall, DrillTarget } from './drill';
 import { DrillFileError, emptyDrillFile, loadDrillFile } from './drill-file';
 import type { DrillFile } from './drill-file';
 import { checkListing, checkProgress } from './listing-checks';
 import type { Finding, SeenProgress } from './listing-checks';
-import { formatReport } from './plugin-report';
-
-/** What `oz0 plugin test` prints with --json. */
-export interface PluginTestReport {
-  server: string;
-  kind: ServerKind;
-  functions: string[];
-  drillFile?: string;
-  findings: Finding[];
-  samples: SampleReport[];
-  drill?: DrillReport;
-  /** False when any finding is an error or any drill case failed: the exit status is then 1. */
-  ok: boolean;
-}
-
-export interface SampleReport {
-  function: string;
-  answer: string;
-  progress: SeenProgress[];
-  /** A remote function that declares resume, called again with its last token: what it answered. */
-  resumed?: string;
-}
-
-/** The CLI's own helpers, handed in so this file does not import cli.ts (which imports it). */
-export interface CliHelpers {
-  withConfig(cmd: Command): Command;
-  zodArg<T>(schema: z.ZodType<T>): (value: string) => T;
-  print(data: unknown, json: boolean | undefined, text: () => string): void;
-  UsageError: new (message: string) => Error;
-}
+import type { PluginTestReport, SampleReport } from './report';
 
 /** One server, opened through a short-lived pool of its own, as a node opens it. */
 class OpenServer implements DrillTarget {
@@ -103,7 +71,7 @@ class OpenServer implements DrillTarget {
         {
           name: call.name,
           arguments: call.args,
-          _meta: { 'oz0/idempotency_key': call.key, ...(progressToken ? { progressToken } : {}) },
+          _meta: { [IDEMPOTENCY_KEY_META]: call.key, ...(progressToken ? { progressToken } : {}) },
         },
         undefined,
         { signal: call.signal, timeout: this.timeoutMs, maxTotalTimeout: this.timeoutMs },
@@ -119,7 +87,7 @@ class OpenServer implements DrillTarget {
     const seen: SeenProgress[] = [];
     const progressToken = `oz0-drill:${key}:${resume ? 'resume' : 'sample'}`;
     const unwatch = connection.watchProgress(progressToken, (p) => {
-      const token = (p._meta as Record<string, unknown> | undefined)?.['oz0/resume'];
+      const token = p._meta?.[RESUME_META];
       seen.push({
         progress: p.progress,
         ...(p.total !== undefined && { total: p.total }),
@@ -131,7 +99,7 @@ class OpenServer implements DrillTarget {
         {
           name,
           arguments: args,
-          _meta: { 'oz0/idempotency_key': key, progressToken, ...(resume ? { 'oz0/resume': resume } : {}) },
+          _meta: { [IDEMPOTENCY_KEY_META]: key, progressToken, ...(resume ? { [RESUME_META]: resume } : {}) },
         },
         undefined,
         { timeout: this.timeoutMs, maxTotalTimeout: this.timeoutMs },
@@ -210,7 +178,7 @@ async function runSamples(open: OpenServer, tools: Tool[], drill: DrillFile) {
       }
       findings.push(...checkProgress(tool, open.kind, seen));
       const last = [...seen].reverse().find((p) => typeof p.token === 'string');
-      if (open.kind === 'remote' && tool._meta?.['oz0/resume'] === true && last && !result.isError) {
+      if (open.kind === 'remote' && declaresResume(tool) && last && !result.isError) {
         // As oz0's next attempt would send it (P3): the last token and the progress reported with it.
         const again = await open.sample(name, sample.args, key, { token: last.token, progress: last.progress });
         report.resumed = text(again.result);
@@ -269,33 +237,4 @@ export async function pluginTest(
   } finally {
     await open.close();
   }
-}
-
-/** Adds `oz0 plugin test` to the CLI. */
-export function registerPluginCommands(program: Command, cli: CliHelpers): void {
-  const plugin = program.command('plugin').description('check an MCP server the way oz0 will use it');
-  cli
-    .withConfig(plugin.command('test'))
-    .description(
-      "check a server's listing (and the drill file's sample calls); with --drill, that a write made again under " +
-        'its key is made once. Exit 1 on an error finding or a failed case',
-    )
-    .argument('<server>', 'server name from the config', cli.zodArg(ServerNameSchema))
-    .option('--drill', 'run the drill: every write made again under its key, against its drill file')
-    .option('--drill-file <file>', 'the drill file (default: oz0.drill.json in the config’s folder)')
-    .option('--json', 'print JSON')
-    .action(async (server: string, opts: { config?: string; drill?: boolean; drillFile?: string; json?: boolean }) => {
-      const config = loadConfig({ file: opts.config });
-      if (!Object.hasOwn(config.servers, server))
-        throw new cli.UsageError(`the config (${config.source}) has no server named "${server}"`);
-      let report: PluginTestReport;
-      try {
-        report = await pluginTest(config, server, opts);
-      } catch (err) {
-        if (err instanceof DrillFileError) throw new cli.UsageError(err.message);
-        throw err;
-      }
-      cli.print(report, opts.json, () => formatReport(report));
-      if (!report.ok) process.exitCode = 1;
-    });
 }

@@ -3,9 +3,8 @@
  * what a call reported) in, findings out.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { ServerKind } from '../activities/servers/pool';
-import { RESUME_TOKEN } from '../activities/resume';
-import { honoursKey } from '../activities/verdicts';
+import type { ServerKind } from '../../common/config';
+import { IDEMPOTENCY_KEY_META, RESUME_META, RESUME_TOKEN, declaresResume, honoursKey } from '../../common/protocol';
 
 /** An error makes `oz0 plugin test` exit 1; a warning is only shown. */
 export type Severity = 'error' | 'warning';
@@ -31,8 +30,8 @@ export function checkTool(tool: Tool, kind: ServerKind): Finding[] {
     out.push({ severity, function: tool.name, check, message });
   const hints = tool.annotations ?? {};
   const meta = tool._meta ?? {};
-  const keyMeta = meta['oz0/idempotency_key'];
-  const resumeMeta = meta['oz0/resume'];
+  const keyMeta = meta[IDEMPOTENCY_KEY_META];
+  const resumeMeta = meta[RESUME_META];
 
   if (keyMeta !== undefined && keyMeta !== true) {
     add(
@@ -109,7 +108,7 @@ export function checkProgress(tool: Tool, kind: ServerKind, seen: SeenProgress[]
   const out: Finding[] = [];
   const add = (severity: Severity, check: string, message: string) =>
     out.push({ severity, function: tool.name, check, message });
-  const declares = tool._meta?.['oz0/resume'] === true;
+  const declares = declaresResume(tool);
   let last = -Infinity;
   seen.forEach((p, i) => {
     if (!Number.isFinite(p.progress) || p.progress <= last) {

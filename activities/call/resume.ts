@@ -2,17 +2,26 @@
  * Progress that survives attempts, and resume for remote servers (SPEC P2-P6). Pure: what the next attempt
  * sends and what the trace says about it.
  */
-import type { CallProgressState } from '../workflows/definitions';
-import type { ServerKind } from './servers/pool';
+import type { ServerKind } from '../servers/pool';
+import { CallProgressStateSchema } from '../../common/schemas';
+import type { CallProgressState } from '../../common/schemas';
 
-/** P3: letters, digits and `._:~+/=-`, 1-256 characters. */
-export const RESUME_TOKEN = /^[A-Za-z0-9._:~+/=-]{1,256}$/;
-
-/** The resume token a progress notification carries in `_meta["oz0/resume"]`: valid, invalid, or none. */
-export function resumeTokenOf(meta: unknown): { token: string } | { invalid: true } | undefined {
-  const value = (meta as Record<string, unknown> | undefined)?.['oz0/resume'];
-  if (value === undefined) return undefined;
-  return typeof value === 'string' && RESUME_TOKEN.test(value) ? { token: value } : { invalid: true };
+/** What the attempts before this one left in the heartbeat, with a `lost` record for any that left nothing. */
+export function readPriorState(details: unknown, attempt: number): CallProgressState {
+  const parsed = CallProgressStateSchema.safeParse(details ?? {});
+  const state: CallProgressState = parsed.success ? parsed.data : { attempts: [] };
+  const attempts = state.attempts.filter((a) => a.attempt < attempt);
+  const recorded = new Set(attempts.map((a) => a.attempt));
+  for (let k = 1; k < attempt; k++) {
+    if (!recorded.has(k))
+      attempts.push({
+        attempt: k,
+        outcome: 'lost',
+        note: "the attempt ended without a word: its node was lost or it ran past Temporal's timeout",
+      });
+  }
+  attempts.sort((a, b) => a.attempt - b.attempt);
+  return { ...state, attempts };
 }
 
 export interface ResumePlan {

@@ -9,12 +9,12 @@
  * caught up, for every retry (B6), and before any refusal.
  */
 import type { Client } from '@temporalio/client';
-import { readPolicy } from '../client/policy';
-import { PolicyWatch } from './policy-watch';
-import type { PolicyTarget } from '../client/policy';
-import { ALL_TENANTS, killedBy } from '../workflows/policy-rules';
-import type { TenantState } from '../workflows/policy-rules';
-import type { Logger } from '../worker/logger';
+import { readPolicy } from '../../common/policy-client';
+import { PolicyWatch } from './watch';
+import type { PolicyTarget } from '../../common/policy-client';
+import { ALL_TENANTS, killedBy } from '../../workflows/policy-rules';
+import type { Logger } from '../../common/logger';
+import type { TenantState } from '../../common/schemas';
 
 export interface RunningCall {
   tenant: string;

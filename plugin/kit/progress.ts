@@ -4,13 +4,11 @@
  */
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
-import { z } from 'zod';
-import { RESUME_TOKEN } from '../activities/resume';
+import { RESUME_META, RESUME_TOKEN, ResumeRequestSchema } from '../../common/protocol';
+import type { ResumeRequest } from '../../common/protocol';
 
-export { RESUME_TOKEN };
-
-/** `_meta` key of the resume token in a progress notification, and of the resume request in a later attempt. */
-export const RESUME_META = 'oz0/resume';
+export { RESUME_META, RESUME_TOKEN };
+export type { ResumeRequest };
 
 /** What {@link progress} needs of a tool handler's `extra`: its `_meta` and a way to send a notification. */
 export type ProgressExtra = Pick<RequestHandlerExtra<ServerRequest, ServerNotification>, '_meta' | 'sendNotification'>;
@@ -54,14 +52,6 @@ export async function progress(extra: ProgressExtra, value: number, total?: numb
     },
   });
 }
-
-const ResumeRequestSchema = z.object({
-  token: z.string().regex(RESUME_TOKEN),
-  progress: z.number().finite().min(0),
-});
-
-/** A later attempt's resume request: the last token this function reported, and the progress reported with it. */
-export type ResumeRequest = z.infer<typeof ResumeRequestSchema>;
 
 /**
  * The request's `_meta["oz0/resume"]`, `{ token, progress }`, when this attempt is to go on from where an earlier one

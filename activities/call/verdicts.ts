@@ -3,12 +3,8 @@
  * to a retry. No I/O, unit-tested on their own.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { ServerKind } from './servers/pool';
-
-/** A function honours the key when its listing says `_meta["oz0/idempotency_key"] === true`. */
-export function honoursKey(tool: Pick<Tool, '_meta'>): boolean {
-  return tool._meta?.['oz0/idempotency_key'] === true;
-}
+import { honoursKey } from '../../common/protocol';
+import type { ServerKind } from '../servers/pool';
 
 /**
  * SPEC "Words": a call may be made again when its function only reads, or is idempotent and honours the
@@ -36,25 +32,6 @@ export function attemptLimitMs(timeoutSeconds: number): number {
 
 /** B2/B3: a busy server's wait above which oz0 does not retry: the job reads the error instead. */
 export const MAX_BUSY_WAIT_SECONDS = 60;
-
-/** B1: a busy answer is an error result with `_meta["oz0/retryable"] === true`, and maybe a wait in seconds. */
-export function busyOf(result: {
-  isError?: boolean;
-  _meta?: Record<string, unknown>;
-}): { retryAfter?: number } | undefined {
-  if (result.isError !== true || result._meta?.['oz0/retryable'] !== true) return undefined;
-  const wait = result._meta['oz0/retry_after'];
-  return typeof wait === 'number' && Number.isFinite(wait) && wait >= 0 ? { retryAfter: wait } : {};
-}
-
-/** B4: an HTTP Retry-After header, in seconds: a number of seconds or an HTTP date; anything else is none. */
-export function parseRetryAfter(header: string | null | undefined, now = Date.now()): number | undefined {
-  if (!header) return undefined;
-  const text = header.trim();
-  if (/^\d+$/.test(text)) return Number(text);
-  const date = Date.parse(text);
-  return Number.isNaN(date) ? undefined : Math.max(0, (date - now) / 1000);
-}
 
 /** A wait in words, as a person (or a model) reads it. */
 export function waitInWords(seconds: number): string {

@@ -4,8 +4,9 @@
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 
-/** The `_meta` key oz0 puts on every tools/call it sends, the same on every attempt of one call (K1). */
-export const IDEMPOTENCY_KEY_META = 'oz0/idempotency_key';
+import { IDEMPOTENCY_KEY_META } from '../../common/protocol';
+
+export { IDEMPOTENCY_KEY_META };
 
 /**
  * The longest key the kit accepts. oz0's own keys are far shorter (a job id of at most 200 characters plus a few

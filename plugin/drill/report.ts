@@ -1,5 +1,28 @@
 /** `oz0 plugin test`'s report as a person reads it: the findings, the samples, and the drill, as tables. */
-import type { PluginTestReport } from './plugin-test';
+import type { ServerKind } from '../../activities/servers/pool';
+import type { DrillReport } from './drill';
+import type { Finding, SeenProgress } from './listing-checks';
+
+/** What `oz0 plugin test` prints with --json. */
+export interface PluginTestReport {
+  server: string;
+  kind: ServerKind;
+  functions: string[];
+  drillFile?: string;
+  findings: Finding[];
+  samples: SampleReport[];
+  drill?: DrillReport;
+  /** False when any finding is an error or any drill case failed: the exit status is then 1. */
+  ok: boolean;
+}
+
+export interface SampleReport {
+  function: string;
+  answer: string;
+  progress: SeenProgress[];
+  /** A remote function that declares resume, called again with its last token: what it answered. */
+  resumed?: string;
+}
 
 /** Columns padded to their widest cell; the last column is not padded. */
 function table(header: string[], rows: string[][]): string[] {

@@ -3,11 +3,9 @@
  * waits and retries inside the tool (B5): oz0's retry is the only one.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { RETRY_AFTER_META, RETRYABLE_META, busyOf } from '../../common/protocol';
 
-/** `_meta` key that marks an error result as busy: oz0 may try the call again (B1, B2). */
-export const RETRYABLE_META = 'oz0/retryable';
-/** `_meta` key with the wait, in seconds, the service asked for (B1). */
-export const RETRY_AFTER_META = 'oz0/retry_after';
+export { RETRY_AFTER_META, RETRYABLE_META };
 
 /**
  * The answer for a call whose service is busy: `isError: true` with `_meta["oz0/retryable"]: true` and, when given,
@@ -34,7 +32,5 @@ export function busy(retryAfter?: number, text?: string): CallToolResult {
 
 /** Whether a result is a busy answer (B1). The key store never keeps one: nothing was done, so a retry must act. */
 export function isBusy(result: unknown): boolean {
-  if (result === null || typeof result !== 'object') return false;
-  const { isError, _meta } = result as { isError?: unknown; _meta?: Record<string, unknown> };
-  return isError === true && _meta?.[RETRYABLE_META] === true;
+  return busyOf(result) !== undefined;
 }

@@ -5,11 +5,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { TOOL_PATTERN } from '../workflows/definitions';
-import { eitherBy, formatPath } from '../workflows/schemas';
+import { DecisionSchema, PatternSchema, ServerNameSchema, TenantNameSchema, eitherBy, formatPath } from './schemas';
 import type { ToolSettings } from '../workflows/definitions';
-
-const name = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a server name is 1-64 letters, digits, "_" or "-"');
+import { splitTool } from '../workflows/checks';
 
 const StdioServerSchema = z.strictObject({
   command: z.string().min(1),
@@ -32,12 +30,6 @@ const ServerSchema = eitherBy(
   'a server is { "command": …, "args": […] } (stdio) or { "url": … } (Streamable HTTP)',
 );
 
-const ToolPatternSchema = z
-  .string()
-  .refine((p) => p === '*' || /^[A-Za-z0-9_-]+\.\*$/.test(p) || TOOL_PATTERN.test(p), {
-    error: 'a tool pattern is "server.function", "server.*" or "*"',
-  });
-
 const ToolSettingsSchema = z.strictObject({
   timeoutSeconds: z
     .number()
@@ -47,11 +39,9 @@ const ToolSettingsSchema = z.strictObject({
   maxAttempts: z.number().int().min(1).max(100).optional(),
 });
 
-export const PolicyDecisionSchema = z.enum(['allow', 'deny', 'ask']);
-
 const TenantSchema = z.strictObject({
   /** Seeds the tenant's policy workflow the first time it starts; `oz0 policy set` changes it after. */
-  policy: z.record(ToolPatternSchema, PolicyDecisionSchema).default({}),
+  policy: z.record(PatternSchema, DecisionSchema).default({}),
 });
 
 export const ConfigSchema = z.strictObject({
@@ -67,9 +57,9 @@ export const ConfigSchema = z.strictObject({
       policyTaskQueue: z.string().min(1).default('oz0-policy'),
     })
     .prefault({}),
-  servers: z.record(name, ServerSchema).default({}),
-  tools: z.record(ToolPatternSchema, ToolSettingsSchema).default({}),
-  tenants: z.record(z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/), TenantSchema).default({}),
+  servers: z.record(ServerNameSchema, ServerSchema).default({}),
+  tools: z.record(PatternSchema, ToolSettingsSchema).default({}),
+  tenants: z.record(TenantNameSchema, TenantSchema).default({}),
   jobs: z.strictObject({ continueAsNewAfterCalls: z.number().int().min(1).default(1000) }).prefault({}),
   node: z
     .strictObject({
@@ -158,7 +148,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
 
 /** The settings of a tool: its own entry, else `server.*`, else `*`, else the defaults — field by field. */
 export function toolSettings(config: Pick<Config, 'tools'>, tool: string): ToolSettings {
-  const server = tool.slice(0, tool.indexOf('.'));
+  const { server } = splitTool(tool);
   const layers = [config.tools['*'], config.tools[`${server}.*`], config.tools[tool]];
   const out = { ...DEFAULT_TOOL_SETTINGS };
   for (const layer of layers) {
@@ -170,4 +160,11 @@ export function toolSettings(config: Pick<Config, 'tools'>, tool: string): ToolS
 
 export function isRemote(server: ServerConfig): server is RemoteServerConfig {
   return 'url' in server;
+}
+
+/** SPEC "Words": a shared plugin process, a job's own sandboxed process, or a remote Streamable HTTP server. */
+export type ServerKind = 'plugin' | 'sandbox' | 'remote';
+
+export function serverKind(server: ServerConfig): ServerKind {
+  return isRemote(server) ? 'remote' : server.sandbox ? 'sandbox' : 'plugin';
 }

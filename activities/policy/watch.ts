@@ -11,10 +11,10 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import type { Logger } from '../worker/logger';
-import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../workflows/policy-rules';
-import type { Decision, TenantState } from '../workflows/policy-rules';
-import { PolicyInputSchema, TenantStateSchema } from '../workflows/schemas';
+import type { Logger } from '../../common/logger';
+import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../../workflows/policy-rules';
+import { PolicyInputSchema, TenantStateSchema } from '../../common/schemas';
+import type { Decision, TenantState } from '../../common/schemas';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 

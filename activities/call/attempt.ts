@@ -1,0 +1,434 @@
+/**
+ * One attempt of one call: one MCP `tools/call`, with its key, its time limit, its cancellation and its heartbeats.
+ * Temporal's activity retry is the only retry layer (B5): an attempt never tries twice.
+ *
+ * An attempt reads top to bottom in three phases, its state held by one {@link Attempt}:
+ * - prepare: a lease on the server, its listing, the tenant's policy verdict, whether the call may be made again,
+ *   and the resume plan (nothing is sent yet, so every failure here says so);
+ * - send: the request, with its stop (job cancel, kill switch, time limit, node shutdown) and its progress;
+ * - settle: the outcome, its record in the trace, and what Temporal is told (an answer, a retry, or the end).
+ */
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import type { ActivityCancellationDetails } from '@temporalio/common';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from '../../common/logger';
+import { IDEMPOTENCY_KEY_META, RESUME_META, busyOf, declaresResume, resumeTokenOf } from '../../common/protocol';
+import type { ResumeRequest } from '../../common/protocol';
+import type { CallProgressState, Outcome, Progress } from '../../common/schemas';
+import { splitTool } from '../../workflows/checks';
+import { FailureType } from '../../workflows/definitions';
+import type { CallInput, CallOutput } from '../../workflows/definitions';
+import { listingDigest, verdict } from '../../workflows/policy-rules';
+import type { Verdict } from '../../workflows/policy-rules';
+import type { PolicyGate, PolicyRead } from '../policy/gate';
+import { OutcomeUnknown } from '../servers/errors';
+import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
+import { readPriorState, resumePlan } from './resume';
+import { attemptLimitMs, busyVerdict, mayBeMadeAgain } from './verdicts';
+
+export interface NodeIdentity {
+  /** Human-readable name of this node, e.g. `host/1234`. */
+  id: string;
+  /** This node's own task queue (sandbox clean-up, sessions). */
+  queue: string;
+}
+
+export interface CallDeps {
+  pool: ServerPool;
+  gate: PolicyGate;
+  /** A first attempt may use a policy read this recent; a retry always reads it anew (B6). */
+  policyMaxAgeMs: number;
+  logger: Logger;
+  node: NodeIdentity;
+  /** How often a running attempt heartbeats; a cancel reaches it within about this long. */
+  heartbeatMs: number;
+}
+
+/** An answer larger than this is not handed to the job: it would not fit Temporal's history. */
+export const MAX_RESULT_BYTES = 1024 * 1024;
+
+const IGNORED_TOKEN = 'ignored an invalid resume token';
+
+/** Why an attempt's request was stopped, in the trace's words; the first cause wins. */
+interface StopCause {
+  outcome: Outcome;
+  text: string;
+}
+
+/** Why Temporal asked the activity to stop, from its cancellation details (never from message text). */
+export function cancelCause(details: ActivityCancellationDetails | undefined): StopCause {
+  if (details?.cancelRequested) return { outcome: 'cancelled', text: 'oz0: job cancelled' };
+  if (details?.workerShutdown) return { outcome: 'lost', text: 'oz0: node shutting down' };
+  if (details?.timedOut) return { outcome: 'timeout', text: "oz0: Temporal's timeout for the attempt passed" };
+  if (details?.paused) return { outcome: 'failed', text: 'oz0: the call was paused in Temporal' };
+  if (details?.reset) return { outcome: 'failed', text: 'oz0: the call was reset in Temporal' };
+  if (details?.notFound) return { outcome: 'cancelled', text: 'oz0: Temporal no longer knows this attempt' };
+  return { outcome: 'cancelled', text: 'oz0: stopped by Temporal' };
+}
+
+/** An attempt that prepare ended before anything was sent, or settle ended without an answer for the job. */
+class AttemptEnd extends Error {
+  constructor(
+    readonly outcome: Outcome,
+    readonly note: string,
+    readonly failure: { type: string; retryable: boolean; message?: string },
+  ) {
+    super(failure.message ?? note);
+  }
+}
+
+/** What prepare hands to send. */
+interface Prepared {
+  connection: ServerConnection;
+  fn: string;
+  /** P3: `_meta["oz0/resume"]` for this request, when it goes on from an earlier attempt. */
+  resume?: ResumeRequest;
+  /** P3/P6: progress tokens are taken from this function (a remote one that declares resume). */
+  takesTokens: boolean;
+}
+
+export function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput> {
+  return new Attempt(deps, input).run();
+}
+
+class Attempt {
+  private readonly ctx = Context.current();
+  private readonly n = this.ctx.info.attempt;
+  private readonly last: boolean;
+  /** C6: the attempt's clock starts when it got its slot on the node, i.e. now. */
+  private readonly startedAt = Date.now();
+  /** What the heartbeat carries: the call, its progress and the attempts so far, for the UI and the next attempt. */
+  private readonly state: CallProgressState;
+  private progress?: Progress;
+  /** P5: how this attempt started (resumed, or started over and why), and tokens it ignored. */
+  private readonly notes: string[] = [];
+  /** One request per attempt, so one stop: a fresh controller (a shared signal would leak listeners). */
+  private readonly controller = new AbortController();
+  private stopCause?: StopCause;
+  private lease?: Lease;
+  /** SPEC "Words": this call may be made again; known once prepare has read the listing and the policy. */
+  private again = false;
+  private sent = false;
+
+  constructor(
+    private readonly deps: CallDeps,
+    private readonly input: CallInput,
+  ) {
+    this.last = this.n >= input.maxAttempts;
+    this.state = { ...readPriorState(this.ctx.info.heartbeatDetails, this.n), tool: input.tool, key: input.key };
+  }
+
+  async run(): Promise<CallOutput> {
+    const { ctx } = this;
+    // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
+    // a word is read as lost. A call that runs longer than heartbeatMs beats from then on (and hears a cancel).
+    const heartbeats = setInterval(() => this.beat(), this.deps.heartbeatMs);
+    // C5: registered before the policy is read, so a kill switch thrown from here on stops this call too.
+    const unregister = this.deps.gate.register({
+      tenant: this.input.tenant,
+      tool: this.input.tool,
+      stop: (why) => this.stop({ outcome: 'killed', text: why }),
+    });
+    const onCancel = () => this.stop(cancelCause(ctx.cancellationDetails));
+    if (ctx.cancellationSignal.aborted) onCancel();
+    else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+    try {
+      const prepared = await this.prepare();
+      return this.settle(await this.send(prepared));
+    } catch (err) {
+      return await this.settleFailure(err);
+    } finally {
+      ctx.cancellationSignal.removeEventListener('abort', onCancel);
+      unregister();
+      clearInterval(heartbeats);
+      this.lease?.release();
+    }
+  }
+
+  // ---- prepare: lease, listing, policy verdict, resume plan; nothing is sent ----
+
+  private async prepare(): Promise<Prepared> {
+    const { deps, input } = this;
+    const { server, fn } = splitTool(input.tool);
+    if (!deps.pool.serverConfig(server)) {
+      const why = `this node has no server named "${server}"`;
+      throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
+    }
+    let tools: Tool[];
+    try {
+      this.lease = await deps.pool.acquire(server, input.jobId);
+      // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
+      tools = await this.lease.connection.listTools(this.lease.connection.kind === 'remote');
+    } catch (err) {
+      const message = (err as Error).message;
+      if (err instanceof OutcomeUnknown) {
+        // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
+        throw new AttemptEnd('failed', `outcome unknown: ${message}`, {
+          type: FailureType.attemptFailed,
+          retryable: false,
+          message: `${input.tool}: ${message}`,
+        });
+      }
+      throw this.nothingSent(
+        `the server was not reachable: ${message}`,
+        `server "${server}" was not reachable: ${message}`,
+      );
+    }
+    const { connection } = this.lease;
+    const tool = tools.find((t) => t.name === fn);
+    if (!tool) {
+      const why = `server "${server}" has no function "${fn}"`;
+      throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
+    }
+    const allowed = await this.policyVerdict(server, tools, connection.kind === 'remote');
+    if (!allowed.allowed) {
+      throw new AttemptEnd('refused', allowed.why, {
+        type: FailureType.refused,
+        retryable: false,
+        message: `${input.tool}: refused: ${allowed.why}`,
+      });
+    }
+    // Stopped while it prepared (settle reads the cause): nothing was sent.
+    if (this.stopCause) throw new Error('stopped before the request was sent');
+    this.again = mayBeMadeAgain(tool, connection.kind, allowed.approved);
+    if (this.n > 1 && !this.again && !(this.state.unsent ?? []).includes(this.n - 1)) {
+      throw new AttemptEnd(
+        'lost',
+        'not made again: the attempt before may have run, and this function may not be made twice',
+        {
+          type: FailureType.mayHaveRun,
+          retryable: false,
+          message: `${input.tool} (key ${input.key}) may have run: not made again`,
+        },
+      );
+    }
+    const plan = this.again
+      ? resumePlan({ attempt: this.n, kind: connection.kind, declaresResume: declaresResume(tool), prior: this.state })
+      : {};
+    if (plan.note) this.notes.push(plan.note);
+    return { connection, fn, resume: plan.meta, takesTokens: connection.kind === 'remote' && declaresResume(tool) };
+  }
+
+  /**
+   * A1-A3, B6, C5: the tenant's current policy, kill switches and approvals. A first attempt may be checked against
+   * the node's live copy; a retry reads anew (B6), and so does a refusal.
+   */
+  private async policyVerdict(server: string, tools: Tool[], remote: boolean): Promise<Verdict> {
+    const { deps, input } = this;
+    const check = (policy: PolicyRead) =>
+      verdict({
+        ...policy,
+        tool: input.tool,
+        remote,
+        listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
+      });
+    try {
+      const policy = await deps.gate.read(input.tenant, this.n > 1 ? 0 : deps.policyMaxAgeMs, this.n === 1);
+      const first = check(policy);
+      return !first.allowed && policy.watched ? check(await deps.gate.read(input.tenant, 0)) : first;
+    } catch (err) {
+      // Without the tenant's policy nothing is sent; the call may try again.
+      const message = (err as Error).message;
+      throw this.nothingSent(
+        `could not read the tenant's policy: ${message}`,
+        `could not read the policy of ${input.tenant}: ${message}`,
+      );
+    }
+  }
+
+  /** An end before anything was sent: any call may try again, and the next attempt knows it may (`unsent`). */
+  private nothingSent(note: string, message: string): AttemptEnd {
+    this.state.unsent = [...(this.state.unsent ?? []), this.n];
+    return new AttemptEnd('failed', note, { type: FailureType.attemptFailed, retryable: true, message });
+  }
+
+  // ---- send: the request, its stop, its progress ----
+
+  private async send(p: Prepared): Promise<CallToolResult> {
+    const { input } = this;
+    const remaining = attemptLimitMs(input.timeoutSeconds) - (Date.now() - this.startedAt);
+    const limit = setTimeout(
+      () => this.stop({ outcome: 'timeout', text: `oz0: time limit: ${input.timeoutSeconds} s less its margin` }),
+      Math.max(0, remaining),
+    );
+    // P1: only a call that may be made again asks for progress, under a token of its own.
+    const progressToken = this.again ? `oz0:${input.key}:${this.n}` : undefined;
+    const unwatch = progressToken ? p.connection.watchProgress(progressToken, (n) => this.onProgress(n, p)) : undefined;
+    this.sent = true;
+    try {
+      const raw = await p.connection.client.callTool(
+        {
+          name: p.fn,
+          arguments: input.args,
+          _meta: {
+            [IDEMPOTENCY_KEY_META]: input.key,
+            ...(progressToken ? { progressToken } : {}),
+            ...(p.resume ? { [RESUME_META]: p.resume } : {}),
+          },
+        },
+        undefined,
+        {
+          signal: this.controller.signal,
+          // The request never outlives the attempt's own limit; never the SDK's 60 s default.
+          timeout: Math.max(1, remaining) + 5000,
+          maxTotalTimeout: Math.max(1, remaining) + 5000,
+        },
+      );
+      return normaliseResult(raw);
+    } finally {
+      unwatch?.();
+      clearTimeout(limit);
+    }
+  }
+
+  /** The first stop names the cause; the MCP request is cancelled with its words as the reason (C2). */
+  private stop(why: StopCause): void {
+    this.stopCause ??= why;
+    this.controller.abort(this.stopCause.text);
+  }
+
+  /** P1, P3: a progress notification for this attempt's request; progress must increase within one request. */
+  private onProgress(n: { progress: number; total?: number; _meta?: Record<string, unknown> }, p: Prepared): void {
+    if (!Number.isFinite(n.progress) || (this.progress && n.progress <= this.progress.progress)) return;
+    this.progress = typeof n.total === 'number' ? { progress: n.progress, total: n.total } : { progress: n.progress };
+    this.state.progress = this.progress.progress;
+    this.state.total = this.progress.total;
+    const token = p.takesTokens ? resumeTokenOf(n._meta) : undefined;
+    if (token && 'token' in token) {
+      this.state.token = token.token;
+      this.state.tokenProgress = this.progress;
+    } else if (token) {
+      this.state.invalidToken = true;
+      if (!this.notes.includes(IGNORED_TOKEN)) this.notes.push(IGNORED_TOKEN);
+    }
+    this.beat();
+  }
+
+  private beat(): void {
+    this.ctx.heartbeat(this.state);
+  }
+
+  // ---- settle: the outcome, its record, what Temporal is told ----
+
+  /** An answer came: an oversize one costs the attempt, a busy one is B2/B3, any other goes to the job. */
+  private settle(result: CallToolResult): CallOutput {
+    const size = Buffer.byteLength(JSON.stringify(result));
+    if (size > MAX_RESULT_BYTES) {
+      // The same call would answer the same again: oversize is not transient, so there is no next attempt.
+      throw new AttemptEnd('failed', `the answer was ${(size / 1024 / 1024).toFixed(1)} MB, over oz0's limit of 1 MB`, {
+        type: FailureType.attemptFailed,
+        retryable: false,
+        message: `${this.input.tool} answered ${size} bytes, over the 1 MB limit`,
+      });
+    }
+    const busy = busyOf(result);
+    if (busy) return this.settleBusy(result, busy.retryAfter);
+    this.record(result.isError ? 'error' : 'ok');
+    return this.output(result);
+  }
+
+  /** B2/B3: a busy server: try again after its wait, or hand its error to the job with the wait in words. */
+  private settleBusy(result: CallToolResult, retryAfter: number | undefined): CallOutput {
+    const busy = busyVerdict({ again: this.again, lastAttempt: this.last, retryAfter });
+    this.record('busy', busy.note);
+    if (busy.retry) {
+      this.handOn();
+      // One retry layer (B5): Temporal waits, not oz0; maximumInterval is 60 s so this delay is never cut short.
+      throw ApplicationFailure.create({
+        type: FailureType.busy,
+        message: `${this.input.tool}: the server is busy; ${busy.note.replace(/^busy: /, '')}`,
+        nextRetryDelay: busy.delayMs,
+        details: [this.state],
+      });
+    }
+    return this.output({ ...result, content: [...(result.content ?? []), { type: 'text', text: busy.words }] });
+  }
+
+  /** No answer for the job: prepare ended the attempt, a stop cut the request, or the request failed. */
+  private async settleFailure(err: unknown): Promise<never> {
+    if (err instanceof ApplicationFailure) throw err;
+    if (err instanceof AttemptEnd) return this.fail(err.outcome, err.note, err.failure);
+    if (this.stopCause) return this.stopped(this.stopCause);
+    const message = (err as Error).message ?? String(err);
+    this.deps.logger.warn({ tool: this.input.tool, key: this.input.key, err: message }, 'attempt failed');
+    return this.fail('failed', `outcome unknown: ${message}`, {
+      type: FailureType.attemptFailed,
+      retryable: this.again,
+      message: `${this.input.tool}: ${message}`,
+    });
+  }
+
+  /** An attempt that a stop ended: cancelled, killed, past its time limit, or its node going down. */
+  private async stopped(why: StopCause): Promise<never> {
+    const { deps, input } = this;
+    const { connection } = this.lease ?? {};
+    // C3: a stopped call on a sandboxed server stops that server's whole process tree too (C7: before the next).
+    if (this.sent && connection?.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
+    if (!this.sent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
+    if (why.outcome === 'cancelled') {
+      this.record(why.outcome, why.text);
+      throw new CancelledFailure(why.text, [this.state]);
+    }
+    // A call stopped before it was sent, or one that may be made again, may have a next attempt (on another node).
+    const retryable = !this.sent || this.again;
+    const type = {
+      lost: FailureType.nodeShutdown,
+      killed: FailureType.killed,
+      timeout: FailureType.timeLimit,
+    }[why.outcome as 'lost' | 'killed' | 'timeout'];
+    return this.fail(why.outcome, why.text, {
+      type: type ?? FailureType.attemptFailed,
+      retryable: why.outcome === 'killed' ? false : retryable,
+      message: `${input.tool}: ${why.text}`,
+    });
+  }
+
+  /** Records the attempt, hands it on when there may be a next attempt, and tells Temporal how it ended. */
+  private fail(outcome: Outcome, note: string, failure: { type: string; retryable: boolean; message?: string }): never {
+    this.record(outcome, note);
+    if (failure.retryable) this.handOn();
+    throw ApplicationFailure.create({
+      type: failure.type,
+      message: failure.message ?? note,
+      nonRetryable: !failure.retryable,
+      details: [this.state],
+    });
+  }
+
+  /** This attempt's line in the trace, with its start notes (P5) and the last progress it saw. */
+  private record(outcome: Outcome, why?: string): void {
+    const note = [...this.notes, why].filter(Boolean).join('; ');
+    this.state.attempts = [
+      ...this.state.attempts,
+      { attempt: this.n, outcome, ...(note ? { note } : {}), ...(this.progress ? { progress: this.progress } : {}) },
+    ];
+  }
+
+  /** The next attempt reads what this one left from the last heartbeat (P2): the record goes out in one. */
+  private handOn(): void {
+    this.beat();
+  }
+
+  /** The job's view of an answer: content, structured content, isError, _meta; and the trace of its attempts. */
+  private output(result: CallToolResult): CallOutput {
+    return {
+      result: {
+        isError: result.isError === true,
+        content: result.content ?? [],
+        ...(result.structuredContent ? { structuredContent: result.structuredContent } : {}),
+        ...(result._meta ? { _meta: result._meta } : {}),
+      },
+      attempts: this.state.attempts,
+      node: this.deps.node.id,
+      ...(this.lease?.connection.kind === 'sandbox' ? { sandboxQueue: this.deps.node.queue } : {}),
+    };
+  }
+}
+
+function normaliseResult(raw: unknown): CallToolResult {
+  const r = raw as CallToolResult & { toolResult?: unknown };
+  if (r.toolResult !== undefined && r.content === undefined) {
+    return { content: [{ type: 'text', text: JSON.stringify(r.toolResult) }], isError: false };
+  }
+  return r;
+}

@@ -1,0 +1,101 @@
+/**
+ * One live MCP session with one server: its client, its listing (read once and again on list_changed), the progress
+ * watchers of the calls running on it, and how many attempts use it.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { ProgressNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, ProgressNotification, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { ServerKind } from '../../common/config';
+
+/** How long a server has to answer `initialize` or a page of `tools/list` before the attempt fails. */
+export const CONNECT_TIMEOUT_MS = 30_000;
+
+export type ProgressParams = ProgressNotification['params'];
+
+export class ServerConnection {
+  private listing?: Promise<Tool[]>;
+  private readonly progressWatchers = new Map<string, (params: ProgressParams) => void>();
+  private inUse = 0;
+  lastUsed = Date.now();
+  closed = false;
+
+  constructor(
+    readonly server: string,
+    readonly kind: ServerKind,
+    readonly client: Client,
+    private readonly transport: Transport,
+  ) {
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      this.listing = undefined;
+    });
+  }
+
+  /** The server's tools, cached for the session until it says its list changed; `fresh` reads them anew. */
+  listTools(fresh = false): Promise<Tool[]> {
+    if (fresh) this.listing = undefined;
+    this.listing ??= this.fetchListing();
+    return this.listing;
+  }
+
+  private async fetchListing(): Promise<Tool[]> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    try {
+      do {
+        const page = await this.client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor && tools.length < 10_000);
+    } catch (err) {
+      this.listing = undefined;
+      throw err;
+    }
+    return tools;
+  }
+
+  /**
+   * Calls fn with each progress notification for `token`, as it arrives. oz0 reads progress off the transport
+   * itself: the SDK hands notifications on a tick later than responses, so it drops the last progress a server
+   * sends just before its answer.
+   */
+  watchProgress(token: string, fn: (params: ProgressParams) => void): () => void {
+    this.progressWatchers.set(token, fn);
+    return () => this.progressWatchers.delete(token);
+  }
+
+  /**
+   * Takes the notifications oz0 asked for; true when the message was one of them. A progress notification for a
+   * token nobody watches (a call already stopped) is swallowed too: the SDK would only log it as unknown.
+   */
+  takeProgress(message: JSONRPCMessage): boolean {
+    if (!('method' in message) || message.method !== 'notifications/progress') return false;
+    const parsed = ProgressNotificationSchema.safeParse(message);
+    if (!parsed.success) return false;
+    this.progressWatchers.get(String(parsed.data.params.progressToken))?.(parsed.data.params);
+    return true;
+  }
+
+  get busy(): boolean {
+    return this.inUse > 0;
+  }
+
+  use(): () => void {
+    this.inUse++;
+    this.lastUsed = Date.now();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.inUse--;
+      this.lastUsed = Date.now();
+    };
+  }
+
+  /** Ends the session; for a process, stops its whole tree first. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.transport.close();
+    await this.client.close().catch(() => undefined);
+  }
+}

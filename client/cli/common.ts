@@ -1,0 +1,83 @@
+/** What every command group of the CLI shares: config, a Temporal client per command, output, argument checks. */
+import fs from 'node:fs';
+import readline from 'node:readline';
+import type { Command } from 'commander';
+import { InvalidArgumentError } from 'commander';
+import type { z } from 'zod';
+import { loadConfig } from '../../common/config';
+import type { LoadedConfig } from '../../common/config';
+import { connectJobClient } from '../jobs';
+import type { JobClient } from '../jobs';
+import { JobIdSchema } from '../../common/schemas';
+
+/** A user error: printed as one line, exit status 2, no stack. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export interface ConfigOpts {
+  config?: string;
+}
+
+/** Adds `--config` to a command. */
+export function withConfig(cmd: Command): Command {
+  return cmd.option('--config <file>', 'config file (default: ./oz0.config.json or $OZ0_CONFIG)');
+}
+
+export function config(opts: ConfigOpts): LoadedConfig {
+  return loadConfig({ file: opts.config });
+}
+
+/** Connects to Temporal for one command and closes the connection after it. */
+export async function withJobClient<T>(cfg: LoadedConfig, fn: (jc: JobClient) => Promise<T>): Promise<T> {
+  const jc = await connectJobClient(cfg.temporal);
+  try {
+    return await fn(jc);
+  } finally {
+    await jc.close();
+  }
+}
+
+/** Data on stdout: JSON with --json, else the text a person reads. */
+export function print(data: unknown, json: boolean | undefined, text: () => string): void {
+  process.stdout.write(json ? `${JSON.stringify(data, null, 2)}\n` : `${text()}\n`);
+}
+
+/** A commander argument parser from a zod schema: the schema's first message is the error. */
+export function zodArg<T>(schema: z.ZodType<T>) {
+  return (value: string): T => {
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues[0].message);
+    return parsed.data;
+  };
+}
+
+export const jobIdArg = zodArg(JobIdSchema);
+
+export function portArg(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidArgumentError('a port is 1-65535');
+  return port;
+}
+
+/** Asks on stderr, reads one line from stdin: yes only for y or yes. */
+export async function confirm(question: string): Promise<boolean> {
+  const rl = readline.createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await new Promise<string>((resolve) => {
+      rl.question(question, resolve);
+      rl.once('close', () => resolve(''));
+    });
+    return /^y(es)?$/i.test(answer.trim());
+  } finally {
+    rl.close();
+  }
+}
+
+export function readFile(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}

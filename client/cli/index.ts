@@ -1,0 +1,55 @@
+/**
+ * The oz0 CLI (SPEC "CLI"): `./bin/oz0 <command> --help` for each. Data goes to stdout (with --json as
+ * JSON); logs and progress to stderr. One file per command group.
+ */
+import { Command, CommanderError } from 'commander';
+import { ConfigError } from '../../common/config';
+import { createLogger } from '../../common/logger';
+import { JobSpecError } from '../../common/schemas';
+import { UsageError } from './common';
+import { registerJobCommands } from './jobs';
+import { registerNodeCommands } from './nodes';
+import { registerPluginCommands } from './plugin';
+import { registerPolicyCommands, registerToolCommands } from './policy';
+
+export { UsageError };
+
+export function buildProgram(): Command {
+  const program = new Command('oz0')
+    .description('Durable MCP tool calls for agent jobs, on Temporal')
+    .showHelpAfterError()
+    .exitOverride();
+  registerNodeCommands(program);
+  registerJobCommands(program);
+  registerToolCommands(program);
+  registerPolicyCommands(program);
+  registerPluginCommands(program);
+  return program;
+}
+
+export async function main(argv = process.argv): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode;
+      return;
+    }
+    if (err instanceof UsageError || err instanceof ConfigError || err instanceof JobSpecError) {
+      process.stderr.write(`oz0: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    // Temporal unreachable, no such job, …: one line; the stack only when asked for.
+    if (process.env.OZ0_DEBUG) throw err;
+    process.stderr.write(`oz0: ${(err as Error).message ?? String(err)}\n`);
+    process.exitCode = 1;
+  }
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    createLogger().error(err);
+    process.exit(1);
+  });
+}

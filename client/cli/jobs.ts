@@ -1,0 +1,102 @@
+/** `oz0 job start|status|trace|watch|cancel`. */
+import fs from 'node:fs';
+import type { Command } from 'commander';
+import { formatTrace } from '../format';
+import { cancelJob, jobStatus, jobTrace, startJob } from '../jobs';
+import type { ShownTrace } from '../jobs';
+import { watchJob } from '../watch';
+import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClient } from './common';
+import type { ConfigOpts } from './common';
+
+/** SPEC "Trace JSON": `{ jobId, status, steps }`, plus the run counters. */
+function traceJson(trace: ShownTrace) {
+  return {
+    jobId: trace.jobId,
+    status: trace.status,
+    run: trace.run,
+    calls: trace.calls,
+    omitted: trace.omitted,
+    steps: trace.steps.map(({ tool, key, session, result, attempts, node }) => ({
+      tool,
+      key,
+      session,
+      result,
+      attempts,
+      node,
+    })),
+  };
+}
+
+export function registerJobCommands(program: Command): void {
+  const job = program.command('job').description('start, watch and stop jobs');
+
+  withConfig(job.command('start'))
+    .description(
+      'start a job from a spec file (- for stdin); prints its id, or with --wait its trace (exit 1 unless COMPLETED)',
+    )
+    .argument('<spec>', 'job spec JSON file')
+    .option('--id <id>', 'job id (the workflow id)', jobIdArg)
+    .option('--wait', 'wait for the job to end and print its trace')
+    .option('--json', 'print JSON')
+    .action(async (specFile: string, opts: ConfigOpts & { id?: string; wait?: boolean; json?: boolean }) => {
+      const text = specFile === '-' ? fs.readFileSync(0, 'utf8') : readFile(specFile);
+      let spec: unknown;
+      try {
+        spec = JSON.parse(text);
+      } catch (err) {
+        throw new UsageError(`${specFile} is not JSON: ${(err as Error).message}`);
+      }
+      await withJobClient(config(opts), async (jc) => {
+        const handle = await startJob(jc, spec, { workflowId: opts.id });
+        if (!opts.wait) return print({ jobId: handle.workflowId }, opts.json, () => handle.workflowId);
+        await handle.result().catch(() => undefined);
+        const trace = await jobTrace(jc.client, handle.workflowId);
+        print(traceJson(trace), opts.json, () => formatTrace(trace));
+        // Like a process: 0 when the job completed, 1 when it ended any other way.
+        if (trace.status !== 'COMPLETED') process.exitCode = 1;
+      });
+    });
+
+  withConfig(job.command('status'))
+    .description("running, cancelling, or Temporal's final status")
+    .argument('<id>', 'job id', jobIdArg)
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
+      await withJobClient(config(opts), async (jc) => {
+        const status = await jobStatus(jc.client, id);
+        print({ jobId: id, status }, opts.json, () => status);
+      });
+    });
+
+  withConfig(job.command('trace'))
+    .description("the job's steps and every attempt")
+    .argument('<id>', 'job id', jobIdArg)
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
+      await withJobClient(config(opts), async (jc) => {
+        const trace = await jobTrace(jc.client, id);
+        print(traceJson(trace), opts.json, () => formatTrace(trace));
+      });
+    });
+
+  withConfig(job.command('watch'))
+    .description("live progress bars for the job's running calls, with attempts and busy waits, until it ends")
+    .argument('<id>', 'job id', jobIdArg)
+    .option('--json', 'print a JSON snapshot per change')
+    .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
+      await withJobClient(config(opts), async (jc) => {
+        const status = await watchJob(jc.client, id, { json: opts.json });
+        if (!opts.json) process.stdout.write(`job ${id}: ${status}\n`);
+      });
+    });
+
+  withConfig(job.command('cancel'))
+    .description('cancel a job: its running calls are stopped, then it ends CANCELED')
+    .argument('<id>', 'job id', jobIdArg)
+    .action(async (id: string, opts: ConfigOpts) => {
+      await withJobClient(config(opts), async (jc) => {
+        await cancelJob(jc.client, id);
+        process.stdout.write(`cancel requested for ${id}\n`);
+      });
+    });
+}

@@ -1,0 +1,72 @@
+/** `oz0 dev` (the embedded default: a dev server plus one node) and `oz0 worker` (one node). */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { createLogger } from '../../common/logger';
+import { startDevServer } from '../../worker/dev-server';
+import { createNode } from '../../worker/node';
+import type { Oz0Node } from '../../worker/node';
+import { findTemporalCli } from '../../worker/temporal-cli';
+import { config, portArg, withConfig } from './common';
+import type { ConfigOpts } from './common';
+
+/** Runs a node until SIGINT/SIGTERM, then shuts it down (and runs `also` after). */
+async function runUntilSignal(node: Oz0Node, also?: () => Promise<void>): Promise<void> {
+  const running = node.run();
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    running.finally(stop).catch(() => undefined);
+  });
+  await node.shutdown();
+  try {
+    await running;
+  } finally {
+    await also?.();
+  }
+}
+
+export function registerNodeCommands(program: Command): void {
+  withConfig(program.command('dev'))
+    .description('the embedded default: a Temporal dev server (SQLite file, Web UI) plus one node')
+    .option('--port <port>', 'gRPC port of the dev server (default: from temporal.address, else 7233)', portArg)
+    .option('--ui-port <port>', 'port of the Web UI (default: gRPC port + 1000)', portArg)
+    .option('--db <file>', 'SQLite file (default: <stateDir>/temporal.db)')
+    .action(async (opts: ConfigOpts & { port?: number; uiPort?: number; db?: string }) => {
+      const cfg = config(opts);
+      const logger = createLogger();
+      const [host, portText] = cfg.temporal.address.split(':');
+      const port = opts.port ?? Number(portText ?? 7233);
+      const state = path.resolve(cfg.baseDir, cfg.node.stateDir);
+      fs.mkdirSync(state, { recursive: true });
+      const server = await startDevServer({
+        cli: findTemporalCli({ log: (line) => logger.info(line) }),
+        ip: host === 'localhost' ? '127.0.0.1' : host,
+        port,
+        uiPort: opts.uiPort ?? port + 1000,
+        dbFile: path.resolve(opts.db ?? path.join(state, 'temporal.db')),
+        logFile: path.join(state, 'temporal-server.log'),
+        namespace: cfg.temporal.namespace,
+      });
+      cfg.temporal.address = server.address;
+      const node = await createNode({ config: cfg, logger });
+      process.stderr.write(
+        `oz0 dev: Temporal at ${server.address}, Web UI at ${server.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows\n` +
+          `oz0 dev: one node on task queue ${cfg.temporal.taskQueue}; Ctrl-C stops both\n`,
+      );
+      await runUntilSignal(node, () => server.stop());
+    });
+
+  withConfig(program.command('worker'))
+    .description('one node: serves the shared task queue and its own')
+    .option('--name <name>', 'name of this node in traces (default: host/pid)')
+    .action(async (opts: ConfigOpts & { name?: string }) => {
+      const cfg = config(opts);
+      const node = await createNode({ config: cfg, logger: createLogger(), name: opts.name });
+      process.stderr.write(
+        `oz0 worker: node ${node.identity.id} on ${cfg.temporal.address} (${cfg.temporal.taskQueue})\n`,
+      );
+      await runUntilSignal(node);
+    });
+}

@@ -1,0 +1,36 @@
+/** `oz0 plugin test SERVER [--drill]`: the drill (plugin/drill) as a command. */
+import type { Command } from 'commander';
+import { ServerNameSchema } from '../../common/schemas';
+import { DrillFileError } from '../../plugin/drill/drill-file';
+import { pluginTest } from '../../plugin/drill/plugin-test';
+import { formatReport } from '../../plugin/drill/report';
+import type { PluginTestReport } from '../../plugin/drill/report';
+import { UsageError, config, print, withConfig, zodArg } from './common';
+import type { ConfigOpts } from './common';
+
+export function registerPluginCommands(program: Command): void {
+  const plugin = program.command('plugin').description('check an MCP server the way oz0 will use it');
+  withConfig(plugin.command('test'))
+    .description(
+      "check a server's listing (and the drill file's sample calls); with --drill, that a write made again under " +
+        'its key is made once. Exit 1 on an error finding or a failed case',
+    )
+    .argument('<server>', 'server name from the config', zodArg(ServerNameSchema))
+    .option('--drill', 'run the drill: every write made again under its key, against its drill file')
+    .option('--drill-file <file>', 'the drill file (default: oz0.drill.json in the config’s folder)')
+    .option('--json', 'print JSON')
+    .action(async (server: string, opts: ConfigOpts & { drill?: boolean; drillFile?: string; json?: boolean }) => {
+      const cfg = config(opts);
+      if (!Object.hasOwn(cfg.servers, server))
+        throw new UsageError(`the config (${cfg.source}) has no server named "${server}"`);
+      let report: PluginTestReport;
+      try {
+        report = await pluginTest(cfg, server, opts);
+      } catch (err) {
+        if (err instanceof DrillFileError) throw new UsageError(err.message);
+        throw err;
+      }
+      print(report, opts.json, () => formatReport(report));
+      if (!report.ok) process.exitCode = 1;
+    });
+}

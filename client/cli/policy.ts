@@ -1,0 +1,96 @@
+/** `oz0 tool kill|revive` (kill switches) and `oz0 policy show|set|approve|revoke`. */
+import type { Command } from 'commander';
+import { createLogger } from '../../common/logger';
+import { changePolicy, policyTargetOf, readPolicy } from '../../common/policy-client';
+import { DecisionSchema, PatternSchema, ServerNameSchema, TenantNameSchema } from '../../common/schemas';
+import type { Decision } from '../../common/schemas';
+import { killUpdate, reviveUpdate, revokeUpdate, setPolicyUpdate } from '../../workflows/policy';
+import { ALL_TENANTS } from '../../workflows/policy-rules';
+import { approveListing, formatListing, readListing } from '../approve';
+import { formatPolicy } from '../format';
+import { UsageError, config, confirm, print, withConfig, withJobClient, zodArg } from './common';
+import type { ConfigOpts } from './common';
+
+export function registerToolCommands(program: Command): void {
+  const tool = program.command('tool').description('kill switches');
+  for (const [name, update, verb] of [
+    ['kill', killUpdate, 'stop every running call of TOOL and refuse new ones until revived'],
+    ['revive', reviveUpdate, 'take the kill switch of TOOL off again'],
+  ] as const) {
+    withConfig(tool.command(name))
+      .description(`${verb} (TOOL: server.function, server.* or *; every tenant unless --tenant)`)
+      .argument('<tool>', 'tool or pattern', zodArg(PatternSchema))
+      .option('--tenant <tenant>', 'only this tenant', zodArg(TenantNameSchema))
+      .option('--json', 'print JSON')
+      .action(async (pattern: string, opts: ConfigOpts & { tenant?: string; json?: boolean }) => {
+        const cfg = config(opts);
+        await withJobClient(cfg, async (jc) => {
+          const tenant = opts.tenant ?? ALL_TENANTS;
+          const state = await changePolicy(policyTargetOf(cfg, jc.client), tenant, update, [pattern]);
+          const who = tenant === ALL_TENANTS ? 'every tenant' : `tenant ${tenant}`;
+          print(
+            { tenant, kills: state.kills },
+            opts.json,
+            () => `${pattern}: ${name === 'kill' ? 'killed' : 'revived'} for ${who}`,
+          );
+        });
+      });
+  }
+}
+
+export function registerPolicyCommands(program: Command): void {
+  const policy = program.command('policy').description("a tenant's policy and approvals");
+  withConfig(policy.command('show'))
+    .description("the tenant's policy, kill switches and approved listings")
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .option('--json', 'print JSON')
+    .action(async (tenant: string, opts: ConfigOpts & { json?: boolean }) => {
+      const cfg = config(opts);
+      await withJobClient(cfg, async (jc) => {
+        const target = policyTargetOf(cfg, jc.client);
+        const [state, all] = await Promise.all([readPolicy(target, tenant), readPolicy(target, ALL_TENANTS)]);
+        const shown = { tenant, ...state, killsForAllTenants: all.kills };
+        print(shown, opts.json, () => formatPolicy(shown));
+      });
+    });
+  withConfig(policy.command('set'))
+    .description('allow, deny or ask for a tool pattern (server.function, server.* or *)')
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .argument('<pattern>', 'tool pattern', zodArg(PatternSchema))
+    .argument('<decision>', 'allow | deny | ask', zodArg(DecisionSchema))
+    .action(async (tenant: string, pattern: string, decision: Decision, opts: ConfigOpts) => {
+      const cfg = config(opts);
+      await withJobClient(cfg, async (jc) => {
+        await changePolicy(policyTargetOf(cfg, jc.client), tenant, setPolicyUpdate, [pattern, decision]);
+        process.stdout.write(`${tenant}: ${pattern} ${decision}\n`);
+      });
+    });
+  withConfig(policy.command('approve'))
+    .description("show a server's listing and its digest, then approve exactly that listing")
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .argument('<server>', 'server name from the config', zodArg(ServerNameSchema))
+    .option('--yes', 'do not ask')
+    .action(async (tenant: string, server: string, opts: ConfigOpts & { yes?: boolean }) => {
+      const cfg = config(opts);
+      const listing = await readListing(cfg, createLogger({ level: 'warn' }), server);
+      process.stdout.write(`${formatListing(listing)}\n`);
+      if (!opts.yes && !(await confirm(`Approve exactly this listing of ${server} for ${tenant}? [y/N] `))) {
+        throw new UsageError('not approved');
+      }
+      await withJobClient(cfg, async (jc) => {
+        await approveListing(policyTargetOf(cfg, jc.client), tenant, listing);
+        process.stdout.write(`${tenant}: approved ${server} at ${listing.digest}\n`);
+      });
+    });
+  withConfig(policy.command('revoke'))
+    .description("take back the approval of a server's listing")
+    .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
+    .argument('<server>', 'server name', zodArg(ServerNameSchema))
+    .action(async (tenant: string, server: string, opts: ConfigOpts) => {
+      const cfg = config(opts);
+      await withJobClient(cfg, async (jc) => {
+        await changePolicy(policyTargetOf(cfg, jc.client), tenant, revokeUpdate, [server]);
+        process.stdout.write(`${tenant}: revoked ${server}\n`);
+      });
+    });
+}

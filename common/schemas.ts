@@ -1,0 +1,188 @@
+/**
+ * The zod schemas of what crosses oz0's edges — job specs, the trace's attempt records, policy state — and the
+ * types inferred from them, written once. Workflows take `import type` of these types; zod itself stays out of the
+ * workflow bundle (it would be most of it, in every cached workflow). The rules of names and patterns are the pure
+ * ones in workflows/checks, which the policy workflow's validators use as they are.
+ */
+import { z } from 'zod';
+import {
+  DECISIONS,
+  approvalProblem,
+  patternProblem,
+  serverNameProblem,
+  tenantNameProblem,
+  toolProblem,
+} from '../workflows/checks';
+
+/** A schema over one of the pure checks: its problem, if any, is the issue. */
+function checkedBy(problemOf: (value: unknown) => string | undefined) {
+  return z.string().superRefine((value, ctx) => {
+    const problem = problemOf(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
+}
+
+/** `<server>.<function>`. */
+export const ToolNameSchema = checkedBy(toolProblem);
+/** `server.function`, `server.*` or `*`. */
+export const PatternSchema = checkedBy(patternProblem);
+export const TenantNameSchema = checkedBy(tenantNameProblem);
+export const ServerNameSchema = checkedBy(serverNameProblem);
+export const DecisionSchema = z.enum(DECISIONS);
+export const JobIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_.:@/-]{1,200}$/, 'a job id is 1-200 letters, digits or _.:@/-');
+
+export const CallStepSchema = z.strictObject({
+  call: ToolNameSchema,
+  args: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const SessionStepSchema = z.strictObject({
+  session: z.array(CallStepSchema).min(1, 'a session holds at least one call'),
+});
+
+/**
+ * A schema for "one of two shapes, told apart by a key": errors name the field inside the chosen shape
+ * (`steps[1].args`) rather than only saying that no shape matched, as a plain union would.
+ */
+export function eitherBy<A extends z.ZodType, B extends z.ZodType>(
+  key: string,
+  withKey: A,
+  withoutKey: B,
+  message: string,
+): z.ZodType<z.output<A> | z.output<B>> {
+  return z.unknown().transform((value, ctx): z.output<A> | z.output<B> => {
+    if (!value || typeof value !== 'object' || Array.isArray(value)) {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }
+    const parsed = (key in value ? withKey : withoutKey).safeParse(value);
+    if (parsed.success) return parsed.data as z.output<A> | z.output<B>;
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+    return z.NEVER;
+  });
+}
+
+/** A step is a call or a session, told apart by its `session` key. */
+export const StepSchema = eitherBy(
+  'session',
+  SessionStepSchema,
+  CallStepSchema,
+  'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
+);
+
+/** A job spec: the tenant who owns it and the steps it runs in order. */
+export const JobSpecSchema = z.strictObject({
+  tenant: TenantNameSchema,
+  steps: z.array(StepSchema).min(1, 'a job has at least one step'),
+});
+
+/** One call: `<server>.<function>` and its arguments. */
+export type CallStep = z.infer<typeof CallStepSchema>;
+/** A harness session: its calls, in order, on one node. */
+export type SessionStep = z.infer<typeof SessionStepSchema>;
+export type Step = CallStep | SessionStep;
+export type JobSpec = z.infer<typeof JobSpecSchema>;
+
+/** Thrown by {@link parseJobSpec}; its message names the field that is wrong. */
+export class JobSpecError extends Error {
+  constructor(
+    message: string,
+    readonly issues: { path: string; message: string }[],
+  ) {
+    super(message);
+    this.name = 'JobSpecError';
+  }
+}
+
+/** Renders a zod path as `steps[1].session[0].call`. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) out += typeof part === 'number' ? `[${part}]` : out ? `.${String(part)}` : String(part);
+  return out || '(top level)';
+}
+
+/** Validates a job spec, or throws a {@link JobSpecError} naming every field that is wrong. */
+export function parseJobSpec(input: unknown): JobSpec {
+  const parsed = JobSpecSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
+  throw new JobSpecError(`bad job spec: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues);
+}
+
+/** How one attempt of a call ended (SPEC "Trace JSON"). */
+export const OutcomeSchema = z.enum([
+  'ok',
+  'error',
+  'busy',
+  'timeout',
+  'cancelled',
+  'killed',
+  'lost',
+  'refused',
+  'failed',
+]);
+export type Outcome = z.infer<typeof OutcomeSchema>;
+
+/** The last progress a server reported: value and total, never its message (P1). */
+export const ProgressSchema = z.object({ progress: z.number(), total: z.number().optional() });
+export type Progress = z.infer<typeof ProgressSchema>;
+
+export const AttemptRecordSchema = z.object({
+  attempt: z.number().int().min(1),
+  outcome: OutcomeSchema,
+  note: z.string().optional(),
+  progress: ProgressSchema.optional(),
+});
+export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
+
+/**
+ * What an attempt hands on, in its heartbeat, to the next attempt (and to the workflow, in its failure's details).
+ * A heartbeat comes back from Temporal as data of unknown shape: it is read through this schema.
+ */
+export const CallProgressStateSchema = z.object({
+  /** The call, so a pending activity's heartbeat in the UI (and `oz0 job watch`) says which it is. */
+  tool: z.string().optional(),
+  key: z.string().optional(),
+  progress: z.number().optional(),
+  total: z.number().optional(),
+  /** P3: the last valid resume token, and the progress reported with it. */
+  token: z.string().optional(),
+  tokenProgress: ProgressSchema.optional(),
+  /** A token was reported but invalid (and ignored). */
+  invalidToken: z.boolean().optional(),
+  attempts: z.array(AttemptRecordSchema).default([]),
+  /** Attempts known to have ended before their request was sent: safe to follow for any call. */
+  unsent: z.array(z.number().int()).optional(),
+});
+export type CallProgressState = z.infer<typeof CallProgressStateSchema>;
+
+export type Decision = z.infer<typeof DecisionSchema>;
+
+/** An approval pins a server's listing: its digest, and each tool's own digest to say what changed. */
+export const ApprovalSchema = z.custom<{ digest: string; tools: Record<string, string>; approvedAt: string }>(
+  (value) => approvalProblem(value) === undefined,
+  { error: (issue) => approvalProblem(issue.input) ?? 'not an approval' },
+);
+export type Approval = z.infer<typeof ApprovalSchema>;
+
+/** A tenant's policy, kill switches and approvals, as its workflow keeps them (A1-A3, C5). */
+export const TenantStateSchema = z.strictObject({
+  /** Grows by one with every change: a node can tell a fresh read from a stale one. */
+  version: z.number().int().min(0),
+  policy: z.record(PatternSchema, DecisionSchema),
+  /** Tools (or `server.*`, `*`) whose kill switch is on. */
+  kills: z.array(PatternSchema),
+  approvals: z.record(ServerNameSchema, ApprovalSchema),
+});
+export type TenantState = z.infer<typeof TenantStateSchema>;
+
+/** The policy workflow's input: its first run's seed, or the state a run before it carried over. */
+export const PolicyInputSchema = z.object({
+  tenant: z.string(),
+  /** The config's policy: used only when the workflow starts for the first time. */
+  seed: z.record(PatternSchema, DecisionSchema).optional(),
+  state: TenantStateSchema.optional(),
+});
+export type PolicyInput = z.infer<typeof PolicyInputSchema>;

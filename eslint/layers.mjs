@@ -1,0 +1,157 @@
+/**
+ * oz0's own lint rules: imports run one way (../shared/STYLE.md, "Imports run one way"), and no cycle, counting
+ * type-only imports (import-x/no-cycle skips those).
+ *
+ *   workflows ← common ← activities ← worker ← client
+ *   plugin/kit depends on common alone; plugin/drill on common, plugin/kit and activities.
+ *
+ * Workflows may take `import type` from common/ (the types inferred from its zod schemas) and from activities/
+ * (the activities' type): nothing of them reaches the workflow bundle.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+/** The layer of a file, from its path relative to the repository. */
+export function layerOf(file) {
+  const rel = path.relative(ROOT, file).split(path.sep).join('/');
+  if (rel === 'index.ts') return 'entry';
+  if (rel === 'plugin/index.ts') return 'plugin-entry';
+  for (const [prefix, layer] of [
+    ['workflows/', 'workflows'],
+    ['common/', 'common'],
+    ['plugin/kit/', 'kit'],
+    ['plugin/drill/', 'drill'],
+    ['activities/', 'activities'],
+    ['worker/', 'worker'],
+    ['client/', 'client'],
+    ['examples/', 'examples'],
+    ['bench/', 'tools'],
+    ['deploy/', 'tools'],
+    ['test/', 'test'],
+  ]) {
+    if (rel.startsWith(prefix)) return layer;
+  }
+  return undefined;
+}
+
+const BELOW = {
+  workflows: ['workflows'],
+  common: ['workflows', 'common'],
+  kit: ['common', 'kit'],
+  activities: ['workflows', 'common', 'activities'],
+  worker: ['workflows', 'common', 'activities', 'worker'],
+  drill: ['workflows', 'common', 'kit', 'activities', 'drill'],
+  client: ['workflows', 'common', 'kit', 'activities', 'worker', 'drill', 'client'],
+  'plugin-entry': ['common', 'kit'],
+  entry: ['workflows', 'common', 'activities', 'worker', 'client'],
+  examples: ['workflows', 'common', 'kit', 'plugin-entry', 'activities', 'worker', 'drill', 'client', 'examples'],
+};
+BELOW.tools = [...BELOW.examples, 'entry', 'tools'];
+BELOW.test = [...BELOW.tools, 'test'];
+/** Type-only imports a layer may take beyond its value imports. */
+const TYPES_FROM = { workflows: ['common', 'activities'] };
+
+/** Resolves a relative specifier to a .ts file of the repository, or undefined. */
+function resolve(fromFile, spec) {
+  if (!spec.startsWith('.')) return undefined;
+  const base = path.resolve(path.dirname(fromFile), spec).replace(/\.js$/, '');
+  for (const candidate of [`${base}.ts`, path.join(base, 'index.ts')]) {
+    if (fs.existsSync(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+function isTypeOnly(node) {
+  if (node.importKind === 'type' || node.exportKind === 'type') return true;
+  const specifiers = node.specifiers ?? [];
+  return specifiers.length > 0 && specifiers.every((s) => s.importKind === 'type' || s.exportKind === 'type');
+}
+
+const layers = {
+  meta: {
+    type: 'problem',
+    docs: { description: 'imports run one way: no module reaches up a layer (type imports count)' },
+    schema: [],
+  },
+  create(context) {
+    const file = context.filename;
+    const from = layerOf(file);
+    if (!from) return {};
+    const check = (node) => {
+      if (!node.source) return;
+      const target = resolve(file, node.source.value);
+      if (!target) return;
+      const to = layerOf(target);
+      if (!to || BELOW[from].includes(to)) return;
+      if (isTypeOnly(node) && (TYPES_FROM[from] ?? []).includes(to)) return;
+      context.report({
+        node,
+        message: `${from} may not import ${to} ("${node.source.value}"): imports run one way (STYLE.md)`,
+      });
+    };
+    return { ImportDeclaration: check, ExportNamedDeclaration: check, ExportAllDeclaration: check };
+  },
+};
+
+const IMPORT_RE = /(?:^|\n)\s*(?:import|export)\b[^'";]*?from\s*['"]([^'"]+)['"]/g;
+let graph;
+
+/** Every .ts file's relative imports, type-only ones included: read once per lint run. */
+function importGraph() {
+  if (graph) return graph;
+  graph = new Map();
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (['node_modules', 'dist', '.git', '.tools', '.oz0', 'coverage'].includes(entry.name)) continue;
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) {
+        const text = fs.readFileSync(full, 'utf8');
+        const deps = [...text.matchAll(IMPORT_RE)].map((m) => resolve(full, m[1])).filter(Boolean);
+        graph.set(full, deps);
+      }
+    }
+  };
+  walk(ROOT);
+  return graph;
+}
+
+/** A path of imports from `start` back to itself, if there is one. */
+function cycleFrom(start) {
+  const g = importGraph();
+  const seen = new Set();
+  const stack = [[start, [start]]];
+  while (stack.length) {
+    const [at, route] = stack.pop();
+    for (const next of g.get(at) ?? []) {
+      if (next === start) return [...route, start];
+      if (seen.has(next)) continue;
+      seen.add(next);
+      stack.push([next, [...route, next]]);
+    }
+  }
+  return undefined;
+}
+
+const noCycle = {
+  meta: {
+    type: 'problem',
+    docs: { description: 'no import cycle, type-only imports included' },
+    schema: [],
+  },
+  create(context) {
+    return {
+      Program(node) {
+        const cycle = cycleFrom(context.filename);
+        if (cycle) {
+          const shown = cycle.map((f) => path.relative(ROOT, f)).join(' → ');
+          context.report({ node, message: `import cycle (type imports count): ${shown}` });
+        }
+      },
+    };
+  },
+};
+
+export default { rules: { layers, 'no-cycle': noCycle } };

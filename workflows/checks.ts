@@ -1,0 +1,65 @@
+/**
+ * The pure rules of oz0's names: tools, tool patterns, tenants, servers, decisions and approvals. The policy
+ * workflow's update validators use them as they are (no zod in the workflow bundle); common/schemas wraps the same
+ * functions in zod for every other edge, so the two can never disagree.
+ */
+
+/** `<server>.<function>`: a server name has no dot, a function name may. */
+export const TOOL_PATTERN = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_.:/-]+$/;
+/** A tenant's name. */
+export const TENANT_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+/** A server's name in the config: no dot, so `<server>.<function>` splits at the first one. */
+export const SERVER_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const SERVER_WILDCARD = /^[A-Za-z0-9_-]+\.\*$/;
+const DIGEST = /^[0-9a-f]{64}$/;
+
+export const DECISIONS = ['allow', 'deny', 'ask'] as const;
+
+/** A tool's server and function: `ledger.charge` → `ledger`, `charge` (a function name may hold dots). */
+export function splitTool(tool: string): { server: string; fn: string } {
+  const dot = tool.indexOf('.');
+  return { server: tool.slice(0, dot), fn: tool.slice(dot + 1) };
+}
+
+export function toolProblem(t: unknown): string | undefined {
+  return typeof t === 'string' && TOOL_PATTERN.test(t) && t.length <= 200
+    ? undefined
+    : 'a tool is "<server>.<function>", e.g. "ledger.charge"';
+}
+
+/** What is wrong with a tool pattern (`server.function`, `server.*` or `*`), if anything. */
+export function patternProblem(p: unknown): string | undefined {
+  return typeof p === 'string' && (p === '*' || SERVER_WILDCARD.test(p) || TOOL_PATTERN.test(p))
+    ? undefined
+    : 'a tool pattern is "server.function", "server.*" or "*"';
+}
+
+export function decisionProblem(d: unknown): string | undefined {
+  return (DECISIONS as readonly unknown[]).includes(d) ? undefined : `a decision is one of ${DECISIONS.join(', ')}`;
+}
+
+export function tenantNameProblem(t: unknown): string | undefined {
+  return typeof t === 'string' && TENANT_PATTERN.test(t)
+    ? undefined
+    : 'a tenant is 1-64 letters, digits, "_", "." or "-"';
+}
+
+export function serverNameProblem(s: unknown): string | undefined {
+  return typeof s === 'string' && SERVER_PATTERN.test(s)
+    ? undefined
+    : 'a server name is 1-64 letters, digits, "_" or "-"';
+}
+
+/** An approval pins a server's listing: `{ digest, tools, approvedAt }`, digests in hex. */
+export function approvalProblem(a: unknown): string | undefined {
+  if (!a || typeof a !== 'object' || Array.isArray(a)) return 'an approval is { digest, tools, approvedAt }';
+  const { digest, tools, approvedAt, ...rest } = a as Record<string, unknown>;
+  const extra = Object.keys(rest);
+  if (extra.length) return `an approval has no field ${extra.map((k) => `"${k}"`).join(', ')}`;
+  if (typeof digest !== 'string' || !DIGEST.test(digest)) return "an approval's digest is 64 hex digits";
+  if (!tools || typeof tools !== 'object' || Array.isArray(tools)) return "an approval's tools map names to digests";
+  for (const [name, d] of Object.entries(tools))
+    if (typeof d !== 'string' || !DIGEST.test(d)) return `the digest of tool "${name}" is not 64 hex digits`;
+  if (typeof approvedAt !== 'string') return "an approval's approvedAt is a date string";
+  return undefined;
+}
