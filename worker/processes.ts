@@ -5,17 +5,25 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { projectRoot } from '../common/paths';
 
-/** Starts `oz0 worker` (kept in `workers`, for clean-up) and resolves once it says it is ready. */
+/**
+ * Starts `oz0 worker` (kept in `workers`, for clean-up) and resolves once it says it is ready. Its log (stderr) is
+ * appended to `opts.logFile` when given, else dropped once it is ready.
+ */
 export async function startWorker(
   file: string,
   name: string,
   workers: ChildProcess[] = [],
+  opts: { logFile?: string } = {},
 ): Promise<{ proc: ChildProcess; exited: Promise<number | null> }> {
   const proc = spawn(path.join(projectRoot(), 'bin', 'oz0'), ['worker', '--config', file, '--name', name], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, OZ0_LOG_LEVEL: 'info' },
   });
   workers.push(proc);
+  if (opts.logFile) {
+    fs.mkdirSync(path.dirname(opts.logFile), { recursive: true });
+    proc.stderr!.pipe(fs.createWriteStream(opts.logFile, { flags: 'a' }));
+  }
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   await stderrLine(proc, /oz0 worker: node/, `worker ${name}`, 60_000);
   return { proc, exited };
