@@ -12,10 +12,39 @@ export {
   FailureType,
 } from './workflows/definitions';
 export type { JobTrace, JobStatus, StepTrace, ToolResult } from './workflows/definitions';
-export { JobSpecSchema, CallStepSchema, SessionStepSchema, JobSpecError, parseJobSpec } from './common/schemas';
-export type { JobSpec, CallStep, SessionStep, Step, AttemptRecord, Outcome } from './common/schemas';
+export {
+  JobSpecSchema,
+  CallStepSchema,
+  SessionStepSchema,
+  HarnessSessionSchema,
+  ExternalSessionSchema,
+  JobSpecError,
+  parseJobSpec,
+} from './common/schemas';
+export type {
+  JobSpec,
+  CallStep,
+  SessionStep,
+  HarnessSession,
+  ExternalSession,
+  Step,
+  AttemptRecord,
+  Outcome,
+} from './common/schemas';
 export { defaultKey, sessionKey, argsDigest } from './workflows/keys';
 export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob } from './client/jobs';
+export { openSession, LiveSession, SessionUpdateError } from './client/sessions';
+export type { CallOptions, SessionCallResult } from './client/sessions';
+export {
+  openSessionUpdate,
+  callToolUpdate,
+  cancelCallUpdate,
+  closeSessionUpdate,
+  sessionCallQuery,
+  callsOf,
+  isSessionTrace,
+} from './workflows/definitions';
+export type { SessionTrace, TraceStep, SessionCallInput, SessionCallOutput } from './workflows/definitions';
 export { loadConfig, parseConfig, ConfigSchema } from './common/config';
 export type { Config } from './common/config';
 export { createNode } from './worker/node';

@@ -6,17 +6,28 @@ import { toolSettings } from '../common/config';
 import type { LoadedConfig } from '../common/config';
 import { Context } from '@temporalio/activity';
 import { toolsOf } from '../workflows/definitions';
-import type { CallInput, CallOutput, JobSettings, SessionPlan } from '../workflows/definitions';
+import type {
+  CallInput,
+  CallOutput,
+  HarnessInput,
+  HarnessOutcome,
+  JobSettings,
+  SessionPlan,
+} from '../workflows/definitions';
 import { JobSpecError, parseJobSpec } from '../common/schemas';
 import { listingDigest } from '../workflows/policy-rules';
 import { splitTool } from '../workflows/checks';
 import { mayBeMadeAgain } from './call/verdicts';
 import { callToolAttempt } from './call/attempt';
+import { runHarness } from './harness/run';
+import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/attempt';
 import type { JobSpec } from '../common/schemas';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
+  /** H2-H7: the node's gateway and where its harness runs keep their folders. */
+  harness: Omit<HarnessDeps, 'config' | 'logger' | 'heartbeatMs'>;
 }
 
 export function createActivities(deps: ActivityDeps) {
@@ -33,27 +44,39 @@ export function createActivities(deps: ActivityDeps) {
     async resolveJobSettings(input: unknown): Promise<JobSettings | { badSpec: string }> {
       let spec: JobSpec;
       try {
-        spec = parseJobSpec(input);
+        // H1: a spec naming a harness this node's config does not have is refused, naming the field.
+        spec = parseJobSpec(input, { harnesses: Object.keys(deps.config.harnesses) });
       } catch (err) {
         if (err instanceof JobSpecError) return { badSpec: err.message };
         throw err;
       }
       const tools = toolsOf(spec);
+      const harnesses = spec.steps.flatMap((s) =>
+        'session' in s && !Array.isArray(s.session) && 'harness' in s.session ? [s.session.harness] : [],
+      );
       return {
         tools: Object.fromEntries(tools.map((tool) => [tool, toolSettings(deps.config, tool)])),
         continueAsNewAfterCalls: deps.config.jobs.continueAsNewAfterCalls,
+        maxCallsPerSession: deps.config.jobs.maxCallsPerSession,
         heartbeatTimeoutSeconds: deps.config.node.heartbeatTimeoutSeconds,
+        harnesses: Object.fromEntries(
+          harnesses.map((name) => {
+            const { timeoutSeconds, tools: patterns } = deps.config.harnesses[name];
+            return [name, { timeoutSeconds, tools: patterns }];
+          }),
+        ),
       };
     },
 
     /**
-     * Opens a harness session on this node (T4): which of its tools say idempotentHint (their keys, K3/K5)
-     * and which may be made again (whether a lost session may start afresh), and this node's own queue,
-     * where the session's calls then run. A tool it cannot describe is left out.
+     * Opens a session on this node (T4), or describes a live session's new tool: which tools say idempotentHint
+     * (their keys, K3/K5), which may be made again (whether a lost session may start afresh), their settings, and
+     * this node's own queue, where the session's calls then run. A tool it cannot describe is left out.
      */
     async describeTools(jobId: string, tenant: string, tools: string[]): Promise<SessionPlan> {
       const idempotent: Record<string, boolean> = {};
       const mayRetry: Record<string, boolean> = {};
+      const settings = Object.fromEntries(tools.map((tool) => [tool, toolSettings(deps.config, tool)]));
       for (const tool of tools) {
         const { server, fn } = splitTool(tool);
         if (!deps.pool.serverConfig(server)) continue;
@@ -74,7 +97,7 @@ export function createActivities(deps: ActivityDeps) {
           lease.release();
         }
       }
-      return { idempotent, mayRetry, node: deps.node };
+      return { idempotent, mayRetry, settings, node: deps.node };
     },
 
     /**
@@ -87,6 +110,19 @@ export function createActivities(deps: ActivityDeps) {
         ctx.heartbeat();
         await ctx.sleep(deps.heartbeatMs);
       }
+    },
+
+    /** H2, H7: runs a harness on this node until it exits; its heartbeat is the session's lease. */
+    async runHarness(input: HarnessInput): Promise<HarnessOutcome> {
+      return runHarness(
+        { ...deps.harness, config: deps.config, logger: deps.logger, heartbeatMs: deps.heartbeatMs },
+        input,
+      );
+    },
+
+    /** H5: stops a live session's running call on this node with its caller's words; false when none runs here. */
+    async stopCall(jobId: string, callId: string, why: string): Promise<boolean> {
+      return deps.relay.stop(jobId, callId, why);
     },
 
     /** Stops a job's sandboxed servers on this node, with their process trees; run on the node's own queue. */

@@ -31,6 +31,7 @@ import type { DevServer } from '../worker/dev-server';
 import { createLogger } from '../common/logger';
 import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
+import { callsOf } from '../workflows/definitions';
 import type { JobTrace } from '../workflows/definitions';
 import { startBusyProxy } from '../examples/busy-proxy';
 import { listOption, machine, sleep, table, writeResults } from './common';
@@ -206,7 +207,7 @@ async function main(): Promise<void> {
   const count = (tally: Tally, id: string, s: Settled) => {
     if (s.kind === 'completed') {
       tally.finished++;
-      for (const step of s.trace.steps) {
+      for (const step of callsOf(s.trace)) {
         if (!step.result.isError) expectedKeys.add(step.key);
         else if (step.attempts.at(-1)?.outcome === 'busy') {
           tally.gaveUpBusy++;

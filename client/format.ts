@@ -1,34 +1,55 @@
 /** Human-readable output of the CLI: a job's trace as a table. */
-import type { StepTrace } from '../workflows/definitions';
-import type { ShownTrace } from './jobs';
 import type { TenantState } from '../common/schemas';
+import { contentText, table } from '../common/text';
+import { callsOf, isSessionTrace } from '../workflows/definitions';
+import type { SessionTrace, StepTrace, ToolResult } from '../workflows/definitions';
+import type { ShownTrace } from './jobs';
+
+/** A result as one line of at most 80 characters: its text parts, `[image]` for others; ERROR first for an error. */
+function textOf(result: ToolResult): string {
+  const flat = contentText(result.content).replace(/\s+/g, ' ').trim();
+  return `${result.isError ? 'ERROR ' : ''}${flat.length > 80 ? `${flat.slice(0, 77)}...` : flat}`;
+}
 
 function resultText(step: StepTrace): string {
-  const texts = step.result.content
-    .map((c) =>
-      c && typeof c === 'object' && (c as { type?: string }).type === 'text'
-        ? (c as { text: string }).text
-        : `[${(c as { type?: string })?.type ?? 'content'}]`,
-    )
-    .join(' ');
-  const flat = texts.replace(/\s+/g, ' ').trim();
-  return `${step.result.isError ? 'ERROR ' : ''}${flat.length > 80 ? `${flat.slice(0, 77)}...` : flat}`;
+  return textOf(step.result);
 }
 
 function attemptsText(step: StepTrace): string {
   return step.attempts.map((a) => `${a.attempt}:${a.outcome}`).join(' ') || '-';
 }
 
-/** A table of the job's steps, then each attempt's note where there is one. */
+/** A live session's line above its calls: what it runs, its runs and nodes, and how it ended. */
+function sessionLine(s: SessionTrace): string {
+  const what = s.kind === 'harness' ? `harness ${s.harness}` : 'external client';
+  const runs = s.runs.map((r) => `run ${r.run}${r.node ? ` on ${r.node}` : ''}${r.ended ? ` (${r.ended})` : ''}`);
+  const result = s.result ? `: ${textOf(s.result)}` : '';
+  const omitted = s.omitted ? `, ${s.omitted} earlier calls not shown` : '';
+  return `session ${s.session}, ${what}, ${s.status}${runs.length ? `; ${runs.join('; ')}` : ''}${omitted}${result}`;
+}
+
+/** A table of the job's steps (a live session's line above its calls), then each attempt's note. */
 export function formatTrace(trace: ShownTrace): string {
-  const rows = trace.steps.map((s) => [String(s.n), s.tool, s.key, s.session ?? '-', attemptsText(s), resultText(s)]);
-  const header = ['#', 'tool', 'key', 'session', 'attempts', 'result'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]))).join('  ');
+  const row = (s: StepTrace) => [
+    String(s.n),
+    s.tool,
+    s.key || '(deciding)',
+    s.session ?? '-',
+    s.running ? 'running' : attemptsText(s),
+    s.running ? '' : resultText(s),
+  ];
+  const calls = callsOf(trace);
+  // One table for every call, so the columns line up; a live session's line goes above its calls.
+  const [head, ...lines] = table(['#', 'tool', 'key', 'session', 'attempts', 'result'], calls.map(row));
   const out = [`job ${trace.jobId}: ${trace.status} (${trace.calls} calls, run ${trace.run})`];
   if (trace.omitted > 0) out.push(`(${trace.omitted} earlier steps not shown)`);
-  out.push(line(header), ...rows.map(line));
-  const notes = trace.steps.flatMap((s) =>
+  out.push(head);
+  let next = 0;
+  for (const step of trace.steps) {
+    if (isSessionTrace(step)) out.push(sessionLine(step), ...lines.slice(next, (next += step.calls.length)));
+    else out.push(lines[next++]);
+  }
+  const notes = calls.flatMap((s) =>
     s.attempts.filter((a) => a.note).map((a) => `  #${s.n} attempt ${a.attempt} (${a.outcome}): ${a.note}`),
   );
   if (notes.length) out.push('', 'notes:', ...notes);

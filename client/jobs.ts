@@ -14,6 +14,8 @@ import type { Config } from '../common/config';
 export interface JobClient {
   client: Client;
   taskQueue: string;
+  /** The harnesses the config names: a spec naming another is refused before it starts (H1). */
+  harnesses?: readonly string[];
   close(): Promise<void>;
 }
 
@@ -30,11 +32,11 @@ export async function connectJobClient(temporal: Config['temporal']): Promise<Jo
 
 /** Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). */
 export async function startJob(
-  jc: Pick<JobClient, 'client' | 'taskQueue'>,
+  jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses'>,
   spec: unknown,
   opts: { workflowId?: string } = {},
 ): Promise<WorkflowHandle<typeof job>> {
-  const valid = parseJobSpec(spec);
+  const valid = parseJobSpec(spec, { harnesses: jc.harnesses });
   const workflowId =
     opts.workflowId ??
     `job-${new Date()
@@ -69,10 +71,10 @@ export async function jobStatus(client: Client, jobId: string): Promise<string> 
   return shownStatus('RUNNING', own);
 }
 
-/** The job's trace, with the status `oz0 job status` would print. */
 /** A trace as the CLI shows it: `status` is what `oz0 job status` prints. */
 export type ShownTrace = Omit<JobTrace, 'status'> & { status: string };
 
+/** The job's trace, with the status `oz0 job status` would print. */
 export async function jobTrace(client: Client, jobId: string): Promise<ShownTrace> {
   const status = await jobStatus(client, jobId);
   const handle = client.workflow.getHandle(jobId);

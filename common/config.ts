@@ -5,7 +5,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { DecisionSchema, PatternSchema, ServerNameSchema, TenantNameSchema, eitherBy, formatPath } from './schemas';
+import {
+  DecisionSchema,
+  HarnessNameSchema,
+  PatternSchema,
+  ServerNameSchema,
+  TenantNameSchema,
+  eitherBy,
+  formatPath,
+} from './schemas';
 import type { ToolSettings } from '../workflows/definitions';
 import { splitTool } from '../workflows/checks';
 
@@ -29,6 +37,22 @@ const ServerSchema = eitherBy(
   StdioServerSchema,
   'a server is { "command": …, "args": […] } (stdio) or { "url": … } (Streamable HTTP)',
 );
+
+/** H1: a harness — the agent program a live session runs — and the tools it may use. */
+const HarnessSchema = z.strictObject({
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  /** All the environment it gets, with OZ0_MCP_URL, OZ0_MCP_TOKEN, OZ0_JOB, OZ0_SESSION(_RUN) and OZ0_INPUT. */
+  env: z.record(z.string(), z.string()).default({}),
+  /** The tool patterns (`server.function`, `server.*`, `*`) its gateway lists, as far as the tenant's policy allows. */
+  tools: z.array(PatternSchema).min(1, 'a harness may use at least one tool pattern'),
+  /** The harness is stopped, and its session ends with an error result, past this long. */
+  timeoutSeconds: z
+    .number()
+    .positive()
+    .max(7 * 24 * 3600)
+    .default(600),
+});
 
 const ToolSettingsSchema = z.strictObject({
   timeoutSeconds: z
@@ -60,7 +84,15 @@ export const ConfigSchema = z.strictObject({
   servers: z.record(ServerNameSchema, ServerSchema).default({}),
   tools: z.record(PatternSchema, ToolSettingsSchema).default({}),
   tenants: z.record(TenantNameSchema, TenantSchema).default({}),
-  jobs: z.strictObject({ continueAsNewAfterCalls: z.number().int().min(1).default(1000) }).prefault({}),
+  /** H1: the agent programs a live session may run, by name; a job spec names one, never a command. */
+  harnesses: z.record(HarnessNameSchema, HarnessSchema).default({}),
+  jobs: z
+    .strictObject({
+      continueAsNewAfterCalls: z.number().int().min(1).default(1000),
+      /** H10: a session's calls past this many get error results that say so. */
+      maxCallsPerSession: z.number().int().min(1).max(100_000).default(2000),
+    })
+    .prefault({}),
   node: z
     .strictObject({
       slots: z.number().int().min(1).max(10_000).default(100),
@@ -79,10 +111,22 @@ export const ConfigSchema = z.strictObject({
        * its own (a retry, and a refusal, still read anew). Off: every first attempt reads (policyMaxAgeMs).
        */
       policyWatch: z.boolean().default(true),
+      /**
+       * A stopped stdio server first has its stdin closed and this long to exit on its own — time to read the cancels
+       * before it and run its handlers' cleanup (MCP's stdio shutdown) — before SIGTERM (C3).
+       */
+      stdinGraceSeconds: z.number().min(0).max(600).default(2),
       /** A stopped server's process group gets SIGTERM, then SIGKILL after this long (C3). */
       killGraceSeconds: z.number().min(0).max(600).default(5),
       /** On SIGTERM a node stops taking calls and gives running ones this long to finish, then cancels them. */
       shutdownGraceSeconds: z.number().min(0).max(3600).default(10),
+      /** The port of the node's gateway for harnesses (H3), on 127.0.0.1; 0 picks a free one. */
+      gatewayPort: z.number().int().min(0).max(65535).default(0),
+      /**
+       * Calls of one job a harness may have in flight at once through the gateway; the rest wait their turn. Temporal
+       * admits 10 Updates in flight per workflow by default (`history.maxInFlightUpdates`), and cancels need room.
+       */
+      gatewayCallsPerJob: z.number().int().min(1).max(1000).default(8),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
       sandboxIdleSeconds: z
         .number()
@@ -94,6 +138,7 @@ export const ConfigSchema = z.strictObject({
 
 export type Config = z.infer<typeof ConfigSchema>;
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
+export type HarnessConfig = z.infer<typeof HarnessSchema>;
 export type StdioServerConfig = z.infer<typeof StdioServerSchema>;
 export type RemoteServerConfig = z.infer<typeof RemoteServerSchema>;
 

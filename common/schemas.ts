@@ -33,15 +33,6 @@ export const JobIdSchema = z
   .string()
   .regex(/^[A-Za-z0-9_.:@/-]{1,200}$/, 'a job id is 1-200 letters, digits or _.:@/-');
 
-export const CallStepSchema = z.strictObject({
-  call: ToolNameSchema,
-  args: z.record(z.string(), z.unknown()).optional(),
-});
-
-export const SessionStepSchema = z.strictObject({
-  session: z.array(CallStepSchema).min(1, 'a session holds at least one call'),
-});
-
 /**
  * A schema for "one of two shapes, told apart by a key": errors name the field inside the chosen shape
  * (`steps[1].args`) rather than only saying that no shape matched, as a plain union would.
@@ -52,17 +43,80 @@ export function eitherBy<A extends z.ZodType, B extends z.ZodType>(
   withoutKey: B,
   message: string,
 ): z.ZodType<z.output<A> | z.output<B>> {
-  return z.unknown().transform((value, ctx): z.output<A> | z.output<B> => {
-    if (!value || typeof value !== 'object' || Array.isArray(value)) {
+  return shapedBy((value) => {
+    if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
+    return key in value ? withKey : withoutKey;
+  }, message);
+}
+
+/**
+ * A schema that picks the schema for a value by its shape, so errors name the field inside the chosen shape; a value
+ * of no known shape gets `message`.
+ */
+export function shapedBy<S extends z.ZodType>(
+  choose: (value: unknown) => S | undefined,
+  message: string,
+): z.ZodType<z.output<S>> {
+  return z.unknown().transform((value, ctx): z.output<S> => {
+    const schema = choose(value);
+    if (!schema) {
       ctx.addIssue({ code: 'custom', message });
       return z.NEVER;
     }
-    const parsed = (key in value ? withKey : withoutKey).safeParse(value);
-    if (parsed.success) return parsed.data as z.output<A> | z.output<B>;
+    const parsed = schema.safeParse(value);
+    if (parsed.success) return parsed.data as z.output<S>;
     for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
     return z.NEVER;
   });
 }
+
+export const CallStepSchema = z.strictObject({
+  call: ToolNameSchema,
+  args: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** A harness's name in the config (`harnesses.<name>`): the same rule as a server's. */
+export const HarnessNameSchema = ServerNameSchema;
+
+/** OZ0_INPUT carries a harness's input: an environment variable, so it stays well under Linux's 128 KiB per string. */
+export const MAX_HARNESS_INPUT_BYTES = 64 * 1024;
+
+/** H1: a live session that runs a harness named in the config, with its input (any JSON). */
+export const HarnessSessionSchema = z.strictObject({
+  harness: HarnessNameSchema,
+  input: z
+    .json()
+    .optional()
+    .refine((input) => Buffer.byteLength(JSON.stringify(input ?? null)) <= MAX_HARNESS_INPUT_BYTES, {
+      error: `a harness's input is at most ${MAX_HARNESS_INPUT_BYTES / 1024} KiB of JSON (it travels in OZ0_INPUT)`,
+    })
+    // Checked as JSON; typed as any value, so a spec written in TypeScript takes any object.
+    .transform((input): unknown => input),
+});
+
+/** H9: a live session driven by a Temporal client outside the job; the job waits for it to open and close. */
+export const ExternalSessionSchema = z.strictObject({
+  external: z.literal(true),
+  /** How long the job waits for the client to open the session and close it; none: as long as it takes. */
+  timeoutSeconds: z
+    .number()
+    .positive()
+    .max(365 * 24 * 3600)
+    .optional(),
+});
+
+const SESSION_SHAPES = 'a session is [ …calls ], { "harness": "<name>", "input": {…} } or { "external": true }';
+
+/** A session is a list of calls (scripted), a harness named in the config, or an external client's. */
+export const SessionStepSchema = z.strictObject({
+  session: shapedBy(
+    (value) =>
+      Array.isArray(value)
+        ? z.array(CallStepSchema).min(1, 'a session holds at least one call')
+        : eitherBy('harness', HarnessSessionSchema, ExternalSessionSchema, SESSION_SHAPES),
+    SESSION_SHAPES,
+  ),
+});
 
 /** A step is a call or a session, told apart by its `session` key. */
 export const StepSchema = eitherBy(
@@ -80,8 +134,10 @@ export const JobSpecSchema = z.strictObject({
 
 /** One call: `<server>.<function>` and its arguments. */
 export type CallStep = z.infer<typeof CallStepSchema>;
-/** A harness session: its calls, in order, on one node. */
+/** A session: a scripted list of calls, a harness, or an external client's; on one node. */
 export type SessionStep = z.infer<typeof SessionStepSchema>;
+export type HarnessSession = z.infer<typeof HarnessSessionSchema>;
+export type ExternalSession = z.infer<typeof ExternalSessionSchema>;
 export type Step = CallStep | SessionStep;
 export type JobSpec = z.infer<typeof JobSpecSchema>;
 
@@ -103,12 +159,34 @@ export function formatPath(path: readonly PropertyKey[]): string {
   return out || '(top level)';
 }
 
-/** Validates a job spec, or throws a {@link JobSpecError} naming every field that is wrong. */
-export function parseJobSpec(input: unknown): JobSpec {
+/**
+ * Validates a job spec, or throws a {@link JobSpecError} naming every field that is wrong. With `harnesses` (the
+ * names a config defines), a session naming any other harness is refused too (H1: a spec can never make a node run a
+ * command its config does not name).
+ */
+export function parseJobSpec(input: unknown, known: { harnesses?: readonly string[] } = {}): JobSpec {
   const parsed = JobSpecSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
+  const issues = parsed.success
+    ? unknownHarnesses(parsed.data, known.harnesses)
+    : parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
+  if (parsed.success && issues.length === 0) return parsed.data;
   throw new JobSpecError(`bad job spec: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues);
+}
+
+function unknownHarnesses(spec: JobSpec, harnesses: readonly string[] | undefined) {
+  if (!harnesses) return [];
+  return spec.steps.flatMap((step, i) =>
+    'session' in step && !Array.isArray(step.session) && 'harness' in step.session
+      ? harnesses.includes(step.session.harness)
+        ? []
+        : [
+            {
+              path: `steps[${i}].session.harness`,
+              message: `no harness named "${step.session.harness}" in the config${harnesses.length ? ` (it has ${harnesses.join(', ')})` : ''}`,
+            },
+          ]
+      : [],
+  );
 }
 
 /** How one attempt of a call ended (SPEC "Trace JSON"). */

@@ -47,6 +47,28 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
 
   const charge = keyedTool(store, 'charge', (args: { order_id: string; amount: number }) => newCharge(args));
 
+  const refund = keyedTool(store, 'refund', (args: { order_id: string; amount: number }) => {
+    const refundId = `rf-${store.records().filter((r) => r.tool === 'refund').length + 1}`;
+    return {
+      content: [{ type: 'text', text: `refunded ${args.amount} to ${args.order_id} (${refundId})` }],
+      structuredContent: { refund_id: refundId, order_id: args.order_id, amount: args.amount },
+    };
+  });
+
+  /** What the ledger holds for an order: the sum charged, the sum refunded, and its last status. */
+  const lookup = (orderId: string) => {
+    let charged = 0;
+    let refunded = 0;
+    let status: string | null = null;
+    for (const r of store.records()) {
+      const args = r.args as { order_id?: string; id?: string; amount?: number; status?: string };
+      if (r.tool !== undefined && CHARGE_TOOLS.has(r.tool) && args.order_id === orderId) charged += args.amount ?? 0;
+      else if (r.tool === 'refund' && args.order_id === orderId) refunded += args.amount ?? 0;
+      else if (r.tool === 'set_status' && args.id === orderId) status = args.status ?? null;
+    }
+    return { order_id: orderId, charged, refunded, status };
+  };
+
   const setStatus = keyedTool(store, 'set_status', (args: { id: string; status: string }) => ({
     content: [{ type: 'text', text: `${args.id} is ${args.status}` }],
     structuredContent: { id: args.id, status: args.status },
@@ -102,13 +124,50 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
     );
 
     server.registerTool(
+      'lookup_order',
+      {
+        title: 'Look an order up',
+        description: 'What the ledger holds for order_id: the sum charged, the sum refunded, its last status.',
+        inputSchema: { order_id: z.string() },
+        outputSchema: {
+          order_id: z.string(),
+          charged: z.number().int(),
+          refunded: z.number().int(),
+          status: z.string().nullable(),
+        },
+        ...readOnly({ openWorld: false }),
+      },
+      async (args, extra) => {
+        recordReceived({ tool: 'lookup_order', key: idempotencyKey(extra), args, requestId: extra.requestId });
+        const found = lookup(args.order_id);
+        return { content: [{ type: 'text', text: JSON.stringify(found) }], structuredContent: found };
+      },
+    );
+
+    server.registerTool(
+      'refund',
+      {
+        title: 'Refund an order',
+        description: 'Refunds amount to order_id, exactly once per _meta["oz0/idempotency_key"].',
+        inputSchema: { order_id: z.string(), amount: z.number().int().positive() },
+        outputSchema: { refund_id: z.string(), order_id: z.string(), amount: z.number().int() },
+        ...WRITE,
+      },
+      async (args, extra) => {
+        recordReceived({ tool: 'refund', key: idempotencyKey(extra), args, requestId: extra.requestId });
+        return refund(args, extra);
+      },
+    );
+
+    server.registerTool(
       'count_effects',
       {
         title: 'Count effects',
-        description: 'Counts the writes in the ledger file: charges, statuses, and lines per idempotency key.',
+        description: 'Counts the writes in the ledger file: charges, refunds, statuses, and lines per idempotency key.',
         inputSchema: {},
         outputSchema: {
           charges: z.number().int(),
+          refunds: z.number().int(),
           statuses: z.number().int(),
           by_key: z.record(z.string(), z.number().int()),
         },
@@ -117,9 +176,10 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       async (_args, extra) => {
         recordReceived({ tool: 'count_effects', key: idempotencyKey(extra), requestId: extra.requestId });
         // Re-read the file rather than trusting memory: this is the evidence that each key was written once.
-        const counts = { charges: 0, statuses: 0, by_key: {} as Record<string, number> };
+        const counts = { charges: 0, refunds: 0, statuses: 0, by_key: {} as Record<string, number> };
         for (const entry of readKeyStore(file)) {
           if (entry.tool !== undefined && CHARGE_TOOLS.has(entry.tool)) counts.charges++;
+          else if (entry.tool === 'refund') counts.refunds++;
           else if (entry.tool === 'set_status') counts.statuses++;
           counts.by_key[entry.key] = (counts.by_key[entry.key] ?? 0) + 1;
         }

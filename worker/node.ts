@@ -12,6 +12,8 @@ import { createActivities } from '../activities';
 import type { NodeIdentity } from '../activities';
 import { ServerPool } from '../activities/servers/pool';
 import { PolicyGate } from '../activities/policy/gate';
+import { CallRelay } from '../activities/call/relay';
+import { Gateway } from '../activities/harness/gateway';
 import { seedsOf } from '../common/policy-client';
 import { Client } from '@temporalio/client';
 import type { LoadedConfig } from '../common/config';
@@ -51,6 +53,8 @@ export interface NodeOptions {
 export interface Oz0Node {
   identity: NodeIdentity;
   pool: ServerPool;
+  /** The node's MCP gateway for harnesses (H3). */
+  gateway: Gateway;
   /** Runs until shutdown() or a fatal error. */
   run(): Promise<void>;
   /** Runs the workers while fn runs, then shuts them down (tests). */
@@ -79,20 +83,31 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     sandboxRoot: path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', identity.queue.replace(/\//g, '_')),
     killGraceMs: config.node.killGraceSeconds * 1000,
   });
+  const client = new Client({ connection, namespace: config.temporal.namespace });
   const gate = new PolicyGate(
-    { client: new Client({ connection, namespace: config.temporal.namespace }), seeds: seedsOf(config.tenants) },
+    { client, seeds: seedsOf(config.tenants) },
     logger,
     config.node.policyRefreshMs,
     config.node.policyWatch ? { taskQueue: config.temporal.policyTaskQueue } : undefined,
   );
+  const relay = new CallRelay();
+  // H3: the node's MCP gateway for the harnesses its sessions run.
+  const gateway = await Gateway.start({ config, pool, gate, client, relay, logger: logger.child({ node: name }) });
+  const stateRoot = path.resolve(config.baseDir, config.node.stateDir);
   const activities = createActivities({
     config,
     pool,
     gate,
+    relay,
     logger,
     node: identity,
     heartbeatMs: config.node.heartbeatMs,
     policyMaxAgeMs: config.node.policyMaxAgeMs,
+    harness: {
+      gateway,
+      killGraceMs: config.node.killGraceSeconds * 1000,
+      sessionRoot: path.join(stateRoot, 'sessions', identity.queue.replace(/\//g, '_')),
+    },
   });
   const common: Partial<WorkerOptions> = {
     connection,
@@ -128,7 +143,13 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
         } as WorkerOptions);
   const workers = [shared, own, ...(policy ? [policy] : [])];
   logger.info(
-    { node: name, taskQueue: config.temporal.taskQueue, nodeQueue: identity.queue, slots: config.node.slots },
+    {
+      node: name,
+      taskQueue: config.temporal.taskQueue,
+      nodeQueue: identity.queue,
+      slots: config.node.slots,
+      gateway: gateway.url,
+    },
     'node ready',
   );
 
@@ -146,6 +167,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
     } finally {
+      await gateway.close();
       gate.close();
       await pool.close();
       if (ownConnection) await connection.close();
@@ -154,6 +176,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   return {
     identity,
     pool,
+    gateway,
     run,
     shutdown,
     async runUntil<T>(fn: () => Promise<T>): Promise<T> {

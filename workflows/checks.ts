@@ -63,3 +63,42 @@ export function approvalProblem(a: unknown): string | undefined {
   if (typeof approvedAt !== 'string') return "an approval's approvedAt is a date string";
   return undefined;
 }
+
+/** Whether a tool pattern (`server.function`, `server.*` or `*`) covers a tool. */
+export function matches(pattern: string, tool: string): boolean {
+  if (pattern === '*') return true;
+  if (pattern.endsWith('.*')) return tool.startsWith(pattern.slice(0, -1));
+  return pattern === tool;
+}
+
+export function matchesAny(patterns: readonly string[], tool: string): boolean {
+  return patterns.some((p) => matches(p, tool));
+}
+
+const CALL_ID = /^[A-Za-z0-9_.:@/-]{1,128}$/;
+const SESSION = /^s[1-9][0-9]{0,8}$/;
+
+/**
+ * What is wrong with a live session Update's input, if anything: any Temporal client can send one (H9), so the
+ * workflow's validators check it before it reaches the history.
+ */
+export function sessionInputProblem(input: unknown, isCall: boolean): string | undefined {
+  if (!input || typeof input !== 'object' || Array.isArray(input)) return 'the input is an object';
+  const i = input as Record<string, unknown>;
+  if (typeof i.session !== 'string' || !SESSION.test(i.session)) return 'session is "s<n>", e.g. "s1"';
+  if (typeof i.run !== 'number' || !Number.isInteger(i.run) || i.run < 1) return 'run is a whole number from 1';
+  if ('callId' in i || isCall) {
+    if (typeof i.callId !== 'string' || !CALL_ID.test(i.callId)) return 'callId is 1-128 letters, digits or _.:@/-';
+  }
+  if ('reason' in i && i.reason !== undefined && (typeof i.reason !== 'string' || i.reason.length > 1000)) {
+    return 'reason is a string of at most 1000 characters';
+  }
+  if (!isCall) return undefined;
+  const toolIssue = toolProblem(i.tool);
+  if (toolIssue) return toolIssue;
+  if (i.args !== undefined && (!i.args || typeof i.args !== 'object' || Array.isArray(i.args))) {
+    return 'args is an object';
+  }
+  if (i.progress !== undefined && typeof i.progress !== 'boolean') return 'progress is true or false';
+  return undefined;
+}

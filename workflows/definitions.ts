@@ -3,19 +3,24 @@
  * failure types and what a call's activity takes and gives. Pure: the workflow bundle imports it. The spec's types
  * are inferred from its zod schema in common/schemas (imported as types only: zod stays out of the bundle).
  */
-import { defineQuery } from '@temporalio/workflow';
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import type { AttemptRecord, JobSpec } from '../common/schemas';
+import type { AttemptRecord, CallStep, JobSpec, SessionStep } from '../common/schemas';
 
 /** The workflow type name the client starts: `client.workflow.start('job', …)`. */
 export const JOB_WORKFLOW = 'job';
 
-/** Every tool a spec names, in first-use order. */
+/** A scripted session's calls, fixed in the spec; undefined for a live session (a harness's or a client's). */
+export function scriptedCalls(step: SessionStep): CallStep[] | undefined {
+  return Array.isArray(step.session) ? step.session : undefined;
+}
+
+/** Every tool a spec names, in first-use order (a live session's tools are known only as it makes its calls). */
 export function toolsOf(spec: JobSpec): string[] {
   const tools = new Set<string>();
   for (const step of spec.steps) {
     if ('call' in step) tools.add(step.call);
-    else for (const call of step.session) tools.add(call.call);
+    else for (const call of scriptedCalls(step) ?? []) tools.add(call.call);
   }
   return [...tools];
 }
@@ -41,6 +46,48 @@ export interface StepTrace {
   node?: string;
   /** For a call in a session: 1 for the session's first run, 2 for the fresh session after a lost node, … */
   sessionRun?: number;
+  /** A live session's call that has not ended yet: `result` and `attempts` are still empty. */
+  running?: true;
+}
+
+/** One run of a live session: on which node, and how it ended (absent while it runs). */
+export interface SessionRunTrace {
+  run: number;
+  node?: string;
+  /** The client that opened an external session's run, as it named itself. */
+  client?: string;
+  /** Why the run ended: its harness exited, its client closed it, its node was lost, the job was cancelled, … */
+  ended?: string;
+}
+
+/** A live session (a harness's, or an external client's: H1-H10) as its own step, holding its calls in order. */
+export interface SessionTrace {
+  /** `s1`, `s2`, …: the session's number in the job. */
+  session: string;
+  kind: 'harness' | 'external';
+  /** The harness it runs (`harnesses.<name>`). */
+  harness?: string;
+  /** `waiting` for an external client to open it, `running`, or `ended`. */
+  status: 'waiting' | 'running' | 'ended';
+  runs: SessionRunTrace[];
+  /** The session's result: the harness's last line on stdout, or what the client closed it with; or why it failed. */
+  result?: ToolResult;
+  /** Its calls, in the order the workflow accepted them, across its runs. */
+  calls: StepTrace[];
+  /** Calls left out of `calls` to keep the trace bounded. */
+  omitted: number;
+}
+
+/** A step of the trace: a call (on its own or in a scripted session), or a live session holding its calls. */
+export type TraceStep = StepTrace | SessionTrace;
+
+export function isSessionTrace(step: TraceStep): step is SessionTrace {
+  return 'runs' in step;
+}
+
+/** Every call of a trace, in job order: those of live sessions in their place. */
+export function callsOf(trace: Pick<JobTrace, 'steps'>): StepTrace[] {
+  return trace.steps.flatMap((step) => (isSessionTrace(step) ? step.calls : [step]));
 }
 
 /** `running` and `cancelling` while the workflow runs; the rest once it has decided how it ends. */
@@ -55,11 +102,72 @@ export interface JobTrace {
   calls: number;
   /** Steps left out of `steps` to keep the trace bounded across continues-as-new (T2). */
   omitted: number;
-  steps: StepTrace[];
+  steps: TraceStep[];
 }
 
 export const statusQuery = defineQuery<JobStatus>('status');
 export const traceQuery = defineQuery<JobTrace>('trace');
+
+/**
+ * H9: a client opens the job's waiting external session. The answer names the session, its run (a session moved to
+ * another node after its node was lost is opened again, as its next run) and the node its calls run on.
+ */
+export const openSessionUpdate = defineUpdate<SessionOpened, [OpenSessionInput]>('openSession');
+/** H4: one call of a live session: the workflow decides its key, runs it on the session's node, answers its result. */
+export const callToolUpdate = defineUpdate<SessionCallOutput, [SessionCallInput]>('callTool');
+/** H5: stops one running call of a live session (`notifications/cancelled` to its server); false if it had ended. */
+export const cancelCallUpdate = defineUpdate<boolean, [CancelCallInput]>('cancelCall');
+/** H9: an external client ends its session with a result (an error result with `isError`). */
+export const closeSessionUpdate = defineUpdate<void, [CloseSessionInput]>('closeSession');
+/** H9: where a live session's running call is (its activity and key), by the caller's call id: its progress is there. */
+export const sessionCallQuery = defineQuery<{ activityId: string; key: string } | null, [string]>('sessionCall');
+
+export interface OpenSessionInput {
+  /** Who opens it, for the trace (e.g. the client's host), at most 200 characters. */
+  client?: string;
+}
+
+export interface SessionOpened {
+  session: string;
+  run: number;
+  node: string;
+}
+
+export interface SessionCallInput {
+  session: string;
+  run: number;
+  /** The caller's id for the call, unique in the session run: what cancelCall names. */
+  callId: string;
+  tool: string;
+  args?: Record<string, unknown>;
+  /** H6: the caller wants the call's progress (the node asks its server for it). */
+  progress?: boolean;
+}
+
+export interface SessionCallOutput {
+  result: ToolResult & { _meta?: Record<string, unknown> };
+  /** The call's idempotency key (K3 or K2); absent for a call refused before it was placed (H10). */
+  key?: string;
+  /** The call's position in the whole job (its step's `n`); absent for a call refused before it was placed. */
+  n?: number;
+}
+
+export interface CancelCallInput {
+  session: string;
+  run: number;
+  callId: string;
+  /** Why, as the caller says it; sent on to the server in `notifications/cancelled`. */
+  reason?: string;
+}
+
+export interface CloseSessionInput {
+  session: string;
+  run: number;
+  /** The session's result: any JSON (a string is text). */
+  result?: unknown;
+  /** The result is an error result. */
+  isError?: boolean;
+}
 
 /** Search attributes oz0 registers itself and keeps up to date (T3). */
 export const Oz0Status = defineSearchAttributeKey('Oz0Status', SearchAttributeType.KEYWORD);
@@ -85,10 +193,14 @@ export const FailureType = {
   nodeShutdown: 'Oz0NodeShutdown',
   /** The node has no server of that name, or the server has no such function. */
   unknownTool: 'Oz0UnknownTool',
+  /** A live session's caller stopped the call (H5): it ends, the job goes on. */
+  callCancelled: 'Oz0CallCancelled',
 } as const;
 
 /** One call, as the workflow asks a node to make it. */
 export interface CallInput {
+  /** H5/H6: a live session's call, by the id its caller gave: its progress is relayed, and it can be stopped by it. */
+  relay?: { callId: string; progress: boolean };
   jobId: string;
   tenant: string;
   tool: string;
@@ -107,11 +219,31 @@ export interface CallOutput {
   sandboxQueue?: string;
 }
 
-/** What a node says when a harness session opens on it (T4). */
+/** What a node says when a session opens on it (T4), or of a live session's new tool: its hints and settings. */
 export interface SessionPlan {
   idempotent: Record<string, boolean>;
   mayRetry: Record<string, boolean>;
+  /** The settings of each tool described (a live session's tools are not known when the job starts). */
+  settings: Record<string, ToolSettings>;
   node: { id: string; queue: string };
+}
+
+/** H2/H7: a harness run, as the workflow asks the session's node to start it. */
+export interface HarnessInput {
+  jobId: string;
+  tenant: string;
+  harness: string;
+  /** `s1`, `s2`, … */
+  session: string;
+  sessionRun: number;
+  input: unknown;
+}
+
+/** H7: how a harness run ended: its result (the last stdout line), or an error result that says which way it failed. */
+export interface HarnessOutcome {
+  result: ToolResult;
+  /** How it ended, in words: `exited 0`, `exited 3`, `killed by SIGSEGV`, `ran past its timeout of 600 s`. */
+  ended: string;
 }
 
 /** Per-tool settings the node resolves from its config for a job. */
@@ -124,6 +256,10 @@ export interface JobSettings {
   tools: Record<string, ToolSettings>;
   continueAsNewAfterCalls: number;
   heartbeatTimeoutSeconds: number;
+  /** H10. */
+  maxCallsPerSession: number;
+  /** The time limits of the harnesses the spec names (H1, H7). */
+  harnesses: Record<string, { timeoutSeconds: number; tools: string[] }>;
 }
 
 /** What a job carries into its next run when it continues as new (T2). */
@@ -132,6 +268,6 @@ export interface JobCarry {
   calls: number;
   sessions: number;
   omitted: number;
-  traceTail: StepTrace[];
+  traceTail: TraceStep[];
   sandboxQueues: string[];
 }

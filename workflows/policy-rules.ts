@@ -6,7 +6,9 @@ import { canonicalize } from 'json-canonicalize';
 import { sha256 } from '@noble/hashes/sha256';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
 import type { Approval, Decision, TenantState } from '../common/schemas';
-import { splitTool } from './checks';
+import { matches, splitTool } from './checks';
+
+export { matches };
 
 export function emptyState(policy: Record<string, Decision> = {}): TenantState {
   return { version: 0, policy: { ...policy }, kills: [], approvals: {} };
@@ -19,12 +21,6 @@ export function policyWorkflowId(tenant: string | '*'): string {
 
 export const POLICY_WORKFLOW = 'tenantPolicy';
 export const ALL_TENANTS = '*';
-
-export function matches(pattern: string, tool: string): boolean {
-  if (pattern === '*') return true;
-  if (pattern.endsWith('.*')) return tool.startsWith(pattern.slice(0, -1));
-  return pattern === tool;
-}
 
 /** The kill switch that stops `tool`, if any, from the tenant's own and the all-tenants switches. */
 export function killedBy(kills: readonly string[], tool: string): string | undefined {

@@ -1,7 +1,7 @@
 /**
- * Harness sessions (SPEC K3-K6, T4): a session runs its calls in order on one node, through that node's own
- * task queue, while a lease activity there heartbeats. When the node is lost (the lease's heartbeat stops),
- * a fresh session of the same number starts on another node and makes the same calls again under the same
+ * Scripted sessions (SPEC K3-K6, T4): a session's calls, fixed in the spec, run in order on one node, through that
+ * node's own task queue, while a lease activity there heartbeats. When the node is lost (the lease's heartbeat
+ * stops), a fresh session of the same number starts on another node and makes the same calls again under the same
  * keys — if every call the lost session made may be made again; otherwise the job stops, naming the call.
  */
 import {
@@ -12,107 +12,114 @@ import {
   proxyActivities,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { CallStep } from '../common/schemas';
+import { makeCall, placeCall } from './calls';
+import type { JobContext } from './calls';
 import { FailureType } from './definitions';
+import type { StepTrace } from './definitions';
 import { SessionKeys, defaultKey } from './keys';
 import { splitTool } from './checks';
-import type { CallStep, SessionStep } from '../common/schemas';
 
 /** Fresh sessions a session may have after lost nodes before the job gives up. */
-const MAX_SESSION_RUNS = 4;
+export const MAX_SESSION_RUNS = 4;
 
-/** Thrown out of a session's call when its node was lost: the session handles it, never the job. */
-export class NodeLost extends Error {
-  override name = 'NodeLost';
+/** The lease that pins a session to its node: it heartbeats until cancelled (T4). */
+export function sessionLease(ctx: JobContext, queue: string) {
+  return proxyActivities<Activities>({
+    taskQueue: queue,
+    startToCloseTimeout: '365d',
+    heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
+    retry: { maximumAttempts: 1 },
+    // The lease holds nothing: no need to wait for it to acknowledge a cancel.
+    cancellationType: ActivityCancellationType.TRY_CANCEL,
+  }).holdSession;
 }
 
-export interface SessionCall {
-  session: string;
-  sessionRun: number;
-  taskQueue: string;
-  key: (activityId: string) => string;
-  /** Set once the session's node is known lost: the call's cancel then means "lost", not "job cancelled". */
-  lost: () => string | undefined;
+/** Describes tools on a node: the shared queue (any node: where a session lands) or a session's own. */
+export function describeOn(queue?: string) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: '60s',
+    retry: { maximumAttempts: 3 },
+    ...(queue ? { taskQueue: queue, scheduleToStartTimeout: '30s' } : {}),
+  }).describeTools;
 }
 
-export interface SessionDeps {
-  jobId: string;
-  tenant: string;
-  run: number;
-  heartbeatTimeoutSeconds: number;
-  sandboxQueues: Set<string>;
-  runCall(step: CallStep, opts: SessionCall): Promise<void>;
+/** T4: the job stops when a lost session made a call that may not be made again, naming it and its key. */
+export function mayHaveRun(session: string, why: string, call: { tool: string; key?: string }): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(
+    `session ${session}: ${why}; ${call.tool} (key ${call.key ?? 'not yet decided'}) may have run and may not be made again`,
+    FailureType.mayHaveRun,
+  );
 }
 
-export async function runSession(deps: SessionDeps, step: SessionStep, n: number): Promise<void> {
+export async function runScriptedSession(
+  ctx: JobContext,
+  calls: CallStep[],
+  n: number,
+  record: (step: StepTrace) => void,
+): Promise<void> {
   const session = `s${n}`;
-  const tools = [...new Set(step.session.map((c) => c.call))];
-  const { describeTools } = proxyActivities<Activities>({ startToCloseTimeout: '60s', retry: { maximumAttempts: 3 } });
+  const tools = [...new Set(calls.map((c) => c.call))];
   // Keys are decided on the session's first run and kept: a fresh session makes the same calls under them (K4).
   const keys: (string | undefined)[] = [];
   let sessionKeys: SessionKeys | undefined;
   for (let sessionRun = 1; ; sessionRun++) {
-    const plan = await describeTools(deps.jobId, deps.tenant, tools);
+    const plan = await describeOn()(ctx.jobId, ctx.tenant, tools);
     // The session's sandboxed servers live on its node; they stop when the job ends.
-    deps.sandboxQueues.add(plan.node.queue);
-    sessionKeys ??= new SessionKeys(deps.jobId, deps.run, n);
-    const { holdSession } = proxyActivities<Activities>({
-      taskQueue: plan.node.queue,
-      startToCloseTimeout: '7d',
-      heartbeatTimeout: `${deps.heartbeatTimeoutSeconds}s`,
-      retry: { maximumAttempts: 1 },
-      // The lease holds nothing: no need to wait for it to acknowledge a cancel.
-      cancellationType: ActivityCancellationType.TRY_CANCEL,
-    });
+    ctx.sandboxQueues.add(plan.node.queue);
+    sessionKeys ??= new SessionKeys(ctx.jobId, ctx.run, n);
     let lost: string | undefined;
-    const calls = new CancellationScope();
+    const scope = new CancellationScope();
     const lease = new CancellationScope();
     const leased = lease
-      .run(() => holdSession())
+      .run(() => sessionLease(ctx, plan.node.queue)())
       .catch((err) => {
         if (isCancellation(err)) return;
         lost = `node ${plan.node.id} was lost (its heartbeat stopped)`;
-        calls.cancel();
+        scope.cancel();
       });
     const made: number[] = [];
+    let lostCall: string | undefined;
     try {
-      await calls.run(async () => {
-        for (const [i, call] of step.session.entries()) {
-          const { fn } = splitTool(call.call);
+      await scope.run(async () => {
+        for (const [i, call] of calls.entries()) {
           // K3 for functions that say idempotentHint; K5: every other call keeps its K2 key.
-          keys[i] ??= plan.idempotent[call.call] ? sessionKeys!.next(fn, call.args) : undefined;
+          keys[i] ??= plan.idempotent[call.call] ? sessionKeys!.next(splitTool(call.call).fn, call.args) : undefined;
           made.push(i);
-          await deps.runCall(call, {
+          const placed = placeCall(ctx);
+          const key = (keys[i] ??= defaultKey(ctx.jobId, ctx.run, placed.activityId));
+          const end = await makeCall(ctx, placed, call, key, {
             session,
             sessionRun,
             taskQueue: plan.node.queue,
-            key: (activityId) => (keys[i] ??= defaultKey(deps.jobId, deps.run, activityId)),
             lost: () => lost,
+            record,
           });
+          if (end.lost) {
+            lostCall = end.lost;
+            return;
+          }
         }
       });
-      lease.cancel();
-      await leased;
-      return;
     } catch (err) {
-      lease.cancel();
-      await leased;
-      if (!(err instanceof NodeLost) && !lost) throw err;
-      const why = lost ?? (err as Error).message;
-      // T4: a fresh session only if every call the lost one made may be made again.
-      const risky = made.find((i) => !plan.mayRetry[step.session[i].call]);
-      if (risky !== undefined) {
-        const call = step.session[risky];
-        throw ApplicationFailure.nonRetryable(
-          `session ${session}: ${why}; ${call.call} (key ${keys[risky] ?? 'not yet decided'}) may have run and may not be made again`,
-          FailureType.mayHaveRun,
-        );
+      if (!lost) {
+        lease.cancel();
+        await leased;
+        throw err;
       }
-      if (sessionRun >= MAX_SESSION_RUNS) {
-        throw ApplicationFailure.nonRetryable(
-          `session ${session}: ${why}, ${sessionRun} times; giving up`,
-          FailureType.mayHaveRun,
-        );
-      }
+    }
+    lease.cancel();
+    await leased;
+    const why = lost ?? (lostCall ? `node ${plan.node.id} was lost (${lostCall})` : undefined);
+    if (!why) return;
+    // T4: a fresh session only if every call the lost one made may be made again.
+    const risky = made.find((i) => !plan.mayRetry[calls[i].call]);
+    if (risky !== undefined) throw mayHaveRun(session, why, { tool: calls[risky].call, key: keys[risky] });
+    if (sessionRun >= MAX_SESSION_RUNS) {
+      throw ApplicationFailure.nonRetryable(
+        `session ${session}: ${why}, ${sessionRun} times; giving up`,
+        FailureType.mayHaveRun,
+      );
     }
   }
 }

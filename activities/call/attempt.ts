@@ -23,6 +23,7 @@ import type { Verdict } from '../../workflows/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
 import { OutcomeUnknown } from '../servers/errors';
 import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
+import type { CallRelay } from './relay';
 import { readPriorState, resumePlan } from './resume';
 import { attemptLimitMs, busyVerdict, mayBeMadeAgain } from './verdicts';
 
@@ -42,6 +43,8 @@ export interface CallDeps {
   node: NodeIdentity;
   /** How often a running attempt heartbeats; a cancel reaches it within about this long. */
   heartbeatMs: number;
+  /** Live sessions' calls on this node: their callers stop them and hear their progress through it (H5, H6). */
+  relay: CallRelay;
 }
 
 /** An answer larger than this is not handed to the job: it would not fit Temporal's history. */
@@ -53,6 +56,8 @@ const IGNORED_TOKEN = 'ignored an invalid resume token';
 interface StopCause {
   outcome: Outcome;
   text: string;
+  /** A live session's caller stopped this call (H5): it ends here, and the job goes on. */
+  bySession?: true;
 }
 
 /** Why Temporal asked the activity to stop, from its cancellation details (never from message text). */
@@ -132,6 +137,12 @@ class Attempt {
     const onCancel = () => this.stop(cancelCause(ctx.cancellationDetails));
     if (ctx.cancellationSignal.aborted) onCancel();
     else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+    const { relay } = this.input;
+    const unrelay = relay
+      ? this.deps.relay.register(this.input.jobId, relay.callId, (why) =>
+          this.stop({ outcome: 'cancelled', text: `oz0: cancelled by its session: ${why}`, bySession: true }),
+        )
+      : undefined;
     try {
       const prepared = await this.prepare();
       return this.settle(await this.send(prepared));
@@ -139,6 +150,7 @@ class Attempt {
       return await this.settleFailure(err);
     } finally {
       ctx.cancellationSignal.removeEventListener('abort', onCancel);
+      unrelay?.();
       unregister();
       clearInterval(heartbeats);
       this.lease?.release();
@@ -251,8 +263,9 @@ class Attempt {
       () => this.stop({ outcome: 'timeout', text: `oz0: time limit: ${input.timeoutSeconds} s less its margin` }),
       Math.max(0, remaining),
     );
-    // P1: only a call that may be made again asks for progress, under a token of its own.
-    const progressToken = this.again ? `oz0:${input.key}:${this.n}` : undefined;
+    // P1: a call that may be made again asks for progress, under a token of its own; so does one whose live session's
+    // caller asked for it (H6).
+    const progressToken = this.again || input.relay?.progress ? `oz0:${input.key}:${this.n}` : undefined;
     const unwatch = progressToken ? p.connection.watchProgress(progressToken, (n) => this.onProgress(n, p)) : undefined;
     this.sent = true;
     try {
@@ -301,6 +314,7 @@ class Attempt {
       this.state.invalidToken = true;
       if (!this.notes.includes(IGNORED_TOKEN)) this.notes.push(IGNORED_TOKEN);
     }
+    if (this.input.relay) this.deps.relay.report(this.input.jobId, this.input.relay.callId, this.progress);
     this.beat();
   }
 
@@ -365,6 +379,13 @@ class Attempt {
     // C3: a stopped call on a sandboxed server stops that server's whole process tree too (C7: before the next).
     if (this.sent && connection?.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
     if (!this.sent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
+    if (why.bySession) {
+      return this.fail(why.outcome, why.text, {
+        type: FailureType.callCancelled,
+        retryable: false,
+        message: `${input.tool}: ${why.text}`,
+      });
+    }
     if (why.outcome === 'cancelled') {
       this.record(why.outcome, why.text);
       throw new CancelledFailure(why.text, [this.state]);

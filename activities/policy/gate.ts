@@ -55,6 +55,7 @@ export class PolicyGate {
   /** The read that starts when a tenant's in-flight one ends, shared by every caller that came too late for it. */
   private readonly queued = new Map<string, Promise<TenantState>>();
   private readonly watches = new Map<string, { watch: PolicyWatch; usedAt: number }>();
+  private readonly listeners = new Set<(tenant: string, state: TenantState) => void>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -113,8 +114,16 @@ export class PolicyGate {
   /** A state current as of `at`: kept unless a newer one is, and every running call is checked against it. */
   private learn(tenant: string, state: TenantState, at: number): void {
     const previous = this.cache.get(tenant);
-    if (!previous || previous.at <= at) this.cache.set(tenant, { state, at });
+    if (previous && previous.at > at) return;
+    this.cache.set(tenant, { state, at });
     this.sweep();
+    if (previous?.state.version !== state.version) for (const fn of this.listeners) fn(tenant, state);
+  }
+
+  /** Hears each new state the node learns of a tenant (or of the all-tenants switches, `*`): the gateway's news. */
+  onChange(fn: (tenant: string, state: TenantState) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
   }
 
   private fresh(tenant: string, maxAgeMs: number): Promise<TenantState> {

@@ -91,7 +91,9 @@ export class ServerPool {
     const transport: Transport = isRemote(config)
       ? createRemoteTransport(server, config, process.env)
       : new ProcessTransport(this.processSpec(config, kind, server, jobId), {
-          killGraceMs: this.opts.killGraceMs,
+          // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
+          killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
+          stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
           logger: this.opts.logger,
           label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
         });

@@ -32,7 +32,7 @@ export function config(opts: ConfigOpts): LoadedConfig {
 export async function withJobClient<T>(cfg: LoadedConfig, fn: (jc: JobClient) => Promise<T>): Promise<T> {
   const jc = await connectJobClient(cfg.temporal);
   try {
-    return await fn(jc);
+    return await fn({ ...jc, harnesses: Object.keys(cfg.harnesses) });
   } finally {
     await jc.close();
   }

@@ -1,6 +1,8 @@
 /** `oz0 job start|status|trace|watch|cancel`. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
+import { isSessionTrace } from '../../workflows/definitions';
+import type { StepTrace } from '../../workflows/definitions';
 import { formatTrace } from '../format';
 import { cancelJob, jobStatus, jobTrace, startJob } from '../jobs';
 import type { ShownTrace } from '../jobs';
@@ -8,7 +10,15 @@ import { watchJob } from '../watch';
 import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClient } from './common';
 import type { ConfigOpts } from './common';
 
-/** SPEC "Trace JSON": `{ jobId, status, steps }`, plus the run counters. */
+/** A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }`, and the node that made it. */
+function callJson({ tool, key, session, result, attempts, node, sessionRun, running }: StepTrace) {
+  return { tool, key, session, result, attempts, node, sessionRun, running };
+}
+
+/**
+ * SPEC "Trace JSON": `{ jobId, status, steps }`, plus the run counters. A live session is a step of its own that
+ * holds its calls: `{ session, kind, harness, status, runs, result, calls, omitted }`.
+ */
 function traceJson(trace: ShownTrace) {
   return {
     jobId: trace.jobId,
@@ -16,14 +26,9 @@ function traceJson(trace: ShownTrace) {
     run: trace.run,
     calls: trace.calls,
     omitted: trace.omitted,
-    steps: trace.steps.map(({ tool, key, session, result, attempts, node }) => ({
-      tool,
-      key,
-      session,
-      result,
-      attempts,
-      node,
-    })),
+    steps: trace.steps.map((step) =>
+      isSessionTrace(step) ? { ...step, calls: step.calls.map(callJson) } : callJson(step),
+    ),
   };
 }
 

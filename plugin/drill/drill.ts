@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { canonicalize } from 'json-canonicalize';
-import type { ServerKind } from '../../activities/servers/pool';
+import type { ServerKind } from '../../common/config';
+import { contentText } from '../../common/text';
 import type { DrillFile, FunctionDrill } from './drill-file';
 import { isKeyedWrite } from './listing-checks';
 
@@ -78,7 +79,7 @@ function same(a: CallToolResult, b: CallToolResult): boolean {
 }
 
 function textOf(result: CallToolResult): string {
-  return (result.content ?? []).map((c) => (c.type === 'text' ? c.text : `[${c.type}]`)).join(' ');
+  return contentText(result.content);
 }
 
 /** An answer in a few words, for a note. */

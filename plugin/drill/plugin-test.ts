@@ -12,6 +12,7 @@ import type { Lease, ServerKind } from '../../activities/servers/pool';
 import { ProcessTransport } from '../../activities/servers/process-transport';
 import type { LoadedConfig } from '../../common/config';
 import { createLogger } from '../../common/logger';
+import { contentText } from '../../common/text';
 import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../common/protocol';
 import { runDrill } from './drill';
 import type { DrillCall, DrillTarget } from './drill';
@@ -144,7 +145,7 @@ class OpenServer implements DrillTarget {
 }
 
 function text(result: CallToolResult): string {
-  const t = (result.content ?? []).map((c) => (c.type === 'text' ? c.text : `[${c.type}]`)).join(' ');
+  const t = contentText(result.content);
   return `${result.isError ? 'error: ' : ''}${t.length > 120 ? `${t.slice(0, 117)}...` : t}`;
 }
 

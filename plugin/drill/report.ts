@@ -1,5 +1,6 @@
 /** `oz0 plugin test`'s report as a person reads it: the findings, the samples, and the drill, as tables. */
-import type { ServerKind } from '../../activities/servers/pool';
+import type { ServerKind } from '../../common/config';
+import { table } from '../../common/text';
 import type { DrillReport } from './drill';
 import type { Finding, SeenProgress } from './listing-checks';
 
@@ -22,13 +23,6 @@ export interface SampleReport {
   progress: SeenProgress[];
   /** A remote function that declares resume, called again with its last token: what it answered. */
   resumed?: string;
-}
-
-/** Columns padded to their widest cell; the last column is not padded. */
-function table(header: string[], rows: string[][]): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]))).join('  ');
-  return [line(header), ...rows.map(line)];
 }
 
 /** The whole report: what was found, then each sample, then the drill table and its counts. */

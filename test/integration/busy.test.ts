@@ -17,6 +17,7 @@ import { createNode } from '../../worker/node';
 import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 
@@ -52,7 +53,9 @@ async function run(config: LoadedConfig, spec: JobSpec, before?: () => Promise<u
 const calls = (log: string, tool: string) =>
   readReceived(log).filter((r) => r.event === 'busy-call' && r.tool === tool);
 const texts = (trace: JobTrace, i = 0) =>
-  trace.steps[i].result.content.map((c) => (c as { text: string }).text).join(' | ');
+  callsOf(trace)
+    [i].result.content.map((c) => (c as { text: string }).text)
+    .join(' | ');
 
 test('B2: a busy read is tried again after the server’s wait (±0.5 s), under the same key', async () => {
   const { config, log } = setup();
@@ -68,9 +71,9 @@ test('B2: a busy read is tried again after the server’s wait (±0.5 s), under 
     expect(gap).toBeGreaterThan(1.5);
     expect(gap).toBeLessThan(2.5);
   }
-  expect(trace.steps[0].result.isError).toBe(false);
-  expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['busy', 'busy', 'ok']);
-  expect(trace.steps[0].attempts[0].note).toContain('wait of 2 seconds');
+  expect(callsOf(trace)[0].result.isError).toBe(false);
+  expect(callsOf(trace)[0].attempts.map((a) => a.outcome)).toEqual(['busy', 'busy', 'ok']);
+  expect(callsOf(trace)[0].attempts[0].note).toContain('wait of 2 seconds');
 });
 
 test('B2: without oz0/retry_after the retry policy’s backoff applies', async () => {
@@ -96,11 +99,11 @@ test('B2/B3: the exact number of attempts for each class of function; the last b
   expect(calls(log, 'busy_idem')).toHaveLength(3);
   expect(calls(log, 'busy_idem_nokey')).toHaveLength(1);
   expect(calls(log, 'busy_write')).toHaveLength(1);
-  expect(trace.steps.every((s) => s.result.isError)).toBe(true);
+  expect(callsOf(trace).every((s) => s.result.isError)).toBe(true);
   expect(texts(trace, 0)).toContain('The billing API is busy');
   expect(texts(trace, 0)).toContain('that was the last attempt');
   expect(texts(trace, 3)).toContain('this call gets one attempt');
-  expect(trace.steps[3].attempts).toEqual([
+  expect(callsOf(trace)[3].attempts).toEqual([
     { attempt: 1, outcome: 'busy', note: expect.stringContaining('one attempt') },
   ]);
 });
@@ -132,7 +135,7 @@ test('B6: a policy changed to deny during a busy wait stops the next attempt', a
     return handle.result();
   });
   expect(calls(log, 'busy_read')).toHaveLength(1);
-  expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['busy', 'refused']);
+  expect(callsOf(trace)[0].attempts.map((a) => a.outcome)).toEqual(['busy', 'refused']);
 });
 
 describe('B4: HTTP 429 from a remote server', () => {
@@ -177,8 +180,8 @@ describe('B4: HTTP 429 from a remote server', () => {
         approve(temporal, config, tenant, 'search'),
       );
       expect(echoes().length - before).toBe(1);
-      expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['busy', 'ok']);
-      expect(trace.steps[0].result.isError).toBe(false);
+      expect(callsOf(trace)[0].attempts.map((a) => a.outcome)).toEqual(['busy', 'ok']);
+      expect(callsOf(trace)[0].result.isError).toBe(false);
     },
   );
 
@@ -191,7 +194,7 @@ describe('B4: HTTP 429 from a remote server', () => {
       plan.initialize = 1;
     });
     expect(echoes().length - before).toBe(0);
-    expect(trace.steps[0].attempts).toEqual([
+    expect(callsOf(trace)[0].attempts).toEqual([
       { attempt: 1, outcome: 'failed', note: expect.stringContaining('outcome unknown') },
     ]);
   });

@@ -11,6 +11,7 @@ import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { ROOT, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 let node: Oz0Node;
@@ -63,15 +64,15 @@ test('job start --wait --json prints the trace JSON; status and trace read it ba
   expect(started.code).toBe(0);
   const trace = JSON.parse(started.stdout);
   expect(trace).toMatchObject({ jobId: id, status: 'COMPLETED' });
-  expect(trace.steps).toHaveLength(2);
-  expect(Object.keys(trace.steps[0]).sort()).toEqual(['attempts', 'key', 'node', 'result', 'session', 'tool']);
-  expect(trace.steps[0]).toMatchObject({
+  expect(callsOf(trace)).toHaveLength(2);
+  expect(Object.keys(callsOf(trace)[0]).sort()).toEqual(['attempts', 'key', 'node', 'result', 'session', 'tool']);
+  expect(callsOf(trace)[0]).toMatchObject({
     tool: 'probe.probe',
     key: `${id}/c1`,
     session: null,
     attempts: [{ attempt: 1, outcome: 'ok' }],
   });
-  expect(trace.steps[1].result.isError).toBe(true);
+  expect(callsOf(trace)[1].result.isError).toBe(true);
 
   const status = await oz0(['job', 'status', id], { OZ0_CONFIG: configFile });
   expect(status).toMatchObject({ code: 0, stdout: 'COMPLETED\n' });
@@ -80,7 +81,7 @@ test('job start --wait --json prints the trace JSON; status and trace read it ba
   expect(table.stdout).toContain(`${id}/c1`);
   expect(table.stdout).toContain('probe.nope');
   const json = await oz0(['job', 'trace', id, '--json', '--config', configFile]);
-  expect(JSON.parse(json.stdout).steps).toEqual(trace.steps);
+  expect(JSON.parse(json.stdout).steps).toEqual(callsOf(trace));
 });
 
 test('job start prints the id; job cancel stops it: cancelling, then CANCELED', async () => {
@@ -183,7 +184,7 @@ test('oz0 dev: a dev server with a SQLite file and the Web UI, plus one node; Ct
         workflowId: uniqueId('dev-job'),
         args: [{ tenant: 'acme', steps: [{ call: 'probe.probe' }] }],
       });
-      expect((await handle.result()).steps[0].result.isError).toBe(false);
+      expect(callsOf(await handle.result())[0].result.isError).toBe(false);
     } finally {
       await connection.close();
     }

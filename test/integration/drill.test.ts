@@ -93,14 +93,14 @@ const allPass = { 'same-key': 'pass', cancelled: 'pass', restart: 'pass', 'new-k
 test('CLI plugin test --drill: the example ledger passes every case, and wrote each drill key once', async () => {
   const { code, report } = await pluginTest('ledger', '--drill', '--drill-file', 'examples/ledger.drill.json');
   expect(report.findings).toEqual([]);
-  for (const fn of ['charge', 'set_status', 'slow_charge']) expect(results(report, fn)).toEqual(allPass);
-  expect(report.drill).toMatchObject({ failed: 0, skipped: 0, passed: 15 });
+  for (const fn of ['charge', 'refund', 'set_status', 'slow_charge']) expect(results(report, fn)).toEqual(allPass);
+  expect(report.drill).toMatchObject({ failed: 0, skipped: 0, passed: 20 });
   expect(code).toBe(0);
   // What the ledger did: one line per drill key (the repeats were answered from the store), across the restart.
   const byKey = new Map<string, number>();
   for (const r of readKeyStore(ledgerFile)) byKey.set(r.key, (byKey.get(r.key) ?? 0) + 1);
   const drillKeys = [...byKey.keys()].filter((k) => k.startsWith('oz0-drill/'));
-  expect(drillKeys.length).toBe(3 * 4);
+  expect(drillKeys.length).toBe(4 * 4);
   expect([...byKey.values()].every((n) => n === 1)).toBe(true);
   expect(drillKeys.every((k) => /^oz0-drill\/[0-9a-f-]{36}\/(same-key|cancelled|new-key|other-args)$/.test(k))).toBe(
     true,

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { jobStatus, jobTrace, startJob } from '../../client/jobs';
-import { statusQuery, traceQuery } from '../../workflows/definitions';
+import { callsOf, statusQuery, traceQuery } from '../../workflows/definitions';
 import { JobSpecError } from '../../common/schemas';
 import { createNode } from '../../worker/node';
 import { eventually, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
@@ -82,7 +82,7 @@ test('T1: a job is one workflow execution, its id the job id; each call is one a
     .filter((a) => a?.activityType?.name === 'callTool')
     .map((a) => a!.activityId);
   expect(scheduled).toEqual(['c1', 'c2', 'c3']);
-  expect(trace.steps.map((s) => s.activityId)).toEqual(scheduled);
+  expect(callsOf(trace).map((s) => s.activityId)).toEqual(scheduled);
 });
 
 test('T3: an error result is recorded on its step and the job goes on; trace and status queries; summaries and search attributes', async () => {
@@ -99,16 +99,16 @@ test('T3: an error result is recorded on its step and the job goes on; trace and
   };
   const { trace, handle } = await runJob(temporal, config, spec);
   expect(trace.status).toBe('completed');
-  expect(trace.steps.map((s) => s.result.isError)).toEqual([false, true, true, false]);
-  const text = (i: number) => (trace.steps[i].result.content[0] as { text: string }).text;
+  expect(callsOf(trace).map((s) => s.result.isError)).toEqual([false, true, true, false]);
+  const text = (i: number) => (callsOf(trace)[i].result.content[0] as { text: string }).text;
   expect(text(1)).toContain('server "probe" has no function "no_such_function"');
   expect(text(2)).toContain('no server named "nosuchserver"');
   // The trace of a completed job reads without a worker; queries answer on a closed job while a node runs.
-  expect((await jobTrace(temporal.client, handle.workflowId)).steps).toHaveLength(4);
+  expect(callsOf(await jobTrace(temporal.client, handle.workflowId))).toHaveLength(4);
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     expect(await handle.query(statusQuery)).toBe('completed');
-    expect((await handle.query(traceQuery)).steps).toEqual(trace.steps);
+    expect(callsOf(await handle.query(traceQuery))).toEqual(callsOf(trace));
   });
   // Each activity's summary names its tool and key.
   const history = await handle.fetchHistory();
@@ -151,9 +151,9 @@ test('retry policy from the listing: a call with no hints gets one attempt; a re
   const received = readReceived(log);
   expect(received.filter((r) => r.event === 'crash_write')).toHaveLength(1);
   expect(received.filter((r) => r.event === 'crash_read')).toHaveLength(3);
-  expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['failed']);
-  expect(trace.steps[1].attempts.map((a) => a.outcome)).toEqual(['failed', 'failed', 'failed']);
-  expect(trace.steps.every((s) => s.result.isError)).toBe(true);
+  expect(callsOf(trace)[0].attempts.map((a) => a.outcome)).toEqual(['failed']);
+  expect(callsOf(trace)[1].attempts.map((a) => a.outcome)).toEqual(['failed', 'failed', 'failed']);
+  expect(callsOf(trace).every((s) => s.result.isError)).toBe(true);
 });
 
 test('C1/C2 (plain cancel): cancelling a job stops its running call, which the running call notifications/cancelled with its request id and a reason', async () => {
@@ -174,6 +174,6 @@ test('C1/C2 (plain cancel): cancelling a job stops its running call, which the r
     // The job did not go on to its next step.
     expect(readReceived(log).filter((r) => r.event === 'start')).toHaveLength(1);
     const trace = await handle.query(traceQuery);
-    expect(trace.steps[0].attempts.at(-1)).toMatchObject({ outcome: 'cancelled', note: 'oz0: job cancelled' });
+    expect(callsOf(trace)[0].attempts.at(-1)).toMatchObject({ outcome: 'cancelled', note: 'oz0: job cancelled' });
   });
 });

@@ -8,6 +8,7 @@ import { argsDigest } from '../../workflows/keys';
 import { example, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 
@@ -50,8 +51,8 @@ test('K1: every attempt of one call carries the same key (a read-only call whose
   expect(received[1].key).toBe(received[0].key);
   // The plugin server died with the first attempt and was started again for the second.
   expect(received[0].pid).not.toBe(received[1].pid);
-  expect(trace.steps[0].result.isError).toBe(false);
-  expect(trace.steps[0].attempts.map((a) => [a.attempt, a.outcome])).toEqual([
+  expect(callsOf(trace)[0].result.isError).toBe(false);
+  expect(callsOf(trace)[0].attempts.map((a) => [a.attempt, a.outcome])).toEqual([
     [1, 'failed'],
     [2, 'ok'],
   ]);
@@ -78,9 +79,9 @@ test('K2: every call gets <job>/<activityId>, distinct, as Temporal history show
     .map((r) => r.key);
   expect(keys).toEqual(activityIds.map((id) => `${handle.workflowId}/${id}`));
   expect(new Set(keys).size).toBe(3);
-  expect(trace.steps.map((s) => s.key)).toEqual(keys);
+  expect(callsOf(trace).map((s) => s.key)).toEqual(keys);
   // Two charges with the same arguments but different keys: two charges.
-  expect(trace.steps[0].result.structuredContent).not.toEqual(trace.steps[1].result.structuredContent);
+  expect(callsOf(trace)[0].result.structuredContent).not.toEqual(callsOf(trace)[1].result.structuredContent);
 });
 
 test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
@@ -100,7 +101,7 @@ test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
   expect(keys).toEqual([`${id}/c1`, `${id}/c2`, `${id}/r1/c1`, `${id}/r1/c2`, `${id}/r2/c1`]);
   expect(trace.run).toBe(2);
   expect(trace.calls).toBe(5);
-  expect(trace.steps.map((s) => s.key)).toEqual(keys);
+  expect(callsOf(trace).map((s) => s.key)).toEqual(keys);
 });
 
 test('K6: a session never spans a continue-as-new: the job continues before it and after it, never inside', async () => {
@@ -147,8 +148,8 @@ test('P1: a call that may be made again asks for progress and keeps the last one
   expect(typeof read?.progressToken).toBe('string');
   expect(sleep?.progressToken).toBeUndefined();
   // The last progress, even when it came just before the answer.
-  expect(trace.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', progress: { progress: 3, total: 3 } }]);
-  expect(trace.steps[1].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+  expect(callsOf(trace)[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', progress: { progress: 3, total: 3 } }]);
+  expect(callsOf(trace)[1].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
 });
 
 test('K3/K4/K5: in a session, an idempotent function gets content keys …/1, …/1, …/2; other calls keep K2 keys', async () => {

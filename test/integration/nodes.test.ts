@@ -20,6 +20,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 const workers: ChildProcess[] = [];
@@ -59,8 +60,8 @@ test('T4 (nodes): two oz0 worker processes share one task queue; every job compl
     ),
   );
   const traces: JobTrace[] = await Promise.all(jobs.map((h) => h.result()));
-  expect(traces.every((t) => t.steps.every((s) => !s.result.isError))).toBe(true);
-  const nodes = new Set(traces.flatMap((t) => t.steps.map((s) => s.node)));
+  expect(traces.every((t) => callsOf(t).every((s) => !s.result.isError))).toBe(true);
+  const nodes = new Set(traces.flatMap((t) => callsOf(t).map((s) => s.node)));
   expect(nodes).toEqual(new Set(['node-a', 'node-b']));
   a.proc.kill('SIGTERM');
   b.proc.kill('SIGTERM');
@@ -100,10 +101,10 @@ test('graceful shutdown: on SIGTERM a node lets a short call finish, cancels a l
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     const s: JobTrace = await short.result();
-    expect(s.steps[0].result.isError).toBe(false);
-    expect(s.steps[0].node).toBe('node-graceful');
+    expect(callsOf(s)[0].result.isError).toBe(false);
+    expect(callsOf(s)[0].node).toBe('node-graceful');
     const l: JobTrace = await long.result();
-    expect(l.steps[0].result.isError).toBe(true);
-    expect(l.steps[0].attempts[0]).toMatchObject({ attempt: 1, outcome: 'lost', note: 'oz0: node shutting down' });
+    expect(callsOf(l)[0].result.isError).toBe(true);
+    expect(callsOf(l)[0].attempts[0]).toMatchObject({ attempt: 1, outcome: 'lost', note: 'oz0: node shutting down' });
   });
 });

@@ -21,6 +21,7 @@ import type { LoadedConfig } from '../../common/config';
 import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 let remote: HttpHandle;
@@ -88,7 +89,7 @@ function start(config: LoadedConfig, spec: JobSpec, id = uniqueId('job')) {
   return temporal.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId: id, args: [spec] });
 }
 
-const text = (trace: JobTrace, i: number) => (trace.steps[i].result.content[0] as { text: string }).text;
+const text = (trace: JobTrace, i: number) => (callsOf(trace)[i].result.content[0] as { text: string }).text;
 
 test('A1: deny refuses a call before it reaches the server; the most specific pattern wins; the job goes on', async () => {
   const { config, log, target } = setup();
@@ -99,11 +100,11 @@ test('A1: deny refuses a call before it reaches the server; the most specific pa
     const trace: JobTrace = await (
       await start(config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 1 } }, { call: 'probe.probe' }] })
     ).result();
-    expect(trace.steps[0].attempts).toEqual([
+    expect(callsOf(trace)[0].attempts).toEqual([
       { attempt: 1, outcome: 'refused', note: expect.stringContaining('denied') },
     ]);
     expect(text(trace, 0)).toContain('probe.*: deny');
-    expect(trace.steps[1].result.isError).toBe(false);
+    expect(callsOf(trace)[1].result.isError).toBe(false);
     expect(readReceived(log).filter((r) => r.event === 'start')).toHaveLength(0);
   });
 });
@@ -119,14 +120,14 @@ test('C5: a policy belongs to the namespace: nodes on another task queue still r
     const refused: JobTrace = await (
       await start(moved.config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 1 } }] })
     ).result();
-    expect(refused.steps[0].attempts).toEqual([
+    expect(callsOf(refused)[0].attempts).toEqual([
       { attempt: 1, outcome: 'refused', note: expect.stringContaining('the kill switch for probe.hang is on') },
     ]);
     await changePolicy(moved.target, tenant, reviveUpdate, ['probe.hang']);
     const allowed: JobTrace = await (
       await start(moved.config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 1 } }] })
     ).result();
-    expect(allowed.steps[0].result.isError).toBe(false);
+    expect(callsOf(allowed)[0].result.isError).toBe(false);
     expect(readReceived(moved.log).filter((r) => r.event === 'start')).toHaveLength(1);
   });
 });
@@ -136,18 +137,18 @@ test('A1/A3: the config seeds a tenant policy; `ask` refuses a plugin call until
   const { config, target } = setup({ tenants: { [tenant]: { policy: { 'probe.*': 'ask' } } } });
   await withNode(config, async () => {
     const refused: JobTrace = await (await start(config, { tenant, steps: [{ call: 'probe.probe' }] })).result();
-    expect(refused.steps[0].attempts[0]).toMatchObject({
+    expect(callsOf(refused)[0].attempts[0]).toMatchObject({
       outcome: 'refused',
       note: expect.stringContaining('needs approval'),
     });
     await approve(temporal, config, tenant, 'probe');
     const allowed: JobTrace = await (await start(config, { tenant, steps: [{ call: 'probe.probe' }] })).result();
-    expect(allowed.steps[0].result.isError).toBe(false);
+    expect(callsOf(allowed)[0].result.isError).toBe(false);
     // The seed stays the tenant's own: another tenant is not asked.
     const other: JobTrace = await (
       await start(config, { tenant: uniqueId('other'), steps: [{ call: 'probe.probe' }] })
     ).result();
-    expect(other.steps[0].result.isError).toBe(false);
+    expect(callsOf(other)[0].result.isError).toBe(false);
     expect((await readPolicy({ ...target, seeds: {} }, tenant)).policy).toEqual({ 'probe.*': 'ask' });
   });
 });
@@ -160,7 +161,7 @@ test('A2: a remote server needs its listing approved; a changed listing (with or
   await withNode(config, async () => {
     const before = remoteCalls.length;
     const unapproved: JobTrace = await (await start(config, spec(tenant))).result();
-    expect(unapproved.steps[0].attempts[0]).toMatchObject({
+    expect(callsOf(unapproved)[0].attempts[0]).toMatchObject({
       outcome: 'refused',
       note: expect.stringContaining('needs approval'),
     });
@@ -170,24 +171,24 @@ test('A2: a remote server needs its listing approved; a changed listing (with or
     expect(remoteCalls.slice(before)).toEqual([`${ok.workflowId}/c1`]);
     // One tenant's approval is not another's.
     const otherTrace: JobTrace = await (await start(config, spec(other))).result();
-    expect(otherTrace.steps[0].attempts[0].outcome).toBe('refused');
+    expect(callsOf(otherTrace)[0].attempts[0].outcome).toBe('refused');
 
     // A description changed without any notification.
     notifyListChanged = false;
     changeLookup({ description: 'looks a thing up, and keeps a copy' });
     const changed: JobTrace = await (await start(config, spec(tenant))).result();
-    expect(changed.steps[0].attempts[0]).toMatchObject({
+    expect(callsOf(changed)[0].attempts[0]).toMatchObject({
       outcome: 'refused',
       note: expect.stringContaining('lookup changed'),
     });
     await approve(temporal, config, tenant, 'remote');
-    expect(((await (await start(config, spec(tenant))).result()) as JobTrace).steps[0].result.isError).toBe(false);
+    expect(callsOf((await (await start(config, spec(tenant))).result()) as JobTrace)[0].result.isError).toBe(false);
 
     // A hint changed, with list_changed.
     notifyListChanged = true;
     changeLookup({ annotations: { readOnlyHint: false, destructiveHint: true } });
     const hinted: JobTrace = await (await start(config, spec(tenant))).result();
-    expect(hinted.steps[0].attempts[0]).toMatchObject({
+    expect(callsOf(hinted)[0].attempts[0]).toMatchObject({
       outcome: 'refused',
       note: expect.stringContaining('lookup changed'),
     });
@@ -205,8 +206,8 @@ test('B6: a policy changed to deny between attempts stops the call before its ne
     await changePolicy(target, tenant, setPolicyUpdate, ['probe.crash_read', 'deny']);
     const trace: JobTrace = await handle.result();
     expect(readReceived(log).filter((r) => r.event === 'crash_read')).toHaveLength(1);
-    expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['failed', 'refused']);
-    expect(trace.steps[0].attempts[1].note).toContain('denied');
+    expect(callsOf(trace)[0].attempts.map((a) => a.outcome)).toEqual(['failed', 'refused']);
+    expect(callsOf(trace)[0].attempts[1].note).toContain('denied');
   });
 });
 
@@ -229,20 +230,23 @@ test('C1/C5: a kill switch stops running calls (notifications/cancelled names it
       expect((c.t as number) - killedAt).toBeLessThan(2000);
     }
     for (const t of traces) {
-      expect(t.steps[0].attempts).toEqual([
+      expect(callsOf(t)[0].attempts).toEqual([
         { attempt: 1, outcome: 'killed', note: 'oz0: tool killed (kill switch probe.hang)' },
       ]);
-      expect(t.steps[1].result.isError).toBe(false);
+      expect(callsOf(t)[1].result.isError).toBe(false);
     }
     // Another tenant's call of the same tool ran to its end.
-    expect(((await other.result()) as JobTrace).steps[0].result.isError).toBe(false);
+    expect(callsOf((await other.result()) as JobTrace)[0].result.isError).toBe(false);
     const refused: JobTrace = await (await start(config, hang)).result();
-    expect(refused.steps[0].attempts[0]).toMatchObject({ outcome: 'refused', note: expect.stringContaining('killed') });
+    expect(callsOf(refused)[0].attempts[0]).toMatchObject({
+      outcome: 'refused',
+      note: expect.stringContaining('killed'),
+    });
     await changePolicy(target, tenant, reviveUpdate, ['probe.hang']);
     const revived: JobTrace = await (
       await start(config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 10 } }] })
     ).result();
-    expect(revived.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+    expect(callsOf(revived)[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
   });
 });
 
@@ -260,7 +264,7 @@ test('C5: race-free — calls that start as the switch is thrown are stopped too
       ]);
       const traces: JobTrace[] = await Promise.all([...early, ...late].map((h) => h.result()));
       // None ran on: each was stopped (killed) or never sent (refused).
-      for (const t of traces) expect(['killed', 'refused']).toContain(t.steps[0].attempts.at(-1)!.outcome);
+      for (const t of traces) expect(['killed', 'refused']).toContain(callsOf(t)[0].attempts.at(-1)!.outcome);
       await changePolicy(target, '*', reviveUpdate, ['probe.hang']);
     }
     const started = readReceived(log).filter((r) => r.event === 'start');
@@ -310,7 +314,7 @@ test('A3/C5: kill switches and policy survive a restart of the node and of the T
         args: [{ tenant, steps: [{ call: 'probe.hang', args: { ms: 10 } }, { call: 'probe.probe' }] }],
       });
       const trace: JobTrace = await handle.result();
-      expect(trace.steps.map((s) => s.attempts[0].outcome)).toEqual(['refused', 'refused']);
+      expect(callsOf(trace).map((s) => s.attempts[0].outcome)).toEqual(['refused', 'refused']);
       expect(readReceived(log).filter((r) => r.event === 'start')).toHaveLength(0);
     });
   } finally {
@@ -338,7 +342,7 @@ test("A3/C5: a node follows its tenants' policy workflows — first attempts mak
     await eventually(() => (caughtUp(tenant) && caughtUp('*') ? true : undefined));
     let before = reads();
     const trace: JobTrace = await (await start(config, probes)).result();
-    expect(trace.steps.every((s) => s.result.isError === false)).toBe(true);
+    expect(callsOf(trace).every((s) => s.result.isError === false)).toBe(true);
     expect(reads() - before).toBe(0);
 
     // A kill switch thrown while a call runs stops it, with no read made: the watch brought it.
@@ -349,7 +353,7 @@ test("A3/C5: a node follows its tenants' policy workflows — first attempts mak
     before = reads();
     await changePolicy(target, tenant, killUpdate, ['probe.hang']);
     const killed: JobTrace = await hang.result();
-    expect(killed.steps[0].attempts).toEqual([
+    expect(callsOf(killed)[0].attempts).toEqual([
       { attempt: 1, outcome: 'killed', note: 'oz0: tool killed (kill switch probe.hang)' },
     ]);
     expect(readReceived(log).filter((r) => r.event === 'cancelled')).toHaveLength(1);
@@ -369,13 +373,13 @@ test("A3/C5: a node follows its tenants' policy workflows — first attempts mak
     const revived: JobTrace = await (
       await start(config, { tenant, steps: [{ call: 'probe.hang', args: { ms: 10 } }] })
     ).result();
-    expect(revived.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+    expect(callsOf(revived)[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
     expect(reads() - before).toBe(0);
     // A change to deny is seen as it is made; a refusal is confirmed by a read of its own before it is final.
     await changePolicy(target, tenant, setPolicyUpdate, ['probe.probe', 'deny']);
     before = reads();
     const denied: JobTrace = await (await start(config, { tenant, steps: [{ call: 'probe.probe' }] })).result();
-    expect(denied.steps[0].attempts).toEqual([
+    expect(callsOf(denied)[0].attempts).toEqual([
       { attempt: 1, outcome: 'refused', note: expect.stringContaining('deny') },
     ]);
     expect(reads() - before).toBeGreaterThan(0);

@@ -16,6 +16,7 @@ import { createNode } from '../../worker/node';
 import { ROOT, approve, example, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 const received = path.join(tmpDir(), 'received.jsonl');
@@ -77,8 +78,8 @@ test('P3/P5: the next attempt carries the last resume token and its progress; th
   expect(first.resume).toBeUndefined();
   expect(second.resume).toEqual({ token: 'shard:2', progress: 2 });
   expect(work(key)).toEqual([0, 1, 2, 3]);
-  expect(trace.steps[0].result.isError).toBe(false);
-  expect(trace.steps[0].attempts).toEqual([
+  expect(callsOf(trace)[0].result.isError).toBe(false);
+  expect(callsOf(trace)[0].attempts).toEqual([
     {
       attempt: 1,
       outcome: 'timeout',
@@ -103,7 +104,7 @@ test('P2: an attempt that failed before its server reported anything passes on w
   // The second attempt reported nothing: the third still resumes from what the first left.
   expect(third.resume).toEqual({ token: 'shard:2', progress: 2 });
   expect(work(key)).toEqual([0, 1, 2, 3]);
-  expect(trace.steps[0].attempts.map((a) => [a.outcome, a.note?.split(';')[0]])).toEqual([
+  expect(callsOf(trace)[0].attempts.map((a) => [a.outcome, a.note?.split(';')[0]])).toEqual([
     ['timeout', 'oz0: time limit: 3 s less its margin'],
     ['timeout', 'resumed from progress 2 of 4'],
     ['ok', 'resumed from progress 2 of 4'],
@@ -121,8 +122,8 @@ test('P3/P4/P5: an invalid token is ignored and traced; the next attempt carries
   const [first, second] = requests(`${id}/c1`);
   expect(first.resume).toBeUndefined();
   expect(second.resume).toBeUndefined();
-  expect(trace.steps[0].attempts[0].note).toContain('ignored an invalid resume token');
-  expect(trace.steps[0].attempts[1].note).toContain('started over: the token was invalid');
+  expect(callsOf(trace)[0].attempts[0].note).toContain('ignored an invalid resume token');
+  expect(callsOf(trace)[0].attempts[1].note).toContain('started over: the token was invalid');
 });
 
 test('P6/P4: a plugin server’s progress is kept but no token is taken; its retry starts over and says so', async () => {
@@ -143,8 +144,8 @@ test('P6/P4: a plugin server’s progress is kept but no token is taken; its ret
   const calls = readReceived(received).filter((r) => r.tool === 'read_pages' && r.key === `${id}/c1` && r.args);
   expect(calls).toHaveLength(2);
   expect(calls.map((c) => c.resume)).toEqual([undefined, undefined]);
-  expect(trace.steps[0].attempts[0]).toMatchObject({ outcome: 'failed', progress: { progress: 1, total: 3 } });
-  expect(trace.steps[0].attempts[1]).toMatchObject({
+  expect(callsOf(trace)[0].attempts[0]).toMatchObject({ outcome: 'failed', progress: { progress: 1, total: 3 } });
+  expect(callsOf(trace)[0].attempts[1]).toMatchObject({
     outcome: 'ok',
     note: 'started over: a plugin server’s shared session takes no resume token',
     progress: { progress: 3, total: 3 },

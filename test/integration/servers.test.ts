@@ -23,6 +23,7 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 
@@ -73,8 +74,8 @@ test('sandbox: one process per job, in its own folder, own process group, only i
     const [a, b] = await Promise.all([run(), run()]);
     return { a, b };
   });
-  const [a1, a2, a3] = a.steps.map(probeOf);
-  const [b1] = b.steps.map(probeOf);
+  const [a1, a2, a3] = callsOf(a).map(probeOf);
+  const [b1] = callsOf(b).map(probeOf);
   // One process per job: the same one for all of a job's calls, another for the other job.
   expect(a1.pid).toBe(a3.pid);
   expect(a2.pid).toBe(a1.pid);
@@ -113,19 +114,19 @@ test('plugin: one shared process per node for every job, started again after it 
         .start('job', { taskQueue: config.temporal.taskQueue, workflowId: uniqueId('plugin'), args: [spec] })
         .then((h) => h.result());
     const [a, b] = await Promise.all([start(), start()]);
-    const pid = probeOf(a.steps[0]).pid;
-    expect(probeOf(b.steps[0]).pid).toBe(pid);
+    const pid = probeOf(callsOf(a)[0]).pid;
+    expect(probeOf(callsOf(b)[0]).pid).toBe(pid);
     // The node's working directory, and the node's ordinary environment (plus its own).
-    expect(probeOf(a.steps[0]).cwd).toBe(config.baseDir);
-    expect(probeOf(a.steps[0]).env.PROBE_LOG).toBe(log);
+    expect(probeOf(callsOf(a)[0]).cwd).toBe(config.baseDir);
+    expect(probeOf(callsOf(a)[0]).env.PROBE_LOG).toBe(log);
     process.kill(pid, 'SIGKILL');
     await eventually(() => (!alive(pid) ? true : undefined), 5000, 'plugin dead');
     const c = await start();
-    expect(c.steps[0].result.isError).toBe(false);
-    expect(probeOf(c.steps[0]).pid).not.toBe(pid);
+    expect(callsOf(c)[0].result.isError).toBe(false);
+    expect(probeOf(callsOf(c)[0]).pid).not.toBe(pid);
     // A plugin outlives its jobs...
-    expect(alive(probeOf(c.steps[0]).pid)).toBe(true);
-    return probeOf(c.steps[0]).pid;
+    expect(alive(probeOf(callsOf(c)[0]).pid)).toBe(true);
+    return probeOf(callsOf(c)[0]).pid;
   });
   // ...but not its node.
   await eventually(() => (!alive(last) ? true : undefined), 5000, 'plugin stopped with its node');
@@ -159,7 +160,7 @@ test('remote: Streamable HTTP with headers from the environment; the server rece
     const { trace, handle } = await runJob(temporal, config, spec, uniqueId('remote'), () =>
       approve(temporal, config, tenant, 'search'),
     );
-    expect(trace.steps[0].result.isError).toBe(false);
+    expect(callsOf(trace)[0].result.isError).toBe(false);
     const received = readReceived(log).filter((r) => r.tool === 'echo');
     expect(received.map((r) => r.key)).toEqual([`${handle.workflowId}/c1`]);
     expect(seenAuth.length).toBeGreaterThan(0);

@@ -26,6 +26,7 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 const workers: ChildProcess[] = [];
@@ -78,9 +79,9 @@ test('T4: a session runs all its calls on one node, through that node’s own ta
         ],
       });
       const trace: JobTrace = await handle.result();
-      const nodes = new Set(trace.steps.map((s) => s.node));
+      const nodes = new Set(callsOf(trace).map((s) => s.node));
       expect(nodes.size).toBe(1);
-      const pids = new Set(trace.steps.map((s) => (s.result.structuredContent as { pid: number }).pid));
+      const pids = new Set(callsOf(trace).map((s) => (s.result.structuredContent as { pid: number }).pid));
       expect(pids.size).toBe(1);
       const history = await handle.fetchHistory();
       const queues = (history.events ?? [])
@@ -158,8 +159,8 @@ test.each([[0], [700], [1600]])(
       .map((l) => JSON.parse(l) as { key: string });
     expect(writes.map((w) => w.key).sort()).toEqual([...new Set([...keysBefore, ...keysAfter])].sort());
     // The trace shows the lost call and the fresh session's calls, on the other node.
-    expect(trace.steps.some((s) => s.attempts.some((x) => x.outcome === 'lost'))).toBe(true);
-    const freshSteps = trace.steps.filter((s) => s.sessionRun === 2);
+    expect(callsOf(trace).some((s) => s.attempts.some((x) => x.outcome === 'lost'))).toBe(true);
+    const freshSteps = callsOf(trace).filter((s) => s.sessionRun === 2);
     expect(freshSteps.length).toBe(3);
     expect(new Set(freshSteps.map((s) => s.node))).toEqual(new Set([survivor.name]));
     expect(freshSteps.every((s) => !s.result.isError)).toBe(true);

@@ -23,6 +23,7 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 
@@ -53,10 +54,10 @@ test('C1/C6: a call past its time limit stops: with a 5 s limit the server sees 
   const elapsed = (cancel.t as number) - (start.t as number);
   expect(elapsed).toBeGreaterThan(4000);
   expect(elapsed).toBeLessThan(4800);
-  expect(trace.steps[1].attempts).toEqual([
+  expect(callsOf(trace)[1].attempts).toEqual([
     { attempt: 1, outcome: 'timeout', note: expect.stringContaining('time limit') },
   ]);
-  expect(trace.steps[1].result.isError).toBe(true);
+  expect(callsOf(trace)[1].result.isError).toBe(true);
 });
 
 test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL after the grace when it ignores SIGTERM', async () => {
@@ -70,9 +71,9 @@ test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL a
     tenant: 'acme',
     steps: [{ call: 'box.spawn_child' }, { call: 'box.hang', args: { ms: 30_000 } }, { call: 'box.probe' }],
   });
-  const first = trace.steps[0].result.structuredContent as { pid: number; child: number };
-  const after = trace.steps[2].result.structuredContent as { pid: number };
-  expect(trace.steps[1].attempts[0].outcome).toBe('timeout');
+  const first = callsOf(trace)[0].result.structuredContent as { pid: number; child: number };
+  const after = callsOf(trace)[2].result.structuredContent as { pid: number };
+  expect(callsOf(trace)[1].attempts[0].outcome).toBe('timeout');
   // The stopped server and its child are gone; the job's next call got a fresh sandboxed server.
   await eventually(() => (!alive(first.pid) && !alive(first.child) ? true : undefined), 10_000, 'tree stopped');
   expect(after.pid).not.toBe(first.pid);
@@ -132,14 +133,14 @@ test('C3: a cancel never stops a shared plugin server: it keeps answering other 
     await victim.cancel();
     await expect(victim.result()).rejects.toThrow();
     const trace: JobTrace = await other.result();
-    expect(trace.steps.map((s) => s.result.isError)).toEqual([false, false]);
+    expect(callsOf(trace).map((s) => s.result.isError)).toEqual([false, false]);
     const pids = new Set(
       readReceived(log)
         .filter((r) => r.event === 'start')
         .map((r) => r.pid),
     );
     expect(pids.size).toBe(1);
-    expect((trace.steps[1].result.structuredContent as { pid: number }).pid).toBe([...pids][0]);
+    expect((callsOf(trace)[1].result.structuredContent as { pid: number }).pid).toBe([...pids][0]);
     expect(readReceived(log).filter((r) => r.event === 'exit')).toHaveLength(0);
   });
 });
@@ -192,7 +193,7 @@ test('C6: the time limit counts from when the attempt got its slot: a call that 
       .map((r) => r.t as number);
     // The second call waited for the first (one slot), then still had its whole 4.5 s.
     expect(Math.abs(starts[1] - starts[0])).toBeGreaterThan(2500);
-    for (const t of traces) expect(t.steps[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
+    for (const t of traces) expect(callsOf(t)[0].attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
   });
 });
 
@@ -213,5 +214,5 @@ test('C7: a timed-out call is tried again only after its cancel was sent and its
   expect(second.pid).not.toBe(first.pid);
   expect(second.t as number).toBeGreaterThan(death.t as number);
   expect(death.t as number).toBeGreaterThanOrEqual(cancel.t as number);
-  expect(trace.steps[0].attempts.map((a) => a.outcome)).toEqual(['timeout', 'timeout']);
+  expect(callsOf(trace)[0].attempts.map((a) => a.outcome)).toEqual(['timeout', 'timeout']);
 });

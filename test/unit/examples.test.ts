@@ -90,7 +90,7 @@ describe('ledger', () => {
     expect(text(first)).toBe('charged 5 to o1 (ch-1)');
     expect(first.structuredContent).toEqual({ charge_id: 'ch-1', order_id: 'o1', amount: 5 });
     expect(again).toEqual(first);
-    expect(await effects(client)).toEqual({ charges: 1, statuses: 0, by_key: { k1: 1 } });
+    expect(await effects(client)).toEqual({ charges: 1, refunds: 0, statuses: 0, by_key: { k1: 1 } });
     const got = readReceived(receivedLog).filter((r) => r.tool === 'charge');
     expect(got.map((r) => r.key)).toEqual(['k1', 'k1']);
   });
@@ -119,7 +119,7 @@ describe('ledger', () => {
       ...keyed('s1'),
     });
     expect(text(status)).toBe('o1 is paid');
-    expect(await effects(client)).toEqual({ charges: 2, statuses: 1, by_key: { k1: 1, k2: 1, s1: 1 } });
+    expect(await effects(client)).toEqual({ charges: 2, refunds: 0, statuses: 1, by_key: { k1: 1, k2: 1, s1: 1 } });
   });
 
   it('still answers an old key after a restart on the same file', async () => {
@@ -131,7 +131,7 @@ describe('ledger', () => {
     // Numbering continues from the file, not from zero.
     const next = await after.callTool({ name: 'charge', arguments: { order_id: 'o2', amount: 1 }, ...keyed('k2') });
     expect(text(next)).toBe('charged 1 to o2 (ch-2)');
-    expect(await effects(after)).toEqual({ charges: 2, statuses: 0, by_key: { k1: 1, k2: 1 } });
+    expect(await effects(after)).toEqual({ charges: 2, refunds: 0, statuses: 0, by_key: { k1: 1, k2: 1 } });
   });
 
   it('drops a torn last line left by a kill during an append', async () => {
@@ -141,7 +141,7 @@ describe('ledger', () => {
     const after = await connect(createLedger({ file }));
     const next = await after.callTool({ name: 'charge', arguments: { order_id: 'o2', amount: 1 }, ...keyed('k2') });
     expect(text(next)).toBe('charged 1 to o2 (ch-2)');
-    expect(await effects(after)).toEqual({ charges: 2, statuses: 0, by_key: { k1: 1, k2: 1 } });
+    expect(await effects(after)).toEqual({ charges: 2, refunds: 0, statuses: 0, by_key: { k1: 1, k2: 1 } });
   });
 
   it('writes nothing for a cancelled slow_charge and records the reason', async () => {

@@ -1,0 +1,206 @@
+/**
+ * A harness run on this node (H2, H7): its process — its own process group, its session's folder, exactly the
+ * environment its config names plus OZ0_MCP_URL, OZ0_MCP_TOKEN, OZ0_JOB, OZ0_SESSION, OZ0_SESSION_RUN and OZ0_INPUT —,
+ * its token on the node's gateway, its heartbeat (the session's lease: it stops when the node is lost, T4), and how
+ * it ended: its last line on stdout when it exits 0, else an error result that says which way it failed.
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import type { HarnessConfig, LoadedConfig } from '../../common/config';
+import type { Logger } from '../../common/logger';
+import { FailureType } from '../../workflows/definitions';
+import type { HarnessInput, HarnessOutcome, ToolResult } from '../../workflows/definitions';
+import { spawnGroup, stopGroup } from '../process-group';
+import { resolveEnvRefs } from '../servers/env';
+import type { Gateway } from './gateway';
+
+export interface HarnessDeps {
+  config: LoadedConfig;
+  gateway: Gateway;
+  logger: Logger;
+  heartbeatMs: number;
+  /** SIGTERM, then SIGKILL after this long (H5, H7). */
+  killGraceMs: number;
+  /** Where this node keeps its sessions' folders. */
+  sessionRoot: string;
+}
+
+/** The last stdout line is the result; a longer one is cut here (it would not fit the job's history anyway). */
+const MAX_RESULT_LINE = 1024 * 1024;
+/** Lines of stderr a failed run's error result quotes. */
+const QUOTED_STDERR_LINES = 5;
+
+export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promise<HarnessOutcome> {
+  const ctx = Context.current();
+  const harness = Object.hasOwn(deps.config.harnesses, input.harness)
+    ? deps.config.harnesses[input.harness]
+    : undefined;
+  if (!harness) return failed(`this node's config has no harness named "${input.harness}"`, 'not started');
+  const log = deps.logger.child({
+    harness: input.harness,
+    job: input.jobId,
+    session: input.session,
+    sessionRun: input.sessionRun,
+  });
+  const env = resolveEnvRefs(harness.env, process.env, `harnesses.${input.harness}.env`);
+  // The token and every value taken from the node's environment are secrets: never in the log (H7).
+  const token = randomBytes(32).toString('base64url');
+  const secrets = [
+    token,
+    ...Object.entries(harness.env)
+      .filter(([, v]) => v.startsWith('env:'))
+      .map(([k]) => env[k]),
+  ];
+  const entry = deps.gateway.open(token, {
+    jobId: input.jobId,
+    tenant: input.tenant,
+    session: input.session,
+    sessionRun: input.sessionRun,
+    harness: input.harness,
+    patterns: harness.tools,
+  });
+  const cwd = path.join(
+    deps.sessionRoot,
+    `${input.jobId}-${input.session}-${input.sessionRun}`.replace(/[^A-Za-z0-9_.-]/g, '_'),
+  );
+  fs.mkdirSync(cwd, { recursive: true });
+  let child: ChildProcess | undefined;
+  try {
+    child = await spawnGroup({
+      command: harness.command,
+      args: argsBesideConfig(deps.config, harness),
+      cwd,
+      env: {
+        ...env,
+        OZ0_MCP_URL: deps.gateway.url,
+        OZ0_MCP_TOKEN: token,
+        OZ0_JOB: input.jobId,
+        OZ0_SESSION: input.session,
+        OZ0_SESSION_RUN: String(input.sessionRun),
+        OZ0_INPUT: JSON.stringify(input.input ?? null),
+      },
+    });
+  } catch (err) {
+    await entry.close();
+    fs.rmSync(cwd, { recursive: true, force: true });
+    return failed(`the harness could not start: ${(err as Error).message}`, 'could not start');
+  }
+  log.info({ pid: child.pid }, 'harness started');
+  const output = readOutput(child, log, secrets);
+  const ended = await endOf(child, ctx, harness, deps);
+  await stopGroup(child, deps.killGraceMs);
+  await entry.close();
+  fs.rmSync(cwd, { recursive: true, force: true });
+  log.info({ ended: ended.why }, 'harness ended');
+  if (ended.cause === 'cancelled') throw new CancelledFailure(`the harness was stopped: ${ended.why}`);
+  if (ended.cause === 'shutdown') {
+    // Like a lost node: the session runs again elsewhere (the workflow decides whether it may).
+    throw ApplicationFailure.create({
+      type: FailureType.nodeShutdown,
+      message: `the harness was stopped: ${ended.why}`,
+    });
+  }
+  if (ended.cause === 'exit' && ended.code === 0) return { result: resultOf(output.last()), ended: 'exited 0' };
+  const stderr = output.stderrTail(QUOTED_STDERR_LINES);
+  return failed(`the harness ${ended.why}${stderr ? `; its last words on stderr: ${stderr}` : ''}`, ended.why);
+}
+
+type End =
+  | { cause: 'exit'; code: number | null; why: string }
+  | { cause: 'timeout' | 'cancelled' | 'shutdown'; why: string };
+
+/** Heartbeats (the session's lease) until the harness exits, runs past its time limit, or Temporal stops it. */
+async function endOf(child: ChildProcess, ctx: Context, harness: HarnessConfig, deps: HarnessDeps): Promise<End> {
+  const timers: NodeJS.Timeout[] = [];
+  try {
+    return await new Promise<End>((resolve) => {
+      const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+        resolve({ cause: 'exit', code, why: signal ? `was killed by ${signal}` : `exited with code ${code}` });
+      if (child.exitCode !== null || child.signalCode !== null) onExit(child.exitCode, child.signalCode);
+      child.once('exit', onExit);
+      timers.push(
+        setTimeout(
+          () =>
+            resolve({ cause: 'timeout', why: `ran past its timeout of ${harness.timeoutSeconds} s and was stopped` }),
+          harness.timeoutSeconds * 1000,
+        ),
+      );
+      timers.push(setInterval(() => ctx.heartbeat(), deps.heartbeatMs));
+      const onCancel = () => {
+        const shutdown = ctx.cancellationDetails?.workerShutdown === true;
+        resolve({
+          cause: shutdown ? 'shutdown' : 'cancelled',
+          why: shutdown ? 'its node is shutting down' : 'job cancelled',
+        });
+      };
+      if (ctx.cancellationSignal.aborted) onCancel();
+      else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+    });
+  } finally {
+    for (const t of timers) clearInterval(t);
+  }
+}
+
+/** Keeps the harness's last stdout line; its stderr goes to the node's log, line by line, secrets cut out. */
+function readOutput(child: ChildProcess, log: Logger, secrets: string[]) {
+  let stdout = '';
+  let last = '';
+  const stderrLines: string[] = [];
+  let stderr = '';
+  const redact = (line: string) => secrets.reduce((l, s) => (s ? l.split(s).join('[redacted]') : l), line);
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+    const lines = stdout.split('\n');
+    stdout = lines.pop() ?? '';
+    if (stdout.length > MAX_RESULT_LINE) stdout = stdout.slice(0, MAX_RESULT_LINE);
+    const full = lines.filter((l) => l.trim() !== '').at(-1);
+    if (full !== undefined) last = full.slice(0, MAX_RESULT_LINE);
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+    const lines = stderr.split('\n');
+    stderr = (lines.pop() ?? '').slice(-64 * 1024);
+    for (const line of lines) {
+      if (!line.trim()) continue;
+      const shown = redact(line).slice(0, 4000);
+      log.info({ stderr: shown }, 'harness stderr');
+      stderrLines.push(shown);
+      if (stderrLines.length > QUOTED_STDERR_LINES) stderrLines.shift();
+    }
+  });
+  return {
+    last: () => (stdout.trim() !== '' ? stdout : last),
+    stderrTail: (n: number) => [...stderrLines, ...(stderr.trim() ? [redact(stderr)] : [])].slice(-n).join(' | '),
+  };
+}
+
+/** H7: the result is the last line, as JSON when it parses (an object is also structured content), else as text. */
+export function resultOf(line: string): ToolResult {
+  const text = line.trim();
+  try {
+    const value: unknown = JSON.parse(text);
+    const structured = value && typeof value === 'object' && !Array.isArray(value);
+    return {
+      isError: false,
+      content: [{ type: 'text', text: JSON.stringify(value) }],
+      ...(structured ? { structuredContent: value as Record<string, unknown> } : {}),
+    };
+  } catch {
+    return { isError: false, content: text ? [{ type: 'text', text }] : [] };
+  }
+}
+
+function failed(why: string, ended: string): HarnessOutcome {
+  return { result: { isError: true, content: [{ type: 'text', text: `oz0: ${why}` }] }, ended };
+}
+
+/** A relative path among the args that names a file beside the config is made absolute (the harness runs elsewhere). */
+function argsBesideConfig(config: LoadedConfig, harness: HarnessConfig): string[] {
+  return harness.args.map((arg) => {
+    const candidate = path.resolve(config.baseDir, arg);
+    return !path.isAbsolute(arg) && fs.existsSync(candidate) ? candidate : arg;
+  });
+}

@@ -1,0 +1,98 @@
+/**
+ * A child process that leads its own process group, so the node can stop its whole tree (C3, H2): a sandboxed
+ * server's or a harness's. The command is resolved through the node's PATH (the child's may have none).
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export interface GroupSpec {
+  command: string;
+  args: string[];
+  cwd: string;
+  /** The whole environment the process gets: nothing is inherited beyond it. */
+  env: Record<string, string>;
+}
+
+/** Resolves a bare command through PATH (the node's, not the child's: a sandbox may have none). */
+export function resolveCommand(command: string, pathEnv = process.env.PATH ?? ''): string {
+  if (command === 'node') return process.execPath;
+  if (command.includes('/')) return command;
+  for (const dir of pathEnv.split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, command);
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // not in this folder
+    }
+  }
+  return command;
+}
+
+/** Starts the process in a group of its own, stdin/stdout/stderr piped; resolves once it has spawned. */
+export function spawnGroup(spec: GroupSpec): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(resolveCommand(spec.command), spec.args, {
+      cwd: spec.cwd,
+      env: spec.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      // Its own process group: the node stops the whole tree with one signal to -pid.
+      detached: true,
+    });
+    child.once('error', reject);
+    child.once('spawn', () => {
+      child.off('error', reject);
+      resolve(child);
+    });
+  });
+}
+
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // the group is gone already
+  }
+}
+
+/**
+ * Stops a process's whole group the way MCP's stdio transport says: stdin closed, and `stdinGraceMs` to exit on its
+ * own (a server reads the cancels queued before it, runs its handlers' cleanup, and exits); then SIGTERM, and SIGKILL
+ * after `graceMs`. Resolves once the leader has exited and the group is gone (or a second after SIGKILL, for a
+ * grandchild the kernel is still reaping).
+ */
+export async function stopGroup(child: ChildProcess, graceMs: number, stdinGraceMs = 0): Promise<void> {
+  const pgid = child.pid;
+  if (!pgid) return;
+  const exited =
+    child.exitCode !== null || child.signalCode !== null
+      ? Promise.resolve()
+      : new Promise<void>((done) => child.once('exit', () => done()));
+  const leaderAlive = () => child.exitCode === null && child.signalCode === null;
+  // The leader may die while a grandchild lives on in the group: each wait is for both.
+  const waitFor = async (ms: number) => {
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline && (leaderAlive() || groupAlive(pgid))) await new Promise((r) => setTimeout(r, 25));
+  };
+  child.stdin?.end();
+  if (stdinGraceMs > 0) await waitFor(stdinGraceMs);
+  if (leaderAlive() || groupAlive(pgid)) {
+    signalGroup(pgid, 'SIGTERM');
+    await waitFor(graceMs);
+    signalGroup(pgid, 'SIGKILL');
+  }
+  await exited;
+  for (let i = 0; i < 40 && groupAlive(pgid); i++) await new Promise((r) => setTimeout(r, 25));
+}

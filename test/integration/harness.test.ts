@@ -1,0 +1,426 @@
+/**
+ * Live harness sessions (SPEC H1-H7, H10) on a real Temporal dev server, a real node and its gateway, and real MCP
+ * servers over stdio and Streamable HTTP. The harness is test/fixtures/harness.js, which speaks only MCP and does
+ * what its input says; what the servers received is read from their own logs.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import { readReceived, serveHttp } from '../../examples/common';
+import type { HttpHandle } from '../../examples/common';
+import { createReader } from '../../examples/reader';
+import { startJob, jobStatus } from '../../client/jobs';
+import { changePolicy, policyTargetOf } from '../../common/policy-client';
+import { JobSpecError } from '../../common/schemas';
+import type { JobSpec } from '../../common/schemas';
+import { createNode } from '../../worker/node';
+import { argsDigest } from '../../workflows/keys';
+import { killUpdate } from '../../workflows/policy';
+import { isSessionTrace } from '../../workflows/definitions';
+import type { JobTrace, SessionTrace } from '../../workflows/definitions';
+import {
+  ROOT,
+  alive,
+  approve,
+  eventually,
+  example,
+  fixture,
+  logger,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+import { logFileOf } from '../logs';
+
+let temporal: TestTemporal;
+let remote: HttpHandle;
+const dir = tmpDir();
+const received = path.join(dir, 'received.jsonl');
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+  process.env.OZ0_RECEIVED_LOG = received;
+  remote = await serveHttp(createReader({ stateFile: path.join(dir, 'remote-seen.json') }), 0);
+});
+afterAll(async () => {
+  delete process.env.OZ0_RECEIVED_LOG;
+  await remote?.close();
+  await temporal?.close();
+});
+
+/** Servers of every kind, and harnesses: the probe (test/fixtures/harness.js) and the refunds agent. */
+function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
+  const env = { OZ0_RECEIVED_LOG: received, LEDGER_FILE: path.join(tmpDir(), 'ledger.jsonl') };
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      ledger: { command: 'node', args: [example('ledger')], env },
+      reader: { command: 'node', args: [example('reader')], env },
+      box: { command: 'node', args: [example('reader')], sandbox: true, env: { OZ0_RECEIVED_LOG: received } },
+      web: { url: remote.url },
+    },
+    tools: { '*': { timeoutSeconds: 60, maxAttempts: 3 } },
+    harnesses: {
+      probe: {
+        command: 'node',
+        args: [fixture('harness.js')],
+        env: { HARNESS_MARK: 'x', NODE_PATH: path.join(ROOT, 'node_modules') },
+        tools: ['ledger.*', 'reader.*', 'box.*', 'web.*'],
+        timeoutSeconds: extra.harnessTimeout ?? 120,
+      },
+      refunds: {
+        command: 'node',
+        args: [path.join(ROOT, 'dist', 'examples', 'agents', 'refunds.js')],
+        tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
+        timeoutSeconds: 120,
+      },
+    },
+    ...(extra.jobs ? { jobs: extra.jobs } : {}),
+  });
+  return config;
+}
+
+type Config = ReturnType<typeof harnessConfig>;
+
+/** What the probe harness saw, as it printed it (the session's result). */
+interface Seen {
+  env: string[];
+  session: string;
+  sessionRun: string;
+  job: string;
+  cwd: string;
+  pid: number;
+  pgid: number;
+  listed: string[];
+  calls: Array<{
+    name: string;
+    isError?: boolean;
+    text?: string;
+    key?: string;
+    rejected?: string;
+    progress: unknown[];
+  }>;
+  raw: Array<number | string>;
+  listChanged: number;
+}
+
+function sessionOf(trace: JobTrace, n = 1): SessionTrace {
+  const found = trace.steps.filter(isSessionTrace)[n - 1];
+  if (!found) throw new Error(`no live session ${n} in the trace`);
+  return found;
+}
+
+function seenOf(session: SessionTrace): Seen {
+  return session.result?.structuredContent as unknown as Seen;
+}
+
+async function run(config: Config, spec: JobSpec, during?: (jobId: string) => Promise<void>) {
+  const node = await createNode({ config, logger });
+  return node.runUntil(async () => {
+    const handle = await startJob(
+      { client: temporal.client, taskQueue: config.temporal.taskQueue, harnesses: Object.keys(config.harnesses) },
+      spec,
+      { workflowId: uniqueId('live') },
+    );
+    await during?.(handle.workflowId);
+    const trace: JobTrace = await handle.result();
+    return { trace, jobId: handle.workflowId, node };
+  });
+}
+
+const probe = (input: object) => ({ session: { harness: 'probe', input } });
+
+test('H1-H4: a harness decides its calls; each is one call of the job with its key (K3 in a session, K2 else), on the session’s node; its last line is the result', async () => {
+  const config = harnessConfig();
+  const set = (status: string) => ({ call: 'ledger.set_status', args: { id: 't-h', status } });
+  const { trace, jobId, node } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [
+      probe({
+        steps: [{ list: true }, set('open'), { call: 'reader.echo', args: { text: 'hi' } }, set('closed'), set('open')],
+      }),
+    ],
+  });
+  const session = sessionOf(trace);
+  const seen = seenOf(session);
+  const open = argsDigest({ id: 't-h', status: 'open' });
+  const closed = argsDigest({ id: 't-h', status: 'closed' });
+  const keys = [
+    `${jobId}/s1/set_status#${open}/1`,
+    `${jobId}/c2`,
+    `${jobId}/s1/set_status#${closed}/1`,
+    `${jobId}/s1/set_status#${open}/2`,
+  ];
+  // What the servers received, in the order the harness made the calls.
+  const got = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+  expect(got.map((r) => r.key)).toEqual(keys);
+  // The harness got the same keys back with each result, and the trace holds the calls in order, in its session.
+  expect(seen.calls.map((c) => c.key)).toEqual(keys);
+  expect(seen.calls.every((c) => c.isError === false)).toBe(true);
+  expect(session).toMatchObject({ session: 's1', kind: 'harness', harness: 'probe', status: 'ended' });
+  expect(session.runs).toEqual([{ run: 1, node: node.identity.id, ended: 'exited 0' }]);
+  expect(session.calls.map((c) => [c.n, c.tool, c.key, c.sessionRun])).toEqual([
+    [1, 'ledger.set_status', keys[0], 1],
+    [2, 'reader.echo', keys[1], 1],
+    [3, 'ledger.set_status', keys[2], 1],
+    [4, 'ledger.set_status', keys[3], 1],
+  ]);
+  // H2: its own process group and folder, and exactly its configured environment plus OZ0_*.
+  expect(seen.pgid).toBe(seen.pid);
+  expect(seen.cwd.startsWith(path.resolve(config.baseDir, config.node.stateDir, 'sessions'))).toBe(true);
+  expect(seen.env).toEqual(
+    [
+      'HARNESS_MARK',
+      'NODE_PATH',
+      'OZ0_INPUT',
+      'OZ0_JOB',
+      'OZ0_MCP_TOKEN',
+      'OZ0_MCP_URL',
+      'OZ0_SESSION',
+      'OZ0_SESSION_RUN',
+    ].sort(),
+  );
+  expect([seen.job, seen.session, seen.sessionRun]).toEqual([jobId, 's1', '1']);
+  // H3: the tools of its patterns, named <server>.<function>; the remote one is not approved, so not listed.
+  expect(seen.listed).toEqual(
+    expect.arrayContaining(['ledger.charge', 'ledger.set_status', 'reader.echo', 'box.echo']),
+  );
+  expect(seen.listed.some((t) => t.startsWith('web.'))).toBe(false);
+});
+
+test('H1: a spec naming a harness the config lacks is refused before any workflow starts, naming the field; started raw, the workflow refuses it', async () => {
+  const config = harnessConfig();
+  const spec = { tenant: 'acme', steps: [{ session: { harness: 'nope', input: {} } }] };
+  const workflowId = uniqueId('bad');
+  const err = await startJob(
+    { client: temporal.client, taskQueue: config.temporal.taskQueue, harnesses: Object.keys(config.harnesses) },
+    spec,
+    { workflowId },
+  ).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(JobSpecError);
+  expect((err as Error).message).toContain('steps[0].session.harness');
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('raw'),
+      args: [spec],
+    });
+    const failed = await handle.result().catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(WorkflowFailedError);
+    expect(((failed as WorkflowFailedError).cause as Error).message).toContain('steps[0].session.harness');
+  });
+});
+
+test.each([
+  ['stdio (a plugin server)', 'reader'],
+  ['Streamable HTTP (a remote server)', 'web'],
+  ['a sandboxed server, which is stopped too (C3)', 'box'],
+])(
+  'H5: the harness’s notifications/cancelled for a request stops that call: %s receives notifications/cancelled',
+  async (_kind, server) => {
+    const config = harnessConfig();
+    const tenant = uniqueId('t');
+    const node = await createNode({ config, logger });
+    const { trace, jobId } = await node.runUntil(async () => {
+      if (server === 'web') await approve(temporal, config, tenant, 'web');
+      const handle = await startJob(
+        { client: temporal.client, taskQueue: config.temporal.taskQueue },
+        {
+          tenant,
+          // The harness stays a moment after its cancel: its notification must not die with its connection.
+          steps: [
+            probe({ steps: [{ call: `${server}.sleep`, args: { ms: 60_000 }, cancelAfterMs: 1500 }, { sleep: 1000 }] }),
+          ],
+        },
+      );
+      return { trace: (await handle.result()) as JobTrace, jobId: handle.workflowId };
+    });
+    const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+    expect(mine.map((r) => r.event)).toEqual(['start', 'cancelled']);
+    expect(String(mine[1].reason)).toContain('the harness gave up');
+    const session = sessionOf(trace);
+    expect(session.calls[0].attempts.at(-1)).toMatchObject({ outcome: 'cancelled' });
+    expect(seenOf(session).calls[0].rejected).toBeDefined();
+    if (server === 'box') expect(node.pool.hasSandbox(jobId)).toBe(false);
+  },
+);
+
+test('H5/C4: a job cancel stops the harness’s running calls, then the harness (SIGTERM); cancelling until all stopped, then CANCELED', async () => {
+  const config = harnessConfig();
+  const log = path.join(tmpDir(), 'harness.jsonl');
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await startJob(
+      { client: temporal.client, taskQueue: config.temporal.taskQueue },
+      {
+        tenant: uniqueId('t'),
+        steps: [
+          // After its call is stopped the harness would go on (a long sleep): the job's cancel must stop it too.
+          probe({ log, steps: [{ call: 'reader.sleep', args: { ms: 60_000 } }, { sleep: 60_000 }] }),
+          { call: 'reader.echo', args: { text: 'never' } },
+        ],
+      },
+    );
+    const jobId = handle.workflowId;
+    const mine = () => readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+    await eventually(() => mine().find((r) => r.event === 'start'), 30_000, 'the harness’s call to start');
+    await handle.cancel();
+    expect(await jobStatus(temporal.client, jobId)).toMatch(/cancelling|CANCELED/);
+    await expect(handle.result()).rejects.toThrow();
+    expect(await jobStatus(temporal.client, jobId)).toBe('CANCELED');
+    const cancelled = mine().find((r) => r.event === 'cancelled');
+    const harness = readReceived(log);
+    const sigterm = harness.find((r) => r.event === 'sigterm');
+    expect(cancelled).toBeDefined();
+    expect(sigterm).toBeDefined();
+    // Calls first, then the harness.
+    expect(sigterm!.t as number).toBeGreaterThanOrEqual(cancelled!.t as number);
+    expect(alive(harness[0].pid as number)).toBe(false);
+    expect(mine().some((r) => r.tool === 'echo')).toBe(false);
+  });
+});
+
+test('H6: a call’s progress reaches the harness as notifications/progress under its own token', async () => {
+  const config = harnessConfig();
+  const { trace } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [probe({ steps: [{ call: 'reader.read_pages', args: { pages: 4, page_ms: 200 }, progress: true }] })],
+  });
+  const call = seenOf(sessionOf(trace)).calls[0];
+  expect(call.isError).toBe(false);
+  expect(call.progress.length).toBeGreaterThanOrEqual(2);
+  const values = (call.progress as Array<{ progress: number; total: number }>).map((p) => p.progress);
+  expect(values).toEqual([...values].sort((a, b) => a - b));
+  expect(call.progress.at(-1)).toMatchObject({ total: 4 });
+});
+
+test('H7: a non-zero exit, a crash and a harness past its time limit each end their session with an error result that says which; the job goes on; stderr reaches the node log without the token', async () => {
+  const config = harnessConfig({ harnessTimeout: 3 });
+  const log = path.join(tmpDir(), 'harness.jsonl');
+  const { trace } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [
+      probe({ steps: [{ stderr: 'about to fail' }, { exit: 3 }], log, tellToken: true }),
+      probe({ steps: [{ crash: true }] }),
+      probe({ steps: [{ sleep: 60_000 }] }),
+      probe({ steps: [{ stdout: 'not json at all' }, { exit: 0 }] }),
+      { call: 'reader.echo', args: { text: 'after' } },
+    ],
+  });
+  const results = trace.steps.filter(isSessionTrace).map((s) => s.result!);
+  const text = (i: number) => (results[i].content[0] as { text: string }).text;
+  expect(results.slice(0, 3).map((r) => r.isError)).toEqual([true, true, true]);
+  expect(text(0)).toContain('exited with code 3');
+  expect(text(0)).toContain('about to fail');
+  expect(text(1)).toContain('killed by SIGSEGV');
+  expect(text(2)).toContain('ran past its timeout of 3 s');
+  expect(results[3]).toEqual({ isError: false, content: [{ type: 'text', text: 'not json at all' }] });
+  expect(trace.steps.at(-1)).toMatchObject({ tool: 'reader.echo', result: { isError: false } });
+  const token = readReceived(log)[0].token as string;
+  const nodeLog = fs.readFileSync(logFileOf(expect.getState().testPath!), 'utf8');
+  expect(nodeLog).toContain('my token is [redacted]');
+  expect(nodeLog).not.toContain(token);
+});
+
+test('H3: only a running session’s bearer token is answered (401), bad bodies cost the harness an error, a kill switch sends list_changed; the token dies with its session', async () => {
+  const config = harnessConfig();
+  const tenant = uniqueId('t');
+  const log = path.join(tmpDir(), 'harness.jsonl');
+  const initialize = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+  });
+  const target = policyTargetOf(config, temporal.client);
+  let url = '';
+  const { trace } = await run(
+    config,
+    {
+      tenant,
+      steps: [
+        probe({
+          log,
+          tellToken: true,
+          steps: [
+            { raw: { token: 'not-a-token', body: initialize } },
+            { raw: { token: null, body: initialize } },
+            { raw: { size: 3 * 1024 * 1024 } },
+            { raw: { body: '{ not json' } },
+            { raw: { body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call' }) } },
+            { list: true },
+            { stdout: 'listed' },
+            { waitListChanged: 20_000 },
+            { list: true },
+          ],
+        }),
+      ],
+    },
+    async () => {
+      await eventually(() => (fs.existsSync(log) ? true : undefined), 30_000, 'the harness to start');
+      // The harness has listed once; a kill switch on one of its tools changes what it may call.
+      await new Promise((r) => setTimeout(r, 1500));
+      await changePolicy(target, tenant, killUpdate, ['ledger.charge']);
+    },
+  );
+  const seen = seenOf(sessionOf(trace));
+  expect(seen.raw).toEqual([401, 401, 413, 400, 400]);
+  expect(seen.listChanged).toBeGreaterThanOrEqual(1);
+  expect(seen.listed).not.toContain('ledger.charge');
+  expect(seen.listed).toContain('ledger.set_status');
+  const token = readReceived(log)[0].token as string;
+  url = (await createNode({ config, logger })).gateway.url;
+  const after = await fetch(url, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
+    body: initialize,
+  });
+  expect(after.status).toBe(401);
+});
+
+test('H10: calls past jobs.maxCallsPerSession get error results that say so; continue-as-new waits for the end of a session (K6)', async () => {
+  const config = harnessConfig({ jobs: { maxCallsPerSession: 2, continueAsNewAfterCalls: 1 } });
+  const echo = (text: string) => ({ call: 'reader.echo', args: { text } });
+  const { trace, jobId } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [
+      { call: 'reader.echo', args: { text: 'before' } },
+      probe({ steps: [echo('1'), echo('2'), echo('3')] }),
+      probe({ steps: [echo('4')] }),
+    ],
+  });
+  const first = seenOf(sessionOf(trace, 1));
+  expect(first.calls.map((c) => c.isError)).toEqual([false, false, true]);
+  expect(first.calls[2].text).toContain('jobs.maxCallsPerSession');
+  // Each session ran within one run of the job: its calls' keys all carry that run's r<m>/.
+  expect(first.calls.slice(0, 2).map((c) => c.key)).toEqual([`${jobId}/r1/c1`, `${jobId}/r1/c2`]);
+  expect(seenOf(sessionOf(trace, 2)).calls[0].key).toBe(`${jobId}/r2/c1`);
+  expect(trace.run).toBe(2);
+});
+
+test('H4/H5: the example refunds agent looks the order up, charges it, then makes calls at once and cancels its own slow check', async () => {
+  const config = harnessConfig();
+  const { trace, jobId } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [{ session: { harness: 'refunds', input: { order_id: 'o-9', amount: 700, deadline_ms: 1500 } } }],
+  });
+  const session = sessionOf(trace);
+  expect(session.result?.structuredContent).toEqual({
+    order_id: 'o-9',
+    action: 'charged 700',
+    status: 'set',
+    check: 'cancelled at its deadline',
+  });
+  const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+  expect(mine.filter((r) => r.tool === 'charge')).toHaveLength(1);
+  expect(mine.find((r) => r.tool === 'sleep' && r.event === 'cancelled')).toBeDefined();
+  expect(session.calls.map((c) => c.tool).sort()).toEqual(
+    ['ledger.charge', 'ledger.lookup_order', 'ledger.set_status', 'reader.echo', 'reader.sleep'].sort(),
+  );
+});

@@ -1,0 +1,236 @@
+/**
+ * The workflow's part of one call's life (T1): its place in the job (its number and activity id), its activity on
+ * the right queue, and its step in the trace, whatever happened. Plain calls, scripted sessions and live sessions
+ * all make their calls through here.
+ */
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  TimeoutFailure,
+  isCancellation,
+  log,
+  proxyActivities,
+} from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
+import type { Activities } from '../activities';
+import type { AttemptRecord, CallProgressState, CallStep } from '../common/schemas';
+import { FailureType } from './definitions';
+import type { CallInput, JobSettings, StepTrace, ToolResult, ToolSettings } from './definitions';
+
+/** Time an attempt gets beyond its own limit to stop cleanly (cancel sent, sandbox stopped) before Temporal's backstop. */
+const BACKSTOP_SLACK_SECONDS = 10;
+/** A tool the job's settings do not name (a live session's, before its node described it): one attempt, 60 s. */
+const UNKNOWN_TOOL_SETTINGS: ToolSettings = { timeoutSeconds: 60, maxAttempts: 1 };
+
+/** What every call of a job shares: who and where, and the counters that place each call. */
+export interface JobContext {
+  jobId: string;
+  tenant: string;
+  /** m in K2: how many times the job continued as new. */
+  run: number;
+  settings: JobSettings;
+  /** The node queues where this job left sandboxed servers: they are stopped when the job ends. */
+  sandboxQueues: Set<string>;
+  counters: { calls: number; callsThisRun: number; sessions: number };
+}
+
+/** A call's place in the job: its number in the whole job and its activity id in this run (`c1`, `c2`, …). */
+export interface Placed {
+  n: number;
+  activityId: string;
+}
+
+/** Takes the next place; synchronous, so calls placed in one workflow task keep the order they were accepted in. */
+export function placeCall(ctx: JobContext): Placed {
+  ctx.counters.calls++;
+  ctx.counters.callsThisRun++;
+  return { n: ctx.counters.calls, activityId: `c${ctx.counters.callsThisRun}` };
+}
+
+/** Where and how a call runs: outside a session (any node), or in one (its node's own queue, T4). */
+export interface CallPlace {
+  session: string | null;
+  sessionRun?: number;
+  taskQueue?: string;
+  /** Set once the session's node is known lost: the call's cancel then means "lost", not "job cancelled". */
+  lost?: () => string | undefined;
+  /** Set when a live session's caller stopped this call (H5), with its words. */
+  cancelledBy?: () => string | undefined;
+  relay?: CallInput['relay'];
+  /** The tool's settings, when the job's settings do not have them (a live session's tools). */
+  settings?: ToolSettings;
+  /** Puts the call's step in the trace: once, when it ended, before a job cancel is thrown on. */
+  record(step: StepTrace): void;
+}
+
+/** How a call ended, as its step records it; `lost` when its session's node was lost under it. */
+export interface CallEnd {
+  step: StepTrace;
+  lost?: string;
+  /** The answer's `_meta`, for a live session's caller. */
+  meta?: Record<string, unknown>;
+}
+
+/**
+ * Runs one call's activity, records its step and returns how it ended. A job cancel is recorded, then thrown on; any
+ * other failure is the step's error result, as a model would read it, and the job goes on.
+ */
+export async function makeCall(
+  ctx: JobContext,
+  placed: Placed,
+  call: CallStep,
+  key: string,
+  place: CallPlace,
+): Promise<CallEnd> {
+  try {
+    const end = await runCall(ctx, placed, call, key, place);
+    place.record(end.step);
+    return end;
+  } catch (err) {
+    const step = stepOf(err);
+    if (!step) throw err;
+    place.record(step);
+    throw (err as CallStopped).cancel;
+  }
+}
+
+async function runCall(
+  ctx: JobContext,
+  placed: Placed,
+  call: CallStep,
+  key: string,
+  place: CallPlace,
+): Promise<CallEnd> {
+  const tool = call.call;
+  const settings = ctx.settings.tools[tool] ?? place.settings ?? UNKNOWN_TOOL_SETTINGS;
+  const { callTool } = proxyActivities<Activities>({
+    activityId: placed.activityId,
+    // A session's calls run on its node's own queue (T4); any other call on the shared one.
+    ...(place.taskQueue ? { taskQueue: place.taskQueue } : {}),
+    summary: summaryOf(tool, key),
+    // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
+    startToCloseTimeout: `${settings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
+    heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
+    retry: {
+      maximumAttempts: settings.maxAttempts,
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      // At least 60 s so that a server's own wait (B2, up to a minute) is never cut short.
+      maximumInterval: '60s',
+      nonRetryableErrorTypes: [FailureType.badSpec, FailureType.unknownTool, FailureType.mayHaveRun],
+    },
+    // Said explicitly: the job must not show CANCELED before the call has really stopped (C4).
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+  });
+  const base = {
+    n: placed.n,
+    tool,
+    key,
+    session: place.session,
+    activityId: placed.activityId,
+    ...(place.sessionRun ? { sessionRun: place.sessionRun } : {}),
+  };
+  try {
+    const out = await callTool({
+      jobId: ctx.jobId,
+      tenant: ctx.tenant,
+      tool,
+      args: call.args ?? {},
+      key,
+      session: place.session,
+      timeoutSeconds: settings.timeoutSeconds,
+      maxAttempts: settings.maxAttempts,
+      ...(place.relay ? { relay: place.relay } : {}),
+    });
+    if (out.sandboxQueue) ctx.sandboxQueues.add(out.sandboxQueue);
+    const { _meta: meta, ...result } = out.result;
+    return { step: { ...base, result, attempts: out.attempts, node: out.node }, meta };
+  } catch (err) {
+    const failed = describeFailure(err);
+    const lost = place.lost?.() ?? (place.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
+    if (lost) {
+      const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
+      attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: `oz0: ${lost}` });
+      const text = `oz0: the call was lost with its node (${lost})`;
+      return { step: { ...base, result: errorResult(text), attempts }, lost };
+    }
+    const byCaller = place.cancelledBy?.();
+    if (byCaller !== undefined && (isCancellation(err) || failed.type === FailureType.callCancelled)) {
+      const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled');
+      attempts.push({
+        attempt: attempts.length + 1,
+        outcome: 'cancelled',
+        note: `oz0: cancelled by its session: ${byCaller}`,
+      });
+      return {
+        step: { ...base, result: errorResult(`oz0: the call was cancelled by its session: ${byCaller}`), attempts },
+      };
+    }
+    const step = { ...base, result: failed.result, attempts: failed.attempts };
+    if (isCancellation(err)) throw new CallStopped(err, step);
+    log.warn('call failed', { tool, key, message: failed.message });
+    return { step };
+  }
+}
+
+/** A job cancel that stopped a call, with the step it left; makeCall records the step and throws the cancel on. */
+class CallStopped {
+  constructor(
+    readonly cancel: unknown,
+    readonly step: StepTrace,
+  ) {}
+}
+
+function stepOf(err: unknown): StepTrace | undefined {
+  return err instanceof CallStopped ? err.step : undefined;
+}
+
+export function errorResult(text: string): ToolResult {
+  return { isError: true, content: [{ type: 'text', text }] };
+}
+
+/** The activity's summary in the UI: the tool and its key, cut to what the history's column shows. */
+export function summaryOf(tool: string, key: string): string {
+  const summary = `${tool} · ${key}`;
+  return summary.length <= 200 ? summary : `${summary.slice(0, 199)}…`;
+}
+
+/** A session call whose node stopped heartbeating, or never picked the call up. */
+function nodeTimedOut(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure) || !(err.cause instanceof TimeoutFailure)) return false;
+  return err.cause.timeoutType === TimeoutType.HEARTBEAT || err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
+}
+
+/** A failed or stopped call as its step records it: an error result a model can read, and its attempts. */
+function describeFailure(err: unknown): {
+  result: ToolResult;
+  attempts: AttemptRecord[];
+  message: string;
+  type?: string;
+} {
+  let message = err instanceof Error ? err.message : String(err);
+  let state: CallProgressState | undefined;
+  let type: string | undefined;
+  if (err instanceof ActivityFailure && err.cause) {
+    const cause = err.cause;
+    message = cause.message;
+    if (cause instanceof TimeoutFailure) {
+      state = cause.lastHeartbeatDetails as CallProgressState | undefined;
+      message = `Temporal timed out the call (${String(cause.timeoutType)}): its node may have been lost`;
+    } else {
+      state = (cause as { details?: unknown[] }).details?.[0] as CallProgressState | undefined;
+      type = (cause as { type?: string }).type;
+    }
+  }
+  const attempts = Array.isArray(state?.attempts) ? [...state.attempts] : [];
+  // A cancellation's own message is often empty: the last attempt's note says why.
+  if (!message) message = attempts.at(-1)?.note ?? (isCancellation(err) ? 'oz0: job cancelled' : 'unknown failure');
+  if (isCancellation(err) && !attempts.some((a) => a.outcome === 'cancelled')) {
+    attempts.push({ attempt: attempts.length + 1, outcome: 'cancelled', note: 'oz0: job cancelled' });
+  }
+  if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
+    attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: message });
+  }
+  const text = isCancellation(err) ? `oz0: the call was stopped: ${message}` : `oz0: the call failed: ${message}`;
+  return { result: errorResult(text), attempts, message, type };
+}
