@@ -342,6 +342,13 @@ describe('Dockerfile and .dockerignore', () => {
     expect(at(/npm prune --omit=dev\b/)).toBeGreaterThan(at(/npm run build\b/));
   });
 
+  test("the build stage builds better-sqlite3's native addon, whose install script npm ci --ignore-scripts skips", () => {
+    const runs = stages[0].filter((i) => i.op === 'RUN').map((i) => i.args);
+    const at = (re: RegExp) => runs.findIndex((r) => re.test(r));
+    expect(at(/npm rebuild better-sqlite3\b/)).toBeGreaterThan(at(/npm ci\b/));
+    expect(at(/apt-get install .*\bg\+\+/)).toBeLessThan(at(/npm rebuild better-sqlite3\b/));
+  });
+
   test('the final stage runs as a user that is not root', () => {
     const users = finalStage.filter((i) => i.op === 'USER').map((i) => i.args);
     expect(users.length).toBeGreaterThan(0);
