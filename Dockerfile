@@ -46,8 +46,10 @@ COPY --from=build /app/bin ./bin
 COPY --from=build /app/examples/jobs ./examples/jobs
 
 # node.stateDir of deploy/oz0.cluster.json: sandbox folders and the example servers' state. The config
-# itself is mounted read-only, so nothing may be written beside it.
-RUN mkdir -p /var/lib/oz0 && chown node:node /var/lib/oz0
+# itself is mounted read-only, so nothing may be written beside it. /var/lib/oz0/ledger is where
+# docker-compose.yml mounts the volume every node shares for the ledger's key store; a fresh volume takes
+# its owner from here.
+RUN mkdir -p /var/lib/oz0/ledger && chown node:node /var/lib/oz0 /var/lib/oz0/ledger
 
 # The image's own unprivileged user (uid 1000).
 USER node
