@@ -257,14 +257,15 @@ test('T4: an owner this process cannot look up (another container) is alive whil
   const fresh = open({ waitMs: 300, staleMs: 60_000 });
   await expect(fresh.once(key, {}, () => text('never'), { tool: 'race' })).rejects.toThrow(/pid 1 on node-b/);
 
-  // Nobody refreshes it: after staleMs it is dead, and the run is told it was interrupted.
+  // Nobody refreshes it: staleMs after its last refresh it is dead, and the run is told it was interrupted.
   const store = open({ waitMs: 5000, staleMs: 1000 });
   let told: boolean | undefined;
   const started = Date.now();
+  db.prepare(`UPDATE claims SET seen_at = ? WHERE key = ?`).run(started, key);
   const answer = await store.once(key, {}, (run) => ((told = run.interrupted), text('took over')), { tool: 'race' });
   expect(answer).toEqual(text('took over'));
   expect(told).toBe(true);
-  expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+  expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
 
   // A live store refreshes what it holds: its claim's seen_at moves on while fn runs.
   const live = await startRacer(file, { RACER_STALE_MS: '500' });
@@ -285,10 +286,11 @@ test('T4: an owner this process cannot look up (another container) is alive whil
 test('the writes (their fsyncs, and a lock another process holds) run off the event loop: it stays free while they commit', async () => {
   const store = open();
   await store.once('job-loop/warm', {}, () => text('warm'));
+
+  // Another connection holds the write lock for 500 ms: the store's claim waits for it, on its own thread. On this
+  // thread the loop would stop (and the holder, on this loop too, could not let go before the busy timeout).
   const delay = monitorEventLoopDelay({ resolution: 5 });
   delay.enable();
-
-  // Another connection holds the write lock for 500 ms: the store's claim waits for it, on its own thread.
   const other = new Database(file);
   other.exec('BEGIN IMMEDIATE');
   const started = performance.now();
@@ -298,13 +300,20 @@ test('the writes (their fsyncs, and a lock another process holds) run off the ev
   other.close();
   expect(await blocked).toEqual(text('after the lock'));
   const waited = performance.now() - started;
-
-  // And many writes, each a claim and a record fsync'd in turn.
-  await Promise.all(Array.from({ length: 200 }, (_, i) => store.once(`job-loop/k${i}`, {}, () => text(`${i}`))));
   delay.disable();
-
   expect(waited).toBeGreaterThanOrEqual(500);
-  // On the event loop, the lock alone would have stalled it for 500 ms.
-  expect(delay.max / 1e6).toBeLessThan(150);
+  // Loose: a loaded 2-core machine delays timers by itself, but not by the 500 ms the lock took.
+  expect(delay.max / 1e6).toBeLessThan(400);
+
+  // Many writes, each a claim and a record fsync'd in turn: the loop is busy for a small part of that time (on
+  // this thread it would be busy all of it).
+  // (Utilisation is counted per turn of the loop: each measure is taken at the start of a turn.)
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+  await turn();
+  const before = performance.eventLoopUtilization();
+  await Promise.all(Array.from({ length: 200 }, (_, i) => store.once(`job-loop/k${i}`, {}, () => text(`${i}`))));
+  await turn();
+  const busy = performance.eventLoopUtilization(before);
+  expect(busy.utilization).toBeLessThan(0.5);
   expect(readKeyStore(file).filter((r) => r.key.startsWith('job-loop/k'))).toHaveLength(200);
 });
