@@ -18,17 +18,19 @@ import type { KeyStore, OnceRun } from './store';
  * server.registerTool(
  *   'charge',
  *   { inputSchema: { order_id: z.string(), amount: z.number().int() }, ...idempotentWrite() },
- *   keyedTool(store, 'charge', async (args, extra, key, run) =>
- *     // After an interrupted run, the provider tells whether that run charged: its key is the same.
- *     billing.charge(args, { idempotencyKey: key, lookUpFirst: run.interrupted }),
- *   ),
+ *   keyedTool(store, 'charge', async (args, extra, key, run) => {
+ *     // An earlier run of this key died before its answer was kept: ask the provider, by the key, what it did.
+ *     const earlier = run.interrupted ? await billing.findCharge({ idempotencyKey: key }) : undefined;
+ *     return toResult(earlier ?? (await billing.charge(args, { idempotencyKey: key })));
+ *   }),
  * );
  * ```
  *
  * A call without a key is refused ({@link missingKey}); a key seen before is answered from the store; a key seen
- * with other arguments is refused with an error result that says so; a key that another process is still running
- * past the store's `waitMs` gets {@link busy} with the store's `retryAfterSeconds`, so oz0 tries it again later (B2)
- * and then gets that run's answer. See {@link KeyStore.once} for what is kept, and for `run.interrupted`.
+ * with other arguments is refused with an error result that says so; a key whose run (here or in another process) is
+ * still going past the store's `waitMs` gets {@link busy} with the store's `retryAfterSeconds`, so oz0 tries it
+ * again later (B2) and then gets that run's answer. See {@link KeyStore.once} for what is kept, and for
+ * `run.interrupted`.
  */
 export function keyedTool<A, E extends RequestWithMeta>(
   store: KeyStore<CallToolResult>,
