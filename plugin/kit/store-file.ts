@@ -109,13 +109,12 @@ export function openDatabase(file: string, opts: { readonly?: boolean } = {}): D
   const db = new Database(file, { readonly, fileMustExist: readonly });
   try {
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    if (readonly) {
-      hasTables(db, file);
-      return db;
-    }
+    if (readonly) return db;
     // WAL lets readers read while a writer commits; FULL fsyncs the WAL at every commit (NORMAL would not, and a
     // power cut could then lose an answer already given).
-    db.pragma('journal_mode = WAL');
+    const mode = db.pragma('journal_mode = WAL', { simple: true });
+    // SQLite keeps the old mode when it cannot switch; without WAL, readers would wait for writers.
+    if (mode !== 'wal') throw new KeyStoreError(`${file}: SQLite could not use WAL here (journal mode ${mode})`);
     db.pragma('synchronous = FULL');
     if (!hasTables(db, file)) {
       // IMMEDIATE: two processes opening a new file at once must not both create the tables.
