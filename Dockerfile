@@ -3,17 +3,24 @@
 # runs it both ways (the `node` and `search` services).
 #
 # Both stages use the same pinned Node 20 image, so the native modules installed in the build stage
-# (the Temporal core bridge, @swc/core's binding) match the runtime's glibc and architecture.
+# (the Temporal core bridge, @swc/core's binding, better-sqlite3) match the runtime's glibc and architecture.
 
 FROM node:20.20.2-bookworm-slim AS build
 WORKDIR /app
 
+# better-sqlite3 (the plugin kit's key store) is compiled here when no prebuilt binary fits.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends python3 make g++ \
+  && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, in a layer of their own that stays cached while only sources change.
 # --ignore-scripts: npm ci would otherwise run this package's `prepare` (npm run build) before the
-# sources are here. The dependencies' own install scripts are not needed either: @swc/core's only
-# checks its native binding (installed as an optional dependency) and protobufjs's only warns.
+# sources are here. Of the dependencies' own install scripts only better-sqlite3's is needed, and run
+# next (it fetches or compiles its native addon): @swc/core's only checks its native binding
+# (installed as an optional dependency) and protobufjs's only warns.
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
+RUN npm rebuild better-sqlite3
 
 # .dockerignore keeps node_modules, dist, .tools, .oz0, .git and test/ out of this copy.
 COPY . .
@@ -39,8 +46,10 @@ COPY --from=build /app/bin ./bin
 COPY --from=build /app/examples/jobs ./examples/jobs
 
 # node.stateDir of deploy/oz0.cluster.json: sandbox folders and the example servers' state. The config
-# itself is mounted read-only, so nothing may be written beside it.
-RUN mkdir -p /var/lib/oz0 && chown node:node /var/lib/oz0
+# itself is mounted read-only, so nothing may be written beside it. /var/lib/oz0/ledger is where
+# docker-compose.yml mounts the volume every node shares for the ledger's key store; a fresh volume takes
+# its owner from here.
+RUN mkdir -p /var/lib/oz0/ledger && chown node:node /var/lib/oz0 /var/lib/oz0/ledger
 
 # The image's own unprivileged user (uid 1000).
 USER node

@@ -57,7 +57,7 @@ async function main(): Promise<void> {
         ledger: {
           command: 'node',
           args: ['dist/examples/ledger.js'],
-          env: { LEDGER_FILE: path.join(state, 'ledger.jsonl') },
+          env: { LEDGER_FILE: path.join(state, 'ledger.db') },
         },
         reader: { command: 'node', args: [reader], env: { READER_STATE: path.join(state, 'reader-seen.json') } },
         notes: { command: 'node', args: [reader], sandbox: true, env: { READER_STATE: 'seen.json' } },

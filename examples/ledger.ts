@@ -8,7 +8,7 @@ import type { HttpHandle, ServerFactory, ToolExtra } from './common';
 
 /** Options for {@link createLedger}. */
 export interface LedgerOptions {
-  /** The JSON-lines ledger; default env `LEDGER_FILE`, else `.oz0/ledger.jsonl`, relative to the working directory. */
+  /** The ledger's key store; default env `LEDGER_FILE`, else `.oz0/ledger.db`, relative to the working directory. */
   file?: string;
 }
 
@@ -22,18 +22,25 @@ const chargeOutput = { charge_id: z.string(), order_id: z.string(), amount: z.nu
 
 /** Resolves the ledger path from the options, env `LEDGER_FILE`, or the default. */
 export function ledgerFile(opts?: LedgerOptions): string {
-  return path.resolve(opts?.file ?? process.env.LEDGER_FILE ?? path.join('.oz0', 'ledger.jsonl'));
+  return path.resolve(opts?.file ?? process.env.LEDGER_FILE ?? path.join('.oz0', 'ledger.db'));
 }
 
 /**
  * A ledger MCP server that honours oz0's idempotency key, on the plugin kit's key store: the first call with a key
- * does the write and keeps the answer, one fsync'd JSON line `{ key, tool, args, answer }`; any later call with that
- * key and the same arguments gets the kept answer back unchanged, and nothing is written twice, across restarts too.
- * The ledger file is loaded once here and shared by every server the factory makes.
+ * does the write and keeps the answer, one record `{ key, tool, args, answer }` committed (fsync'd) before it is
+ * sent; any later call with that key and the same arguments gets the kept answer back unchanged, and nothing is
+ * written twice, across restarts and across the processes that share the file. The store is opened once here and
+ * shared by every server the factory makes.
+ *
+ * The ledger's charges are its records: a run whose process died before its record (a run the store reports as
+ * `interrupted`) charged nothing, so the ledger charges again without asking. A server whose write goes to a
+ * service would ask that service first, by the key.
  */
 export function createLedger(opts?: LedgerOptions): ServerFactory {
   const file = ledgerFile(opts);
   const store = openKeyStore(file);
+  // Charge numbers go on from the file. They are this process's count: two processes sharing one ledger may give one
+  // number twice (never one key two charges); a real ledger takes its ids from the service that charges.
   let charges = store.records().filter((r) => r.tool !== undefined && CHARGE_TOOLS.has(r.tool)).length;
 
   /** The answer of a new charge; the store writes it down before anyone sees it. */
@@ -175,7 +182,7 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       },
       async (_args, extra) => {
         recordReceived({ tool: 'count_effects', key: idempotencyKey(extra), requestId: extra.requestId });
-        // Re-read the file rather than trusting memory: this is the evidence that each key was written once.
+        // Read the file afresh, on a connection of its own, as a second reader would: the evidence of each write.
         const counts = { charges: 0, refunds: 0, statuses: 0, by_key: {} as Record<string, number> };
         for (const entry of readKeyStore(file)) {
           if (entry.tool !== undefined && CHARGE_TOOLS.has(entry.tool)) counts.charges++;

@@ -5,8 +5,8 @@
  */
 export { IDEMPOTENCY_KEY_META, MAX_KEY_LENGTH, idempotencyKey, missingKey } from './kit/keys';
 export type { RequestWithMeta } from './kit/keys';
-export { KeyReuseError, KeyStore, KeyStoreError, openKeyStore, readKeyStore } from './kit/store';
-export type { KeyRecord, KeyStoreOptions, OnceOptions } from './kit/store';
+export { KeyBusyError, KeyReuseError, KeyStore, KeyStoreError, openKeyStore, readKeyStore } from './kit/store';
+export type { KeyRecord, KeyStoreOptions, OnceOptions, OnceRun } from './kit/store';
 export { keyedTool } from './kit/keyed';
 export { RETRYABLE_META, RETRY_AFTER_META, busy, isBusy } from './kit/busy';
 export { RESUME_META, RESUME_TOKEN, isResumeToken, progress, resumeRequest } from './kit/progress';

@@ -18,8 +18,8 @@ jest.setTimeout(90_000);
 
 const dir = tmpDir('oz0-drill-');
 const configFile = path.join(dir, 'oz0.config.json');
-const ledgerFile = path.join(dir, 'ledger.jsonl');
-const sandboxLedger = path.join(dir, 'sandbox-ledger.jsonl');
+const ledgerFile = path.join(dir, 'ledger.db');
+const sandboxLedger = path.join(dir, 'sandbox-ledger.db');
 const received = path.join(dir, 'received.jsonl');
 const bank = (name: string) => ({
   command: 'node',
@@ -181,7 +181,7 @@ test('CLI plugin test: a listing’s inconsistencies and a sample’s bad progre
 });
 
 test('CLI plugin test: a remote server: the drill skips only restart; a resuming sample is called again from its token (P3)', async () => {
-  const ledger = await startLedgerServer(0, { file: path.join(dir, 'remote-ledger.jsonl') });
+  const ledger = await startLedgerServer(0, { file: path.join(dir, 'remote-ledger.db') });
   const search = await startSearchServer(0);
   try {
     const remoteConfig = path.join(dir, 'remote.config.json');

@@ -23,7 +23,7 @@ function servers(dir: string) {
   const log = path.join(dir, 'received.jsonl');
   const env = {
     OZ0_RECEIVED_LOG: log,
-    LEDGER_FILE: path.join(dir, 'ledger.jsonl'),
+    LEDGER_FILE: path.join(dir, 'ledger.db'),
     READER_STATE: path.join(dir, 'seen.json'),
   };
   return {

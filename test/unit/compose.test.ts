@@ -296,7 +296,7 @@ describe('deploy/oz0.cluster.json', () => {
   test('passes loadConfig and defines ledger, reader, notes (sandboxed) and search (remote)', () => {
     expect(clusterConfig.source).toBe(path.join(ROOT, 'deploy', 'oz0.cluster.json'));
     const { ledger, reader, notes, search } = clusterConfig.servers;
-    expect(!isRemote(ledger) && ledger.env.LEDGER_FILE).toBe('/tmp/ledger.jsonl');
+    expect(!isRemote(ledger) && ledger.env.LEDGER_FILE).toBe('/var/lib/oz0/ledger/ledger.db');
     expect(!isRemote(reader) && reader.sandbox).toBe(false);
     expect(!isRemote(notes) && notes.sandbox).toBe(true);
     expect(isRemote(search) && search.headers).toEqual({ Authorization: 'env:SEARCH_TOKEN' });
@@ -316,6 +316,18 @@ describe('deploy/oz0.cluster.json', () => {
       const source = inImage.replace(/^dist\//, '').replace(/\.js$/, '.ts');
       expect({ name, source, exists: fs.existsSync(path.join(ROOT, source)) }).toEqual({ name, source, exists: true });
     }
+  });
+
+  test("the ledger's key store is on a named volume every node mounts, in a folder the image gives the node user", () => {
+    const ledger = clusterConfig.servers.ledger;
+    const folder = path.posix.dirname(!isRemote(ledger) ? ledger.env.LEDGER_FILE : '');
+    const shared = (node.volumes ?? []).find((v) => typeof v === 'object' && v.target === folder);
+    expect(shared).toEqual({ type: 'volume', source: 'ledger', target: folder });
+    expect(Object.keys((compose as unknown as { volumes: Record<string, unknown> }).volumes)).toContain('ledger');
+    const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(
+      runs.some((r) => r.includes(`mkdir -p ${folder}`) && new RegExp(`chown node:node .*${folder}`).test(r)),
+    ).toBe(true);
   });
 
   test("node.stateDir is absolute and created for the node user by the image (the config's folder is read-only)", () => {
@@ -340,6 +352,13 @@ describe('Dockerfile and .dockerignore', () => {
     expect(at(/npm ci\b/)).toBeGreaterThanOrEqual(0);
     expect(at(/npm run build\b/)).toBeGreaterThan(at(/npm ci\b/));
     expect(at(/npm prune --omit=dev\b/)).toBeGreaterThan(at(/npm run build\b/));
+  });
+
+  test("the build stage builds better-sqlite3's native addon, whose install script npm ci --ignore-scripts skips", () => {
+    const runs = stages[0].filter((i) => i.op === 'RUN').map((i) => i.args);
+    const at = (re: RegExp) => runs.findIndex((r) => re.test(r));
+    expect(at(/npm rebuild better-sqlite3\b/)).toBeGreaterThan(at(/npm ci\b/));
+    expect(at(/apt-get install .*\bg\+\+/)).toBeLessThan(at(/npm rebuild better-sqlite3\b/));
   });
 
   test('the final stage runs as a user that is not root', () => {

@@ -71,7 +71,7 @@ function findReceived(match: Record<string, unknown>): Record<string, unknown> |
 describe('ledger', () => {
   let file: string;
   beforeEach(() => {
-    file = path.join(tmp, 'nested', 'ledger.jsonl');
+    file = path.join(tmp, 'nested', 'ledger.db');
   });
 
   async function effects(
@@ -134,14 +134,29 @@ describe('ledger', () => {
     expect(await effects(after)).toEqual({ charges: 2, refunds: 0, statuses: 0, by_key: { k1: 1, k2: 1 } });
   });
 
-  it('drops a torn last line left by a kill during an append', async () => {
-    const before = await connect(createLedger({ file }));
-    await before.callTool({ name: 'charge', arguments: { order_id: 'o1', amount: 5 }, ...keyed('k1') });
-    fs.appendFileSync(file, '{"key":"k2","tool":"cha');
-    const after = await connect(createLedger({ file }));
-    const next = await after.callTool({ name: 'charge', arguments: { order_id: 'o2', amount: 1 }, ...keyed('k2') });
+  it('takes over a JSON-lines ledger of an earlier version: its charges kept, numbering going on', async () => {
+    const charged = {
+      content: [{ type: 'text', text: 'charged 5 to o1 (ch-1)' }],
+      structuredContent: { charge_id: 'ch-1', order_id: 'o1', amount: 5 },
+    };
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    // The old format's last line torn by a kill mid-append: that charge was never answered.
+    fs.writeFileSync(
+      file,
+      `${JSON.stringify({ key: 'k1', tool: 'charge', args: { order_id: 'o1', amount: 5 }, answer: charged })}\n` +
+        '{"key":"k2","tool":"cha',
+    );
+    const client = await connect(createLedger({ file }));
+    const replayed = await client.callTool({
+      name: 'charge',
+      arguments: { order_id: 'o1', amount: 5 },
+      ...keyed('k1'),
+    });
+    expect(replayed).toEqual(charged);
+    const next = await client.callTool({ name: 'charge', arguments: { order_id: 'o2', amount: 1 }, ...keyed('k2') });
     expect(text(next)).toBe('charged 1 to o2 (ch-2)');
-    expect(await effects(after)).toEqual({ charges: 2, refunds: 0, statuses: 0, by_key: { k1: 1, k2: 1 } });
+    expect(await effects(client)).toEqual({ charges: 2, refunds: 0, statuses: 0, by_key: { k1: 1, k2: 1 } });
+    expect(fs.existsSync(`${file}.before-sqlite`)).toBe(true);
   });
 
   it('writes nothing for a cancelled slow_charge and records the reason', async () => {
@@ -229,7 +244,7 @@ describe('reader', () => {
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
     expect(byName.read_pages.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
     expect(byName.sleep.annotations).toBeUndefined();
-    const ledger = await connect(createLedger({ file: path.join(tmp, 'ledger.jsonl') }));
+    const ledger = await connect(createLedger({ file: path.join(tmp, 'ledger.db') }));
     const charge = (await ledger.listTools()).tools.find((t) => t.name === 'charge');
     expect(charge?.annotations).toMatchObject({ idempotentHint: true, destructiveHint: false, openWorldHint: true });
     expect(charge?._meta).toEqual({ [IDEMPOTENCY_KEY_META]: true });
@@ -296,7 +311,7 @@ describe('serveHttp', () => {
   });
 
   it('shares state between sessions through the factory closure', async () => {
-    const ledger = await serveHttp(createLedger({ file: path.join(tmp, 'ledger.jsonl') }), 0);
+    const ledger = await serveHttp(createLedger({ file: path.join(tmp, 'ledger.db') }), 0);
     cleanups.push(() => ledger.close());
     const one = await httpClient(ledger.url);
     const two = await httpClient(ledger.url);

@@ -11,8 +11,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import Database from 'better-sqlite3';
 import { z } from 'zod';
 import {
+  KeyBusyError,
   KeyReuseError,
   KeyStoreError,
   busy,
@@ -27,18 +29,30 @@ import {
   readOnly,
   resumeRequest,
 } from '../../plugin';
-import type { ProgressExtra } from '../../plugin';
+import type { KeyStore, KeyStoreOptions, ProgressExtra } from '../../plugin';
 import { mayBeMadeAgain } from '../../activities/call/verdicts';
 import { busyOf, resumeTokenOf } from '../../common/protocol';
 import { checkTool } from '../../plugin/drill/listing-checks';
 
 let dir: string;
 let file: string;
+let opened: Array<KeyStore<unknown>> = [];
 beforeEach(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-plugin-'));
-  file = path.join(dir, 'keys', 'store.jsonl');
+  file = path.join(dir, 'keys', 'store.db');
 });
-afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+afterEach(async () => {
+  await Promise.all(opened.map((s) => s.close()));
+  opened = [];
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** openKeyStore, closed after the test. */
+function open<T = CallToolResult>(at = file, opts?: KeyStoreOptions<T>): KeyStore<T> {
+  const store = openKeyStore<T>(at, opts);
+  opened.push(store as KeyStore<unknown>);
+  return store;
+}
 
 const answer = (text: string): CallToolResult => ({ content: [{ type: 'text', text }] });
 
@@ -50,7 +64,7 @@ function counted(): { runs: () => number; fn: () => Promise<CallToolResult> } {
 
 describe('K1: the key store runs a keyed call once', () => {
   test('K1: a seen key is answered with its first answer; equal arguments in another key order are the same', async () => {
-    const store = openKeyStore(file);
+    const store = open();
     const { runs, fn } = counted();
     const first = await store.once('job-1/c1', { a: 1, b: [1, 2] }, fn);
     const again = await store.once('job-1/c1', { b: [1, 2], a: 1 }, fn);
@@ -61,7 +75,7 @@ describe('K1: the key store runs a keyed call once', () => {
   });
 
   test('K1: a seen key with other arguments, or with another function, is refused with a clear error', async () => {
-    const store = openKeyStore(file);
+    const store = open();
     const { runs, fn } = counted();
     await store.once('k', { amount: 5 }, fn, { tool: 'charge' });
     await expect(store.once('k', { amount: 6 }, fn, { tool: 'charge' })).rejects.toThrow(KeyReuseError);
@@ -74,7 +88,7 @@ describe('K1: the key store runs a keyed call once', () => {
   });
 
   test('K1: concurrent calls of one key run fn once and all get its answer; one with other arguments is refused', async () => {
-    const store = openKeyStore(file);
+    const store = open();
     let runs = 0;
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
@@ -92,8 +106,31 @@ describe('K1: the key store runs a keyed call once', () => {
     expect(readKeyStore(file)).toHaveLength(1);
   });
 
+  test('B1/B2: a caller that waits past waitMs for this process’s own run of its key (a handler that ignores its cancel) gets KeyBusyError; fn still runs once', async () => {
+    const store = open(file, { waitMs: 100, retryAfterSeconds: 3 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let runs = 0;
+    const fn = async () => {
+      runs++;
+      await gate;
+      return answer('slow');
+    };
+    const first = store.once('k', {}, fn);
+    const waiter = store.once('k', {}, fn);
+    await expect(waiter).rejects.toThrow(KeyBusyError);
+    await expect(waiter).rejects.toMatchObject({
+      retryAfter: 3,
+      message: expect.stringContaining(`pid ${process.pid}`),
+    });
+    release();
+    expect(await first).toEqual(answer('slow'));
+    expect(await store.once('k', {}, fn)).toEqual(answer('slow'));
+    expect(runs).toBe(1);
+  });
+
   test('K1: a fn that throws keeps nothing; the caller that waited for it runs fn in its place', async () => {
-    const store = openKeyStore(file);
+    const store = open();
     let runs = 0;
     const fn = async () => {
       runs++;
@@ -110,7 +147,7 @@ describe('K1: the key store runs a keyed call once', () => {
   });
 
   test('B1/B2: a busy answer is not kept, so the retry under the same key acts', async () => {
-    const store = openKeyStore(file);
+    const store = open();
     let runs = 0;
     const fn = async () => (++runs === 1 ? busy(2) : answer('done'));
     expect(isBusy(await store.once('k', {}, fn))).toBe(true);
@@ -120,8 +157,8 @@ describe('K1: the key store runs a keyed call once', () => {
 
   test('K1: a restarted store (the file opened again) answers a seen key from disk, and refuses other arguments', async () => {
     const { runs, fn } = counted();
-    const first = await openKeyStore(file).once('k', { x: 1 }, fn, { tool: 'charge' });
-    const restarted = openKeyStore(file);
+    const first = await open().once('k', { x: 1 }, fn, { tool: 'charge' });
+    const restarted = open();
     expect(restarted.size).toBe(1);
     expect(await restarted.once('k', { x: 1 }, fn, { tool: 'charge' })).toEqual(first);
     await expect(restarted.once('k', { x: 2 }, fn, { tool: 'charge' })).rejects.toThrow(KeyReuseError);
@@ -139,7 +176,7 @@ describe('K1: the key store runs a keyed call once', () => {
     const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
     expect(child.signal).toBe('SIGKILL');
     const { runs, fn } = counted();
-    return openKeyStore(file)
+    return open()
       .once('k', { x: 1 }, fn)
       .then((replayed) => {
         expect(replayed).toEqual(answer('charged'));
@@ -147,19 +184,74 @@ describe('K1: the key store runs a keyed call once', () => {
       });
   });
 
-  test('K1: a torn last line (killed mid-append) is cut off; a bad line in the middle is refused', async () => {
-    const store = openKeyStore(file);
-    await store.once('k1', {}, async () => answer('one'));
-    fs.appendFileSync(file, '{"key":"k2","args":{},"ans');
-    expect(readKeyStore(file)).toHaveLength(1);
-    const reopened = openKeyStore(file);
-    expect(fs.readFileSync(file, 'utf8').endsWith('\n')).toBe(true);
-    await reopened.once('k2', {}, async () => answer('two'));
-    expect(readKeyStore(file).map((r) => r.key)).toEqual(['k1', 'k2']);
+  test('the writer thread never holds a process open: one that closes its store goes on after close(), one that does not exits when done', () => {
+    const kit = path.join(__dirname, '..', '..', 'dist', 'plugin', 'index.js');
+    const run = (close: boolean) =>
+      spawnSync(
+        process.execPath,
+        [
+          '-e',
+          `const { openKeyStore } = require(${JSON.stringify(kit)});
+           const store = openKeyStore(${JSON.stringify(file)});
+           store.once('k', {}, () => 'done')
+             .then(async (answer) => { ${close ? 'await store.close();' : ''} console.log(answer); });`,
+        ],
+        { encoding: 'utf8', timeout: 20_000 },
+      );
+    expect(run(true)).toMatchObject({ status: 0, stdout: 'done\n' });
+    expect(run(false)).toMatchObject({ status: 0, stdout: 'done\n' });
+  });
 
-    fs.writeFileSync(file, `not json\n${fs.readFileSync(file, 'utf8')}`);
-    expect(() => openKeyStore(file)).toThrow(KeyStoreError);
-    expect(() => openKeyStore(file)).toThrow(/store\.jsonl:1: not a key store record/);
+  test('K1: fn is told whether an earlier run of its key was interrupted; a fresh key is not', async () => {
+    const store = open();
+    const told: boolean[] = [];
+    await store.once('k', {}, (run) => (told.push(run.interrupted), answer('done')));
+    expect(told).toEqual([false]);
+  });
+
+  test('K1: a JSON-lines store of an earlier kit is migrated: its records imported, its torn last line dropped, the old file kept beside', async () => {
+    const old = [
+      { key: 'k1', tool: 'charge', args: { amount: 5 }, answer: answer('one') },
+      { key: 'k2', args: {}, answer: answer('two') },
+      // A later line for a key is not its answer: the first one given is.
+      { key: 'k1', tool: 'charge', args: { amount: 5 }, answer: answer('never given') },
+    ];
+    const text = `${old.map((r) => JSON.stringify(r)).join('\n')}\n{"key":"k3","args":{},"ans`;
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text);
+    // Read as it is before anyone opens it.
+    expect(readKeyStore(file)).toEqual(old);
+
+    const store = open();
+    expect(fs.readFileSync(file).subarray(0, 16).toString('latin1')).toBe('SQLite format 3\0');
+    expect(fs.readFileSync(`${file}.before-sqlite`, 'utf8')).toBe(text);
+    expect(store.records()).toEqual(old.slice(0, 2));
+    const { runs, fn } = counted();
+    expect(await store.once('k1', { amount: 5 }, fn, { tool: 'charge' })).toEqual(answer('one'));
+    await expect(store.once('k1', { amount: 6 }, fn, { tool: 'charge' })).rejects.toThrow(KeyReuseError);
+    // The torn line was never answered (its fsync had not returned): its key runs.
+    expect(await store.once('k3', {}, fn)).toEqual(answer('run 1'));
+    expect(runs()).toBe(1);
+    expect(readKeyStore(file).map((r) => r.key)).toEqual(['k1', 'k2', 'k3']);
+  });
+
+  test('K1: an old store with a bad line in the middle is refused, and left as it was', () => {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, `not json\n${JSON.stringify({ key: 'k1', args: {}, answer: answer('one') })}\n`);
+    const before = fs.readFileSync(file);
+    expect(() => open()).toThrow(KeyStoreError);
+    expect(() => open()).toThrow(/store\.db:1: not a key store record/);
+    expect(fs.readFileSync(file)).toEqual(before);
+    expect(fs.existsSync(`${file}.before-sqlite`)).toBe(false);
+  });
+
+  test('K1: another program’s SQLite database is refused, not written to', () => {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const other = new Database(file);
+    other.exec('CREATE TABLE t (x)');
+    other.close();
+    expect(() => open()).toThrow(/an SQLite database, but not an oz0 key store/);
+    expect(() => readKeyStore(file)).toThrow(KeyStoreError);
   });
 });
 
@@ -173,7 +265,7 @@ describe('K1: keyedTool honours the key in a tool handler', () => {
   }
 
   test('K1: through McpServer: once per key, refused without a key or with other arguments; the listing says so', async () => {
-    const store = openKeyStore(file);
+    const store = open();
     let charges = 0;
     const server = new McpServer({ name: 'kit', version: '0.0.0' });
     server.registerTool(
@@ -327,11 +419,11 @@ describe('Words: the listing declarations', () => {
   });
 });
 
-test('T4: two processes on one store file (two nodes’ servers) never both act on a key: the later one reads the file first', async () => {
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-shared-')), 'keys.jsonl');
+test('T4: two stores on one file (two nodes’ servers; test/integration/key-store.test.ts races real processes) never both act on a key', async () => {
+  const file = path.join(dir, 'keys.db');
   // Both opened before either wrote, as two nodes' ledgers started at different times.
-  const a = openKeyStore<string>(file);
-  const b = openKeyStore<string>(file);
+  const a = open<string>(file);
+  const b = open<string>(file);
   let runs = 0;
   const act = async () => `done ${++runs}`;
   expect(await a.once('job/s1/charge#x/1', { amount: 1 }, act)).toBe('done 1');
@@ -341,5 +433,5 @@ test('T4: two processes on one store file (two nodes’ servers) never both act 
   expect(await a.once('job/s1/charge#y/1', { amount: 2 }, act)).toBe('done 2');
   await expect(a.once('job/s1/charge#y/1', { amount: 3 }, act)).rejects.toThrow('other arguments');
   expect(runs).toBe(2);
-  expect(fs.readFileSync(file, 'utf8').trim().split('\n')).toHaveLength(2);
+  expect(readKeyStore(file)).toHaveLength(2);
 });
