@@ -7,6 +7,8 @@
  *   npm run cluster -- --check              the short version CI runs: one session through two nodes, one killed
  *   npm run cluster -- --chaos [--short]    the chaos suite on this cluster (bench/chaos.ts), every fault
  *   npm run cluster -- --down               removes the cluster's state (.oz0/cluster), stopping what still runs
+ *
+ * While it runs, SIGUSR2 restarts its Temporal server (kill -9, then start): see local-cluster/control.ts.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,6 +21,7 @@ import { runChaos } from '../bench/chaos';
 import { checkPassed, runCheck } from './local-cluster/check';
 import { startLocalCluster } from './local-cluster';
 import type { LocalCluster } from './local-cluster';
+import { defaultStateDir, writeControl } from './local-cluster/control';
 import { stopLeftovers, writePids } from './local-cluster/leftovers';
 
 const OptionsSchema = z.strictObject({
@@ -32,7 +35,7 @@ const OptionsSchema = z.strictObject({
 });
 
 const root = projectRoot();
-const stateDir = path.join(root, '.oz0', 'cluster');
+const stateDir = defaultStateDir(root);
 fs.mkdirSync(path.join(stateDir, 'logs'), { recursive: true });
 const logger = createLogger({ destination: pino.destination(path.join(stateDir, 'logs', 'cluster.log')) });
 const say = (line: string) => {
@@ -107,15 +110,28 @@ async function main(): Promise<void> {
       failed = !(await runChaos({ short: opts.short, cluster }));
     } else {
       process.stdout.write(opts.json ? `${JSON.stringify(describe(cluster))}\n` : print(cluster));
+      const control = { pid: process.pid, address: cluster.address, temporalPid: cluster.temporal.pid(), restarts: 0 };
+      writeControl(stateDir, control);
+      // SIGUSR2: kill -9 the Temporal server and start it again (tests of durability across a restart use it).
+      let restarting = Promise.resolve();
+      process.on('SIGUSR2', () => {
+        restarting = restarting.then(async () => {
+          say('SIGUSR2: killing the Temporal server (kill -9) and starting it again');
+          await cluster.temporal.kill();
+          await cluster.temporal.start();
+          writeControl(stateDir, { ...control, temporalPid: cluster.temporal.pid(), restarts: ++control.restarts });
+        });
+      });
       await new Promise<void>((resolve) => {
         process.once('SIGINT', () => resolve());
         process.once('SIGTERM', () => resolve());
       });
+      await restarting;
       say('stopping: nodes, then Temporal, then PostgreSQL');
     }
   } finally {
     await cluster.stop();
-    fs.rmSync(path.join(stateDir, 'pids.json'), { force: true });
+    for (const file of ['pids.json', 'control.json']) fs.rmSync(path.join(stateDir, file), { force: true });
   }
   say('stopped');
   if (failed) process.exitCode = 1;
