@@ -15,7 +15,14 @@ import { nodeConfig } from './node-config';
 import { startPostgres } from './postgres';
 import type { Postgres } from './postgres';
 import { dynamicConfigFile, readServerSettings } from './settings';
-import { PORT_NAMES, ensureNamespace, serverConfig, setUpSchemas, startTemporalServer } from './temporal-server';
+import {
+  PORT_NAMES,
+  ensureNamespace,
+  serverConfig,
+  setUpSchemas,
+  startTemporalServer,
+  validateDynamicConfig,
+} from './temporal-server';
 import type { ServerPorts, TemporalServer } from './temporal-server';
 import { startUi } from './ui';
 
@@ -107,6 +114,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
   const log = (name: string) => path.join(logsDir, `${name}.log`);
   const settings = readServerSettings(root);
   const tools: ClusterTools = await ensureTools({ root, say, logFile: log('go-build') });
+  await validateDynamicConfig(tools, dynamicConfigFile(root));
   const ports = await choosePorts(path.join(stateDir, 'ports.json'));
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {

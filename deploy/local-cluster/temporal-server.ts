@@ -117,6 +117,20 @@ function run(file: string, args: string[], logFile: string): Promise<void> {
   });
 }
 
+/**
+ * The server's own check of the shared dynamic config: it reports an unknown key or a value of the wrong type as a
+ * warning and exits 0, so the warnings are what fails here. A misspelt key would otherwise be ignored in silence.
+ */
+export async function validateDynamicConfig(tools: ClusterTools, file: string): Promise<void> {
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(tools.server, ['validate-dynamic-config', file], (err, stdout, stderr) =>
+      err ? reject(err) : resolve(stdout + stderr),
+    ),
+  );
+  const warnings = out.split('\n').filter((l) => /warning:/.test(l));
+  if (warnings.length > 0) throw new Error(`${file}: ${warnings.map((w) => w.trim()).join('; ')}`);
+}
+
 /** Creates both databases and brings their schemas to the module's latest version (idempotent). */
 export async function setUpSchemas(tools: ClusterTools, db: Database, logFile: string): Promise<void> {
   for (const [kind, database] of Object.entries(DATABASES)) {
