@@ -7,7 +7,9 @@
  * - cancel: jobs cancelled at random moments, racing their calls' answers (a sandboxed call, then a plugin one);
  * - busy: 429 storms from a remote ledger, with Retry-After;
  * - partition: a node cut off from the server (SIGSTOP for longer than its heartbeat timeout, then SIGCONT): its
- *   calls go on elsewhere, and what its servers answered meanwhile (its late answers) must be ignored;
+ *   calls go on elsewhere, and what its servers answered meanwhile (its late answers) must be ignored; a sandbox it
+ *   started for a job whose call had answered may outlive the job (the job's end cannot reach the node): counted,
+ *   not an early CANCELED, since no call runs in it;
  * - postgres (on the local cluster only, `npm run cluster -- --chaos`): PostgreSQL restarted, fast shutdown.
  *
  * On the local cluster (deploy/local-cluster) `temporal` kills its real Temporal server instead of the dev server.
@@ -72,6 +74,11 @@ interface Tally {
   /** Partition: calls a cut-off node's servers answered while it was stopped, and those the job took anyway. */
   lateAnswers: number;
   lateAccepted: number;
+  /**
+   * Partition: sandboxes of a cut-off node still alive when their job closed, their call answered before: no call
+   * ran on, but the job's end could not reach that node, so its idle reaper (node.sandboxIdleSeconds) stops them.
+   */
+  leftToReaper: number;
 }
 
 /** The Temporal server the faults are thrown at: the dev server, or the local cluster's real one. */
@@ -258,6 +265,7 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
         busyAnswers: 0,
         lateAnswers: 0,
         lateAccepted: 0,
+        leftToReaper: 0,
       };
       tallies.set(s, t);
     }
@@ -324,6 +332,9 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
     return { tenant: 'chaos', steps: j % 2 ? steps : [{ session: steps }] };
   };
 
+  /** The node a partition trial cut off, until the next one: the end of its jobs could not reach it. */
+  let cutOff: ChildProcess | undefined;
+
   /** A job of a sandboxed call then a plugin call, that a cancel will race: `c1` runs in the box, `c2` in the ledger. */
   const cancellable = (id: string) =>
     start(id, { tenant: 'chaos', steps: [charge(id, 0, 'box.slow_charge'), charge(id, 1, 'ledger.slow_charge')] });
@@ -332,30 +343,36 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
   const settleCancelled = async (tally: Tally, id: string, h: WorkflowHandle) => {
     // Read at the moment CANCELED is seen: a sandbox still alive now was alive when the job closed.
     let liveSandboxes: number[] = [];
+    let unreachable = new Set<number>();
     const settled = await settle(h, 120_000, () => {
       liveSandboxes = readReceived(received)
         .filter((r) => r.key === `${id}/c1` && !r.event)
         .map((r) => r.pid as number)
         .filter(alive);
+      unreachable = new Set(cutOff ? descendants(cutOff.pid!) : []);
     });
     count(tally, id, settled);
     if (settled.kind !== 'cancelled') return;
     const closeTime = (await h.describe()).closeTime!.getTime();
     const records = readReceived(received).filter((r) => typeof r.key === 'string' && r.key.startsWith(`${id}/`));
-    // Every attempt that reached the plugin ledger answered or was stopped before the job closed.
-    const pluginRunning = records
-      .filter((r) => r.key === `${id}/c2` && !r.event)
-      .filter(
-        (s) =>
-          !records.some(
-            (r) =>
-              r.key === s.key &&
-              r.pid === s.pid &&
-              (r.event === 'answered' || r.event === 'cancelled') &&
-              (r.t as number) >= (s.t as number) &&
-              (r.t as number) <= closeTime,
-          ),
+    const ended = (s: Record<string, unknown>) =>
+      records.some(
+        (r) =>
+          r.key === s.key &&
+          r.pid === s.pid &&
+          (r.event === 'answered' || r.event === 'cancelled') &&
+          (r.t as number) >= (s.t as number) &&
+          (r.t as number) <= closeTime,
       );
+    // A cut-off node's sandbox whose call had ended: the job's end could not reach it (see Tally.leftToReaper).
+    const left = liveSandboxes.filter(
+      (pid) =>
+        unreachable.has(pid) && records.some((r) => r.key === `${id}/c1` && r.pid === pid && !r.event && ended(r)),
+    );
+    tally.leftToReaper += left.length;
+    liveSandboxes = liveSandboxes.filter((pid) => !left.includes(pid));
+    // Every attempt that reached the plugin ledger answered or was stopped before the job closed.
+    const pluginRunning = records.filter((r) => r.key === `${id}/c2` && !r.event).filter((s) => !ended(s));
     if (liveSandboxes.length > 0 || pluginRunning.length > 0) {
       tally.canceledBeforeStopped++;
       violations.push(
@@ -427,9 +444,11 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
     async partition(t, tally) {
       let victim: ChildProcess | undefined;
       let stoppedAt = 0;
+      cutOff = undefined;
       let resumedAt = 0;
       const settled = await faultTrial('partition', t, tally, async () => {
         victim = nodes[random(0, nodes.length)];
+        cutOff = victim;
         stoppedAt = Date.now();
         process.kill(victim.pid!, 'SIGSTOP');
         // Past the heartbeat timeout: the server takes the node's calls as lost and runs them elsewhere.
@@ -437,6 +456,7 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
         process.kill(victim.pid!, 'SIGCONT');
         resumedAt = Date.now();
       });
+      cutOff = undefined;
       // Its servers kept running while it was stopped: what they answered then reached the node too late.
       const servers = new Set(descendants(victim!.pid!));
       const late = readReceived(received).filter(
@@ -579,7 +599,9 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
       `${t.finished} finished, ${t.cancelled} cancelled, ${t.failed} failed, ${t.lost} lost; ` +
       `${keysOf(s).length} keys, ${keysOf(s).filter(([, n]) => n > 1).length} written twice` +
       (s === 'busy' ? `; ${t.gaveUpBusy} calls gave up busy` : `; ${t.canceledBeforeStopped} CANCELED early`) +
-      (s === 'partition' ? `; ${t.lateAnswers} late answers, ${t.lateAccepted} taken` : ''),
+      (s === 'partition'
+        ? `; ${t.lateAnswers} late answers, ${t.lateAccepted} taken; ${t.leftToReaper} idle sandboxes left to the reaper`
+        : ''),
     met: t.failed === 0 && t.lost === 0 && t.canceledBeforeStopped === 0 && t.lateAccepted === 0,
   }));
   rows.push({

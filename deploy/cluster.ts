@@ -69,7 +69,7 @@ function print(c: LocalCluster): string {
   const width = Math.max(...rows.map(([k]) => k.length));
   return (
     `${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')}\n\n` +
-    `Try: TEMPORAL_ADDRESS=${d.temporal} ./bin/oz0 job start examples/jobs/demo.json --config ${d.config} --wait\n` +
+    `Try: ./bin/oz0 job start examples/jobs/demo.json --config ${d.config} --wait\n` +
     'Ctrl-C stops everything.\n'
   );
 }

@@ -37,6 +37,16 @@ function executable(file: string): boolean {
   }
 }
 
+/** u+w on a tree, folders first so that their entries can be reached. */
+function writable(dir: string): void {
+  fs.chmodSync(dir, 0o755);
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const file = path.join(dir, entry.name);
+    if (entry.isDirectory()) writable(file);
+    else fs.chmodSync(file, 0o644);
+  }
+}
+
 /** Runs the go command with the pinned toolchain; its output goes to the log. */
 function go(args: string[], env: Record<string, string>, logFile: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -87,10 +97,10 @@ export async function ensureTools(opts: ToolOptions): Promise<ClusterTools> {
   if (!fs.existsSync(path.join(tools.schemaDir, 'postgresql', 'v12'))) {
     // The schemas ship in the module, not in the binaries: copy them next to the tool that applies them.
     const info = ModuleSchema.parse(JSON.parse(await go(['mod', 'download', '-json', module], {}, opts.logFile)));
-    fs.cpSync(path.join(info.Dir, 'schema', 'postgresql', 'v12'), path.join(tools.schemaDir, 'postgresql', 'v12'), {
-      recursive: true,
-    });
-    fs.chmodSync(tools.schemaDir, 0o755);
+    const target = path.join(tools.schemaDir, 'postgresql', 'v12');
+    fs.cpSync(path.join(info.Dir, 'schema', 'postgresql', 'v12'), target, { recursive: true });
+    // The module cache is read-only, and so is a copy of it: make ours writable, so that rm -rf .tools works.
+    writable(target);
   }
   const ui = path.join(uiHome, 'bin', 'server');
   if (!executable(ui)) {
