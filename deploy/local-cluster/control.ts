@@ -17,8 +17,9 @@ const ControlSchema = z.strictObject({
 });
 export type ClusterControl = z.infer<typeof ControlSchema>;
 
+/** `.oz0/cluster` in the project; OZ0_CLUSTER_DIR elsewhere (as root, the postgres user must reach it). */
 export function defaultStateDir(root = projectRoot()): string {
-  return path.join(root, '.oz0', 'cluster');
+  return process.env.OZ0_CLUSTER_DIR ? path.resolve(process.env.OZ0_CLUSTER_DIR) : path.join(root, '.oz0', 'cluster');
 }
 
 export function writeControl(stateDir: string, control: ClusterControl): void {

@@ -4,7 +4,7 @@
  * user (its data folder and log are handed to that user). Stops are PostgreSQL's own: SIGINT is a fast shutdown
  * (open sessions rolled back, a clean checkpoint), the one the chaos runs use to restart it.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -33,6 +33,18 @@ function runAs(): RunAs | undefined {
     return { uid, gid };
   } catch {
     throw new Error('running as root, and PostgreSQL refuses root: there is no `postgres` user to run it as');
+  }
+}
+
+/** The postgres user must be able to walk down to its data folder: a project under /root (0700) is out of reach. */
+function reachable(dir: string, as: RunAs | undefined): void {
+  if (!as) return;
+  const probe = spawnSync('ls', [dir], { ...as, stdio: 'ignore' });
+  if (probe.status !== 0) {
+    throw new Error(
+      `the postgres user cannot reach ${dir}: let it through the folders above (chmod o+x on each), ` +
+        'or run npm run cluster as a user other than root',
+    );
   }
 }
 
@@ -67,6 +79,7 @@ export async function startPostgres(opts: PostgresOptions): Promise<Postgres> {
   if (!fs.existsSync(path.join(opts.dataDir, 'PG_VERSION'))) {
     fs.mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
     own(opts.dataDir);
+    reachable(opts.dataDir, as);
     execFileSync(
       bin('initdb'),
       ['-D', opts.dataDir, '-U', opts.user, '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync'],
