@@ -24,20 +24,26 @@ import type { LocalCluster } from './local-cluster';
 import { defaultStateDir, writeControl } from './local-cluster/control';
 import { stopLeftovers, writePids } from './local-cluster/leftovers';
 
-const OptionsSchema = z.strictObject({
-  nodes: z.coerce.number().int().min(0).max(20).default(3),
-  json: z.boolean().default(false),
-  ui: z.boolean().default(true),
-  down: z.boolean().default(false),
-  check: z.boolean().default(false),
-  chaos: z.boolean().default(false),
-  short: z.boolean().default(false),
-});
+const OptionsSchema = z
+  .strictObject({
+    nodes: z.coerce.number().int().min(0).max(20).default(3),
+    json: z.boolean().default(false),
+    ui: z.boolean().default(true),
+    down: z.boolean().default(false),
+    check: z.boolean().default(false),
+    chaos: z.boolean().default(false),
+    short: z.boolean().default(false),
+  })
+  .refine((o) => [o.down, o.check, o.chaos].filter(Boolean).length <= 1, 'one of --down, --check and --chaos at a time')
+  .refine((o) => !o.short || o.chaos, '--short goes with --chaos');
 
 const root = projectRoot();
 const stateDir = defaultStateDir(root);
 fs.mkdirSync(path.join(stateDir, 'logs'), { recursive: true });
-const logger = createLogger({ destination: pino.destination(path.join(stateDir, 'logs', 'cluster.log')) });
+// Synchronous: a few lines, and an exit right after start-up must not find the file not yet open.
+const logger = createLogger({
+  destination: pino.destination({ dest: path.join(stateDir, 'logs', 'cluster.log'), sync: true }),
+});
 const say = (line: string) => {
   logger.info(line);
   process.stderr.write(`cluster: ${line}\n`);
@@ -86,7 +92,8 @@ async function main(): Promise<void> {
     .addOption(new Option('--short', 'with --chaos: a few trials of each'))
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
-  if (!parsed.success) program.error(`cluster: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+  if (!parsed.success)
+    program.error(`cluster: ${parsed.error.issues.map((i) => [...i.path, i.message].join(': ')).join('; ')}`);
   const opts = parsed.data!;
 
   if (opts.down) {
