@@ -5,6 +5,7 @@ module.exports = {
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   globalSetup: '<rootDir>/test/global-setup.ts',
+  setupFilesAfterEnv: ['<rootDir>/test/setup-logs.ts'],
   // Integration tests each start a real Temporal dev server; two at a time fit 2 cores.
   maxWorkers: 2,
   testTimeout: 120_000,

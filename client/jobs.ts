@@ -44,23 +44,29 @@ export async function startJob(
   return jc.client.workflow.start<typeof job>(JOB_WORKFLOW, { taskQueue: jc.taskQueue, workflowId, args: [valid] });
 }
 
+/**
+ * What `oz0 job status` shows, from Temporal's status of the run and the job's own word (its `status` query, when
+ * the run is open and answered): `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED,
+ * TERMINATED, TIMED_OUT). Pure, so every case is table-tested.
+ */
+export function shownStatus(temporalStatus: string, own: JobStatus | undefined): string {
+  // The TS client spells it CANCELLED; Temporal's API, UI and CLI say CANCELED.
+  const status = temporalStatus === 'CANCELLED' ? 'CANCELED' : temporalStatus;
+  if (status === 'CONTINUED_AS_NEW') return 'running';
+  if (status !== 'RUNNING') return status;
+  // A job that has done its work says so in the task that closes it; until Temporal has recorded the close, it is
+  // still running (or cancelling, C4), and the final word is Temporal's own status. No answer: no worker yet.
+  return own === 'cancelling' || own === 'cancelled' ? 'cancelling' : 'running';
+}
+
 /** `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). */
 export async function jobStatus(client: Client, jobId: string): Promise<string> {
   const handle = client.workflow.getHandle(jobId);
   const description = await handle.describe();
-  // The TS client spells it CANCELLED; Temporal's API, UI and CLI say CANCELED.
-  const status = description.status.name === 'CANCELLED' ? 'CANCELED' : description.status.name;
-  if (status !== 'RUNNING') return status === 'CONTINUED_AS_NEW' ? 'running' : status;
-  let own: JobStatus;
-  try {
-    own = await handle.query(statusQuery);
-  } catch {
-    // No worker has picked the job up yet.
-    return 'running';
-  }
-  // A job that has done its work says so in the task that closes it; until Temporal has recorded the close, it is
-  // still running (or cancelling, C4), and the final word is Temporal's own status.
-  return own === 'completed' ? 'running' : own === 'cancelled' ? 'cancelling' : own;
+  if (description.status.name !== 'RUNNING') return shownStatus(description.status.name, undefined);
+  // No worker has picked the job up yet: no answer.
+  const own = await handle.query(statusQuery).catch(() => undefined);
+  return shownStatus('RUNNING', own);
 }
 
 /** The job's trace, with the status `oz0 job status` would print. */

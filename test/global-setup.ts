@@ -4,6 +4,8 @@ import path from 'node:path';
 import { findTemporalCli } from '../worker/temporal-cli';
 
 export default async function globalSetup(): Promise<void> {
+  // One folder of logs per run (test/logs.ts); jest's workers inherit the name.
+  process.env.OZ0_TEST_RUN ??= new Date().toISOString().replace(/[:.]/g, '-');
   const cli = findTemporalCli({ log: (line) => console.error(line) });
   // Without one, each dev server comes from @temporalio/testing's own download (needs the internet).
   if (cli) process.env.TEMPORAL_CLI = cli;

@@ -7,20 +7,24 @@ import { projectRoot } from '../common/paths';
 
 /** Where a worker's output goes, and what it gets beyond this process's environment. */
 export interface WorkerOptions {
-  /** Appends everything the node writes (its JSON log on stderr, stdout) to this file; default: dropped. */
+  /** Appends everything the node writes (its JSON log on stderr, stdout) to this file; default: dropped once ready. */
   logFile?: string;
   env?: Record<string, string>;
   /** A process group of its own, so a Ctrl-C at the terminal reaches only the script that stops it in order. */
   detached?: boolean;
 }
 
-/** Starts `oz0 worker` (kept in `workers`, for clean-up) and resolves once it says it is ready. */
+/**
+ * Starts `oz0 worker` (kept in `workers`, for clean-up) and resolves once it says it is ready. Its log (stderr) is
+ * appended to `opts.logFile` when given, else dropped once it is ready.
+ */
 export async function startWorker(
   file: string,
   name: string,
   workers: ChildProcess[] = [],
   opts: WorkerOptions = {},
 ): Promise<{ proc: ChildProcess; exited: Promise<number | null> }> {
+  if (opts.logFile) fs.mkdirSync(path.dirname(opts.logFile), { recursive: true });
   const log = opts.logFile ? fs.openSync(opts.logFile, 'a') : undefined;
   const proc = spawn(path.join(projectRoot(), 'bin', 'oz0'), ['worker', '--config', file, '--name', name], {
     stdio: ['ignore', log ?? 'ignore', 'pipe'],

@@ -33,12 +33,17 @@ export function attemptLimitMs(timeoutSeconds: number): number {
 /** B2/B3: a busy server's wait above which oz0 does not retry: the job reads the error instead. */
 export const MAX_BUSY_WAIT_SECONDS = 60;
 
-/** A wait in words, as a person (or a model) reads it. */
+/**
+ * A wait in words, as a person (or a model) reads it: as the server gave it, to the second, under 10 minutes (a
+ * server that asked for 90 seconds is not told "2 minutes"); in minutes, then hours, beyond.
+ */
 export function waitInWords(seconds: number): string {
   if (seconds < 1) return 'less than a second';
-  if (seconds < 90) return `${Math.round(seconds)} second${Math.round(seconds) === 1 ? '' : 's'}`;
-  if (seconds < 5400) return `${Math.round(seconds / 60)} minutes`;
-  return `${(seconds / 3600).toFixed(1)} hours`;
+  const s = Math.round(seconds);
+  if (s < 600) return `${s} second${s === 1 ? '' : 's'}`;
+  if (s < 5400) return `${Math.round(s / 60)} minutes`;
+  const hours = Math.round(s / 360) / 10;
+  return `${hours} hours`;
 }
 
 export type BusyVerdict =

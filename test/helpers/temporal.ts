@@ -20,12 +20,20 @@ import type { LoadedConfig } from '../../common/config';
 import { freePort, startDevServer } from '../../worker/dev-server';
 import { restartClusterTemporal } from '../../deploy/local-cluster/control';
 import type { DevServer } from '../../worker/dev-server';
+import type { ChildProcess } from 'node:child_process';
+import pino from 'pino';
+import { startWorker as startWorkerProcess } from '../../worker/processes';
 import { createLogger } from '../../common/logger';
+import { logFileOf } from '../logs';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import type { JobSpec } from '../../common/schemas';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
-export const logger = createLogger({ level: process.env.OZ0_TEST_LOG_LEVEL ?? 'warn' });
+/** The nodes' logs go to this test file's log (test/logs.ts), not the terminal: a failing test prints its part. */
+export const logger = createLogger({
+  level: process.env.OZ0_TEST_LOG_LEVEL ?? 'info',
+  destination: pino.destination({ dest: logFileOf(expect.getState().testPath ?? 'unknown'), sync: true, mkdir: true }),
+});
 
 /** Path of a compiled example server. */
 export function example(name: string): string {
@@ -176,4 +184,9 @@ export async function approve(temporal: TestTemporal, config: LoadedConfig, tena
   return approveListing(policyTargetOf(config, temporal.client), tenant, listing);
 }
 
-export { descendants, killTree, startWorker } from '../../worker/processes';
+export { descendants, killTree } from '../../worker/processes';
+
+/** `oz0 worker` as a process of its own (see worker/processes.ts), its log into this test file's log. */
+export function startWorker(file: string, name: string, workers: ChildProcess[] = []) {
+  return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown') });
+}

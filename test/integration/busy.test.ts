@@ -112,7 +112,7 @@ test('B3: a wait over 60 s is not waited for: the job reads the error and the wa
     steps: [{ call: 'probe.busy_read', args: { times: 5, retry_after: 90 } }],
   });
   expect(calls(log, 'busy_read')).toHaveLength(1);
-  expect(texts(trace)).toContain('asked to wait 2 minutes');
+  expect(texts(trace)).toContain('asked to wait 90 seconds');
   expect(texts(trace)).toContain('over oz0’s limit of 60 seconds');
 });
 

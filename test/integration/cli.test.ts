@@ -3,7 +3,7 @@
  * cancel with the SPEC's output shapes, --help everywhere, bad input refused with the field named.
  */
 import { execFile, spawn } from 'node:child_process';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { freePort } from '../../worker/dev-server';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -104,7 +104,7 @@ test('a bad spec is refused before any workflow starts: exit 2, the field named'
   const out = await oz0(['job', 'start', file, '--id', id, '--config', configFile]);
   expect(out.code).toBe(2);
   expect(out.stderr).toContain('steps[0].args');
-  await expect(temporal.client.workflow.getHandle(id).describe()).rejects.toThrow();
+  await expect(temporal.client.workflow.getHandle(id).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
 });
 
 test('bad config and bad arguments are refused with the field named', async () => {

@@ -4,7 +4,7 @@
  * policy from the function's listing, and a plain cancel that reaches the server.
  */
 import path from 'node:path';
-import { WorkflowFailedError } from '@temporalio/client';
+import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { jobStatus, jobTrace, startJob } from '../../client/jobs';
 import { statusQuery, traceQuery } from '../../workflows/definitions';
@@ -41,7 +41,7 @@ test('a bad spec is refused by the client before any workflow starts, naming the
   }).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(JobSpecError);
   expect((err as Error).message).toContain('steps[0].call');
-  await expect(temporal.client.workflow.getHandle(workflowId).describe()).rejects.toThrow();
+  await expect(temporal.client.workflow.getHandle(workflowId).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
 });
 
 test('a bad spec started raw fails the workflow with a clear non-retryable error', async () => {
@@ -61,6 +61,28 @@ test('a bad spec started raw fails the workflow with a clear non-retryable error
     expect(cause.message).toContain('steps[0].session');
     expect((await handle.describe()).status.name).toBe('FAILED');
   });
+});
+
+test('T1: a job is one workflow execution, its id the job id; each call is one activity (c1, c2, …)', async () => {
+  const { config } = probeConfig();
+  const workflowId = uniqueId('t1');
+  const spec: JobSpec = {
+    tenant: 'acme',
+    steps: [{ call: 'probe.probe' }, { call: 'probe.probe' }, { call: 'probe.probe' }],
+  };
+  const { trace, handle } = await runJob(temporal, config, spec, workflowId);
+  const described = await handle.describe();
+  expect(described.workflowId).toBe(workflowId);
+  expect(described.type).toBe('job');
+  const executions = [];
+  for await (const e of temporal.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) executions.push(e);
+  expect(executions).toHaveLength(1);
+  const scheduled = ((await handle.fetchHistory()).events ?? [])
+    .map((e) => e.activityTaskScheduledEventAttributes)
+    .filter((a) => a?.activityType?.name === 'callTool')
+    .map((a) => a!.activityId);
+  expect(scheduled).toEqual(['c1', 'c2', 'c3']);
+  expect(trace.steps.map((s) => s.activityId)).toEqual(scheduled);
 });
 
 test('T3: an error result is recorded on its step and the job goes on; trace and status queries; summaries and search attributes', async () => {
@@ -134,7 +156,7 @@ test('retry policy from the listing: a call with no hints gets one attempt; a re
   expect(trace.steps.every((s) => s.result.isError)).toBe(true);
 });
 
-test('C2 (plain cancel): cancelling a job sends the running call notifications/cancelled with its request id and a reason', async () => {
+test('C1/C2 (plain cancel): cancelling a job stops its running call, which the running call notifications/cancelled with its request id and a reason', async () => {
   const { config, log } = probeConfig();
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {

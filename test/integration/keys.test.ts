@@ -103,6 +103,36 @@ test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
   expect(trace.steps.map((s) => s.key)).toEqual(keys);
 });
 
+test('K6: a session never spans a continue-as-new: the job continues before it and after it, never inside', async () => {
+  const dir = tmpDir();
+  const { log, config } = servers(dir);
+  const set = (status: string) => ({ call: 'ledger.set_status', args: { id: 't-6', status } });
+  const { trace, handle } = await runJob(
+    temporal,
+    testConfig(temporal.server.address, { ...config, jobs: { continueAsNewAfterCalls: 1 } }),
+    {
+      tenant: 'acme',
+      steps: [
+        { call: 'reader.echo', args: { text: 'before' } },
+        { session: [set('open'), set('closed'), set('open')] },
+        { call: 'reader.echo', args: { text: 'after' } },
+      ],
+    },
+  );
+  const id = handle.workflowId;
+  const open = argsDigest({ id: 't-6', status: 'open' });
+  const closed = argsDigest({ id: 't-6', status: 'closed' });
+  // Three session calls in one run (r1), though the job continues as new after every call outside a session.
+  expect(readReceived(log).map((r) => r.key)).toEqual([
+    `${id}/c1`,
+    `${id}/r1/s1/set_status#${open}/1`,
+    `${id}/r1/s1/set_status#${closed}/1`,
+    `${id}/r1/s1/set_status#${open}/2`,
+    `${id}/r2/c1`,
+  ]);
+  expect(trace.run).toBe(2);
+});
+
 test('P1: a call that may be made again asks for progress and keeps the last one with its attempt; others do not ask', async () => {
   const dir = tmpDir();
   const { log, config } = servers(dir);

@@ -218,7 +218,7 @@ test('B6: a policy changed to deny between attempts stops the call before its ne
   });
 });
 
-test('C5: a kill switch stops running calls (notifications/cancelled names it), refuses new ones until revived; the job goes on', async () => {
+test('C1/C5: a kill switch stops running calls (notifications/cancelled names it), refuses new ones until revived; the job goes on', async () => {
   const { config, log, target } = setup();
   const tenant = uniqueId('t');
   const bystander = uniqueId('t');

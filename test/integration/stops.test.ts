@@ -33,7 +33,7 @@ afterAll(async () => {
   await temporal?.close();
 });
 
-test('C6: with a 5 s limit the server sees notifications/cancelled at 4.5 s, with a reason naming the time limit', async () => {
+test('C1/C6: a call past its time limit stops: with a 5 s limit the server sees notifications/cancelled at 4.5 s, with a reason naming the time limit', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
   const config = testConfig(temporal.server.address, {
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
@@ -41,7 +41,8 @@ test('C6: with a 5 s limit the server sees notifications/cancelled at 4.5 s, wit
   });
   const { trace } = await runJob(temporal, config, {
     tenant: 'acme',
-    steps: [{ call: 'probe.hang', args: { ms: 30_000 } }],
+    // The server is started by the first call, so the timed one's clock starts with its request, not a spawn.
+    steps: [{ call: 'probe.probe' }, { call: 'probe.hang', args: { ms: 30_000 } }],
   });
   const received = readReceived(log);
   const start = received.find((r) => r.event === 'start')!;
@@ -52,10 +53,10 @@ test('C6: with a 5 s limit the server sees notifications/cancelled at 4.5 s, wit
   const elapsed = (cancel.t as number) - (start.t as number);
   expect(elapsed).toBeGreaterThan(4000);
   expect(elapsed).toBeLessThan(4800);
-  expect(trace.steps[0].attempts).toEqual([
+  expect(trace.steps[1].attempts).toEqual([
     { attempt: 1, outcome: 'timeout', note: expect.stringContaining('time limit') },
   ]);
-  expect(trace.steps[0].result.isError).toBe(true);
+  expect(trace.steps[1].result.isError).toBe(true);
 });
 
 test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL after the grace when it ignores SIGTERM', async () => {

@@ -130,8 +130,13 @@ test.each([
   [0.5, 'less than a second'],
   [1, '1 second'],
   [45, '45 seconds'],
-  [90, '2 minutes'],
-  [7200, '2.0 hours'],
+  [90, '90 seconds'],
+  [125.4, '125 seconds'],
+  [599, '599 seconds'],
+  [600, '10 minutes'],
+  [5399, '90 minutes'],
+  [7200, '2 hours'],
+  [9000, '2.5 hours'],
 ])('B3: %s s in words is "%s"', (seconds, words) => {
   expect(waitInWords(seconds)).toBe(words);
 });

@@ -122,11 +122,11 @@ describe('Job spec: parseJobSpec', () => {
 });
 
 describe('Job spec: toolsOf', () => {
-  test('T3: the SPEC example uses ledger.charge then ledger.set_status', () => {
+  test('the SPEC example uses ledger.charge then ledger.set_status (what Oz0Tools, T3, is set from)', () => {
     expect(toolsOf(parseJobSpec(SPEC_EXAMPLE))).toEqual(['ledger.charge', 'ledger.set_status']);
   });
 
-  test('T3: tools are listed once each, in first-use order across calls and sessions', () => {
+  test('tools are listed once each, in first-use order across calls and sessions', () => {
     const job: JobSpec = {
       tenant: 'acme',
       steps: [
