@@ -16,6 +16,7 @@ import { createNode, installRuntime } from '../worker/node';
 import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
 import { runBareWorker } from './bare/worker';
+import { readControl } from '../deploy/local-cluster/control';
 import type { BareWorker } from './bare/worker';
 
 export interface BenchEnv {
@@ -34,13 +35,25 @@ export interface BenchEnv {
   close(): Promise<void>;
 }
 
-export async function openBenchEnv(): Promise<BenchEnv> {
+/**
+ * `temporal`: a running Temporal to measure on instead of a dev server of this run's own, e.g. `npm run cluster`'s
+ * (its server's pid, for the CPU it spends, comes from the cluster's control file).
+ */
+export async function openBenchEnv(temporal?: string): Promise<BenchEnv> {
   const root = projectRoot();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-bench-'));
-  const cli = findTemporalCli();
+  const cli = temporal ? undefined : findTemporalCli();
   const logger = createLogger({ level: 'warn' });
   // In memory: a SQLite file makes the dev server's own writes the bottleneck for oz0 and bare alike.
-  const server = await startDevServer({ cli, uiPort: false });
+  const server: DevServer = temporal
+    ? {
+        address: temporal,
+        namespace: 'default',
+        pid: readControl(temporal)?.temporalPid ?? -1,
+        stop: async () => undefined,
+        exited: new Promise(() => undefined),
+      }
+    : await startDevServer({ cli, uiPort: false });
   const connection = await Connection.connect({ address: server.address });
   let n = 0;
   return {

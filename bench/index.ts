@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory]
+ *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory] [--temporal host:port]
  */
 import { Command, Option } from 'commander';
 import { z } from 'zod';
@@ -20,6 +20,10 @@ const MEASURES = ['cost', 'throughput', 'cancel', 'long', 'memory'] as const;
 
 const OptionsSchema = z.strictObject({
   quick: z.boolean().default(false),
+  temporal: z
+    .string()
+    .regex(/^[\w.-]+:\d+$/, 'host:port')
+    .optional(),
   only: listOption('measure', MEASURES),
 });
 
@@ -28,10 +32,16 @@ async function main(): Promise<void> {
     .description('oz0 benchmarks: ratios against a bare Temporal activity, in one run')
     .addOption(new Option('--quick', 'smaller counts, for a look rather than a figure to quote'))
     .addOption(new Option('--only <measures>', `comma-separated: ${MEASURES.join(', ')}`))
+    .addOption(
+      new Option(
+        '--temporal <host:port>',
+        'measure on this Temporal (e.g. npm run cluster) instead of a dev server',
+      ).env('OZ0_BENCH_TEMPORAL'),
+    )
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, only } = parsed.data!;
+  const { quick, only, temporal } = parsed.data!;
   const settings = {
     cost: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 16, rounds: 5 },
@@ -39,8 +49,8 @@ async function main(): Promise<void> {
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
     memory: { calls: quick ? 100 : 500 },
   };
-  const env = await openBenchEnv();
-  const about = machine(env.cli);
+  const env = await openBenchEnv(temporal);
+  const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
   process.stdout.write(`machine: ${JSON.stringify(about)}\n`);
   const rows: Row[] = [];
   const data: Record<string, unknown> = {};

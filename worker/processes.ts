@@ -5,6 +5,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { projectRoot } from '../common/paths';
 
+/** Where a worker's output goes, and what it gets beyond this process's environment. */
+export interface WorkerOptions {
+  /** Appends everything the node writes (its JSON log on stderr, stdout) to this file; default: dropped once ready. */
+  logFile?: string;
+  env?: Record<string, string>;
+  /** A process group of its own, so a Ctrl-C at the terminal reaches only the script that stops it in order. */
+  detached?: boolean;
+}
+
 /**
  * Starts `oz0 worker` (kept in `workers`, for clean-up) and resolves once it says it is ready. Its log (stderr) is
  * appended to `opts.logFile` when given, else dropped once it is ready.
@@ -13,17 +22,18 @@ export async function startWorker(
   file: string,
   name: string,
   workers: ChildProcess[] = [],
-  opts: { logFile?: string } = {},
+  opts: WorkerOptions = {},
 ): Promise<{ proc: ChildProcess; exited: Promise<number | null> }> {
+  if (opts.logFile) fs.mkdirSync(path.dirname(opts.logFile), { recursive: true });
+  const log = opts.logFile ? fs.openSync(opts.logFile, 'a') : undefined;
   const proc = spawn(path.join(projectRoot(), 'bin', 'oz0'), ['worker', '--config', file, '--name', name], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, OZ0_LOG_LEVEL: 'info' },
+    stdio: ['ignore', log ?? 'ignore', 'pipe'],
+    env: { ...process.env, OZ0_LOG_LEVEL: 'info', ...opts.env },
+    detached: opts.detached,
   });
+  // stderr is piped to find the ready line; a copy of all of it goes to the log as well.
+  if (log !== undefined) proc.stderr!.pipe(fs.createWriteStream('', { fd: log }));
   workers.push(proc);
-  if (opts.logFile) {
-    fs.mkdirSync(path.dirname(opts.logFile), { recursive: true });
-    proc.stderr!.pipe(fs.createWriteStream(opts.logFile, { flags: 'a' }));
-  }
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   await stderrLine(proc, /oz0 worker: node/, `worker ${name}`, 60_000);
   return { proc, exited };
@@ -97,11 +107,15 @@ export function stderrLine(proc: ChildProcess, pattern: RegExp, what: string, ms
 export async function startHttpExample(
   script: string,
   env: Record<string, string>,
+  opts: Omit<WorkerOptions, 'env'> = {},
 ): Promise<{ url: string; proc: ChildProcess; close(): Promise<void> }> {
+  const log = opts.logFile ? fs.openSync(opts.logFile, 'a') : undefined;
   const proc = spawn(process.execPath, [script, '--http', '0'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', log ?? 'ignore', 'pipe'],
     env: { ...process.env, ...env },
+    detached: opts.detached,
   });
+  if (log !== undefined) proc.stderr!.pipe(fs.createWriteStream('', { fd: log }));
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   const [, url] = await stderrLine(proc, /^listening (\S+)$/m, script, 30_000);
   return {

@@ -1,4 +1,9 @@
-/** Shared test plumbing: a real dev server per test file, config for example servers, unique ids. */
+/**
+ * Shared test plumbing: a real dev server per test file, config for example servers, unique ids.
+ *
+ * OZ0_TEST_TEMPORAL=host:port runs the tests against that Temporal instead (a cluster from `npm run cluster`):
+ * every test file connects to it, and a test that restarts the server has the cluster restart its own.
+ */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,7 +17,8 @@ import { policyTargetOf } from '../../common/policy-client';
 import type { Oz0Node } from '../../worker/node';
 import { parseConfig } from '../../common/config';
 import type { LoadedConfig } from '../../common/config';
-import { startDevServer } from '../../worker/dev-server';
+import { freePort, startDevServer } from '../../worker/dev-server';
+import { restartClusterTemporal } from '../../deploy/local-cluster/control';
 import type { DevServer } from '../../worker/dev-server';
 import type { ChildProcess } from 'node:child_process';
 import pino from 'pino';
@@ -49,9 +55,19 @@ export interface TestTemporal {
   close(): Promise<void>;
 }
 
-/** A real Temporal dev server on free ports, headless, in memory. */
+/** The Temporal the tests run against instead of dev servers of their own, if any. */
+export const externalTemporal = process.env.OZ0_TEST_TEMPORAL;
+
+/** A server a test file does not own: it is never stopped here. */
+function external(address: string): DevServer {
+  return { address, namespace: 'default', pid: -1, stop: async () => undefined, exited: new Promise(() => undefined) };
+}
+
+/** A real Temporal dev server on free ports, headless, in memory; or the external one (OZ0_TEST_TEMPORAL). */
 export async function startTemporal(): Promise<TestTemporal> {
-  const server = await startDevServer({ cli: findTemporalCli({ install: false }), uiPort: false });
+  const server = externalTemporal
+    ? external(externalTemporal)
+    : await startDevServer({ cli: findTemporalCli({ install: false }), uiPort: false });
   const connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection, namespace: server.namespace });
   return {
@@ -62,6 +78,39 @@ export async function startTemporal(): Promise<TestTemporal> {
       await connection.close();
       await server.stop();
     },
+  };
+}
+
+/** A Temporal server a test may restart with its state kept. */
+export interface RestartableTemporal {
+  address: string;
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A dev server on a SQLite file of its own, restarted on the same file; or, with OZ0_TEST_TEMPORAL, the cluster's
+ * own server, which `npm run cluster` kills (kill -9) and starts again on request.
+ */
+export async function restartableTemporal(): Promise<RestartableTemporal> {
+  if (externalTemporal) {
+    const address = externalTemporal;
+    return { address, restart: () => restartClusterTemporal(address), stop: async () => undefined };
+  }
+  const opts = {
+    cli: findTemporalCli({ install: false }),
+    dbFile: path.join(tmpDir(), 'temporal.db'),
+    port: await freePort(),
+    uiPort: false as const,
+  };
+  let server = await startDevServer(opts);
+  return {
+    address: server.address,
+    async restart() {
+      await server.stop();
+      server = await startDevServer(opts);
+    },
+    stop: () => server.stop(),
   };
 }
 

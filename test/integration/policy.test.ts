@@ -7,8 +7,6 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { Client, Connection } from '@temporalio/client';
-import { freePort, startDevServer } from '../../worker/dev-server';
-import { findTemporalCli } from '../../worker/temporal-cli';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { changePolicy, policyTargetOf, readPolicy } from '../../common/policy-client';
@@ -18,7 +16,17 @@ import { createNode } from '../../worker/node';
 import { createLogger } from '../../common/logger';
 import type { Oz0Node } from '../../worker/node';
 import type { LoadedConfig } from '../../common/config';
-import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import {
+  approve,
+  eventually,
+  fixture,
+  logger,
+  restartableTemporal,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
 import { callsOf } from '../../workflows/definitions';
@@ -277,12 +285,8 @@ test('C5: race-free — calls that start as the switch is thrown are stopped too
   });
 }, 180_000);
 
-test('A3/C5: kill switches and policy survive a restart of the node and of the Temporal server (same SQLite file)', async () => {
-  const dir = tmpDir();
-  const dbFile = path.join(dir, 'temporal.db');
-  const port = await freePort();
-  const cli = findTemporalCli({ install: false });
-  let server = await startDevServer({ cli, dbFile, port, uiPort: false });
+test('A3/C5: kill switches and policy survive a restart of the node and of the Temporal server (its state kept)', async () => {
+  const server = await restartableTemporal();
   const { config, log } = setup();
   config.temporal.address = server.address;
   const tenant = uniqueId('durable');
@@ -300,8 +304,7 @@ test('A3/C5: kill switches and policy survive a restart of the node and of the T
       await changePolicy(target, tenant, setPolicyUpdate, ['probe.probe', 'deny']);
     });
     await connection.close();
-    await server.stop();
-    server = await startDevServer({ cli, dbFile, port, uiPort: false });
+    await server.restart();
     ({ connection, target } = await connect());
     await withNode(config, async () => {
       expect(await readPolicy(target, tenant)).toMatchObject({

@@ -1,12 +1,18 @@
 /**
  * The cluster files, checked by structure: there is no Docker engine where the tests run, so this proves what can be
- * proved by reading docker-compose.yml, the Dockerfile, .dockerignore and deploy/oz0.cluster.json.
+ * proved by reading docker-compose.yml, the Dockerfile, .dockerignore and deploy/oz0.cluster.json; and that the
+ * compose file and `npm run cluster` take the Temporal server's settings from the one place, deploy/temporal/.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { isRemote, loadConfig } from '../../common/config';
+import { isRemote, loadConfig, parseConfig } from '../../common/config';
 import type { LoadedConfig } from '../../common/config';
+import { nodeConfig } from '../../deploy/local-cluster/node-config';
+import { dynamicConfigFile, readServerSettings } from '../../deploy/local-cluster/settings';
+import { PORT_NAMES, serverConfig } from '../../deploy/local-cluster/temporal-server';
+import type { ServerPorts } from '../../deploy/local-cluster/temporal-server';
+import { Oz0Status, Oz0Tenant, Oz0Tools } from '../../workflows/definitions';
 
 const ROOT = path.join(__dirname, '..', '..');
 
@@ -395,5 +401,77 @@ describe('Dockerfile and .dockerignore', () => {
     expect(ignored).toEqual(
       expect.arrayContaining(['node_modules', 'dist', '.tools', '.oz0', '.git', 'coverage', 'test', 'bench/results']),
     );
+  });
+});
+
+describe('deploy/temporal: the server settings docker-compose.yml and `npm run cluster` share', () => {
+  const settings = readServerSettings(ROOT);
+  const temporalEnv = environment(services.temporal);
+  const dynamicConfig = parse(fs.readFileSync(dynamicConfigFile(ROOT), 'utf8')) as Record<string, unknown>;
+  const ports = Object.fromEntries(PORT_NAMES.map((name, i) => [name, 20000 + i])) as unknown as ServerPorts;
+  const local = serverConfig(settings, ports, { port: 5432, user: 'temporal' }, dynamicConfigFile(ROOT)) as {
+    persistence: { numHistoryShards: number };
+    dynamicConfigClient: { filepath: string };
+  };
+
+  test('shards, namespace and retention: compose passes settings.json to auto-setup, the local server config takes them', () => {
+    expect(temporalEnv).toMatchObject({
+      NUM_HISTORY_SHARDS: String(settings.numHistoryShards),
+      DEFAULT_NAMESPACE: settings.namespace,
+      DEFAULT_NAMESPACE_RETENTION: settings.retention,
+    });
+    expect(local.persistence.numHistoryShards).toBe(settings.numHistoryShards);
+    expect(nodeEnv.TEMPORAL_NAMESPACE).toBe(settings.namespace);
+  });
+
+  test('one dynamic config file: compose mounts it read-only where DYNAMIC_CONFIG_FILE_PATH points, the local server loads it', () => {
+    const target = path.posix.join('/etc/temporal', temporalEnv.DYNAMIC_CONFIG_FILE_PATH);
+    const mounts = (services.temporal.volumes ?? []).filter((v) => typeof v === 'object');
+    expect(mounts).toContainEqual({
+      type: 'bind',
+      source: './deploy/temporal/dynamicconfig.yaml',
+      target,
+      read_only: true,
+    });
+    expect(local.dynamicConfigClient.filepath).toBe(dynamicConfigFile(ROOT));
+  });
+
+  test('the dynamic config raises the history queue readers per shard, each key a list of { value }', () => {
+    for (const [key, entries] of Object.entries(dynamicConfig)) {
+      expect({ key, entries }).toEqual({ key, entries: expect.arrayContaining([expect.objectContaining({})]) });
+      for (const entry of entries as object[]) expect(Object.keys(entry)).toContain('value');
+    }
+    for (const queue of ['transfer', 'timer', 'visibility']) {
+      const [entry] = dynamicConfig[`history.${queue}ProcessorMaxPollRPS`] as Array<{ value: number }>;
+      expect({ queue, rps: entry.value }).toEqual({ queue, rps: expect.any(Number) });
+      expect(entry.value).toBeGreaterThan(20); // the server's default, a 50 ms floor per call on a quiet shard
+    }
+  });
+
+  test("settings.json lists oz0's search attributes as the nodes register them (T3)", () => {
+    const registered = Object.fromEntries(
+      [Oz0Status, Oz0Tenant, Oz0Tools].map((k) => [k.name, k.type === 'KEYWORD' ? 'Keyword' : 'KeywordList']),
+    );
+    expect(settings.searchAttributes).toEqual(registered);
+  });
+
+  test("the local nodes run compose's config, its container paths moved to this machine", () => {
+    const place = {
+      address: '127.0.0.1:7233',
+      namespace: settings.namespace,
+      state: '/tmp/oz0-node',
+      ledgerFile: '/tmp/oz0-ledger.jsonl',
+      search: 'http://127.0.0.1:1/mcp',
+      receivedLog: '/tmp/oz0-received.jsonl',
+    };
+    const moved = { ...parseConfig(nodeConfig(ROOT, place)), baseDir: ROOT, source: 'test' };
+    expect(Object.keys(moved.servers)).toEqual(Object.keys(clusterConfig.servers));
+    expect(moved.tools).toEqual(clusterConfig.tools);
+    expect(moved.tenants).toEqual(clusterConfig.tenants);
+    expect(moved.node.stateDir).toBe(place.state);
+    const text = JSON.stringify(moved);
+    for (const inContainer of ['/app/', '/var/lib/oz0', 'search:8931', '/tmp/ledger.jsonl']) {
+      expect({ inContainer, found: text.includes(inContainer) }).toEqual({ inContainer, found: false });
+    }
   });
 });

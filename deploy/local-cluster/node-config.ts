@@ -1,0 +1,53 @@
+/**
+ * The nodes' config of the local cluster is compose's own, deploy/oz0.cluster.json, with its container paths
+ * moved to this machine, so the two cannot drift apart: `/app/` is the project, `/var/lib/oz0` the node's state
+ * folder, `/tmp/ledger.jsonl` the cluster's one ledger and `http://search:8931/mcp` the search server started here.
+ * One ledger file for every node is right on one machine: the plugin kit's key store reads what other processes
+ * appended before it judges a key unseen (in compose each container has a ledger of its own, see deploy/README.md).
+ * The stdio servers also get OZ0_RECEIVED_LOG, so the checks can tell which node's server received a call.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseConfig } from '../../common/config';
+
+export interface NodePlace {
+  address: string;
+  namespace: string;
+  /** This node's own state folder (sandboxes, the reader's seen-keys file). */
+  state: string;
+  ledgerFile: string;
+  search: string;
+  /** Given to every stdio server as OZ0_RECEIVED_LOG: the example servers record there what they received. */
+  receivedLog: string;
+}
+
+function moved(value: unknown, swap: (s: string) => string): unknown {
+  if (typeof value === 'string') return swap(value);
+  if (Array.isArray(value)) return value.map((v) => moved(v, swap));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, moved(v, swap)]));
+  }
+  return value;
+}
+
+/** deploy/oz0.cluster.json for a node on this machine; checked by parseConfig before anyone uses it. */
+export function nodeConfig(root: string, place: NodePlace): Record<string, unknown> {
+  const compose = JSON.parse(fs.readFileSync(path.join(root, 'deploy', 'oz0.cluster.json'), 'utf8')) as object;
+  const swap = (s: string) => {
+    if (s === '/tmp/ledger.jsonl') return place.ledgerFile;
+    if (s === 'http://search:8931/mcp') return place.search;
+    if (s.startsWith('/app/')) return path.join(root, s.slice('/app/'.length));
+    if (s === '/var/lib/oz0' || s.startsWith('/var/lib/oz0/')) return place.state + s.slice('/var/lib/oz0'.length);
+    return s;
+  };
+  const input = moved(compose, swap) as Record<string, unknown> & {
+    temporal: object;
+    servers: Record<string, { env?: Record<string, string>; url?: string }>;
+  };
+  input.temporal = { ...input.temporal, address: place.address, namespace: place.namespace };
+  for (const server of Object.values(input.servers)) {
+    if (!server.url) server.env = { ...server.env, OZ0_RECEIVED_LOG: place.receivedLog };
+  }
+  parseConfig(input);
+  return input;
+}
