@@ -474,7 +474,9 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
         if (s.kind !== 'completed') continue;
         for (const r of late.filter((l) => String(l.key).startsWith(`${id}/`))) {
           // Taken, it would be the step's only attempt, made by the cut-off node in the session's first run.
-          const step = callsOf(s.trace).filter((st) => st.key === r.key).at(-1);
+          const step = callsOf(s.trace)
+            .filter((st) => st.key === r.key)
+            .at(-1);
           const accepted =
             step !== undefined &&
             step.node === names.get(victim!) &&
