@@ -9,6 +9,17 @@ import net from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 
+/**
+ * Dynamic config every dev server oz0 starts gets: the history shard reads its transfer, timer and visibility queues
+ * at most 20 times a second by default, which made every call wait up to 50 ms for the next read — the floor under
+ * every figure (issue 18). The same values are in deploy/temporal/dynamicconfig.yaml, for clusters (a test checks).
+ */
+export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, number> = {
+  'history.transferProcessorMaxPollRPS': 1000,
+  'history.timerProcessorMaxPollRPS': 1000,
+  'history.visibilityProcessorMaxPollRPS': 1000,
+};
+
 export interface DevServerOptions {
   /** The Temporal CLI; without one, @temporalio/testing downloads it (that needs the internet). */
   cli?: string;
@@ -21,6 +32,8 @@ export interface DevServerOptions {
   namespace?: string;
   /** Where the server's own output goes (a file path); default: discarded. */
   logFile?: string;
+  /** Dynamic config values; default {@link DEV_SERVER_DYNAMIC_CONFIG} (`{}`: the server's own defaults). */
+  dynamicConfig?: Record<string, unknown>;
   startTimeoutMs?: number;
 }
 
@@ -56,6 +69,9 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'warn'];
   args.push('--http-port', String(await freePort(ip)), '--metrics-port', String(await freePort(ip)));
   if (namespace !== 'default') args.push('--namespace', namespace);
+  for (const [key, value] of Object.entries(opts.dynamicConfig ?? DEV_SERVER_DYNAMIC_CONFIG)) {
+    args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+  }
   if (opts.dbFile) {
     fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });
     args.push('--db-filename', opts.dbFile);
@@ -125,7 +141,14 @@ async function startDownloadedDevServer(
       dbFilename: opts.dbFile,
       ui: uiPort !== undefined,
       uiPort,
-      extraArgs: ['--log-level', 'warn'],
+      extraArgs: [
+        '--log-level',
+        'warn',
+        ...Object.entries(opts.dynamicConfig ?? DEV_SERVER_DYNAMIC_CONFIG).flatMap(([key, value]) => [
+          '--dynamic-config-value',
+          `${key}=${JSON.stringify(value)}`,
+        ]),
+      ],
     },
   });
   let resolveExit: (code: number | null) => void = () => undefined;

@@ -10,6 +10,7 @@ import { isRemote, loadConfig, parseConfig } from '../../common/config';
 import type { LoadedConfig } from '../../common/config';
 import { nodeConfig } from '../../deploy/local-cluster/node-config';
 import { dynamicConfigFile, readServerSettings } from '../../deploy/local-cluster/settings';
+import { DEV_SERVER_DYNAMIC_CONFIG } from '../../worker/dev-server';
 import { PORT_NAMES, serverConfig } from '../../deploy/local-cluster/temporal-server';
 import type { ServerPorts } from '../../deploy/local-cluster/temporal-server';
 import { Oz0Status, Oz0Tenant, Oz0Tools } from '../../workflows/definitions';
@@ -445,6 +446,12 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
       const [entry] = dynamicConfig[`history.${queue}ProcessorMaxPollRPS`] as Array<{ value: number }>;
       expect({ queue, rps: entry.value }).toEqual({ queue, rps: expect.any(Number) });
       expect(entry.value).toBeGreaterThan(20); // the server's default, a 50 ms floor per call on a quiet shard
+    }
+  });
+
+  test('the dev servers oz0 starts (oz0 dev, the demo, the tests, the bench) raise the same readers to the same values', () => {
+    for (const [key, value] of Object.entries(DEV_SERVER_DYNAMIC_CONFIG)) {
+      expect({ key, value }).toEqual({ key, value: (dynamicConfig[key] as Array<{ value: number }>)[0].value });
     }
   });
 
