@@ -233,6 +233,11 @@ export const CallProgressStateSchema = z.object({
   attempts: z.array(AttemptRecordSchema).default([]),
   /** Attempts known to have ended before their request was sent: safe to follow for any call. */
   unsent: z.array(z.number().int()).optional(),
+  /**
+   * The node queues where this call's attempts started a sandboxed server of the job: the job's end stops them there,
+   * even when an attempt's answer never reached Temporal (a node cut off from it).
+   */
+  sandboxQueues: z.array(z.string()).optional(),
 });
 export type CallProgressState = z.infer<typeof CallProgressStateSchema>;
 

@@ -187,6 +187,11 @@ class Attempt {
       );
     }
     const { connection } = this.lease;
+    if (connection.kind === 'sandbox' && !this.state.sandboxQueues?.includes(deps.node.queue)) {
+      // Said at once, in a heartbeat: a node cut off before its answer arrives still gets its sandbox stopped.
+      this.state.sandboxQueues = [...(this.state.sandboxQueues ?? []), deps.node.queue];
+      this.beat();
+    }
     const tool = tools.find((t) => t.name === fn);
     if (!tool) {
       const why = `server "${server}" has no function "${fn}"`;
@@ -441,7 +446,7 @@ class Attempt {
       },
       attempts: this.state.attempts,
       node: this.deps.node.id,
-      ...(this.lease?.connection.kind === 'sandbox' ? { sandboxQueue: this.deps.node.queue } : {}),
+      ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
     };
   }
 }
