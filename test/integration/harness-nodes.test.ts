@@ -11,6 +11,9 @@ import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { readKeyStore } from '../../plugin';
+import { openSession } from '../../client/sessions';
+import type { LiveSession } from '../../client/sessions';
+import { argsDigest } from '../../workflows/keys';
 import { isSessionTrace } from '../../workflows/definitions';
 import type { JobTrace, SessionTrace } from '../../workflows/definitions';
 import {
@@ -187,3 +190,54 @@ test('H8/T4: a lost run that made a call which may not be made again stops the j
   expect(message).toContain('may have run');
   for (const w of [a, b]) if (w !== victim) w.proc.kill('SIGTERM');
 }, 120_000);
+
+test('H8/H9: an external session whose node is lost: its next call is refused, the client opens it again (run 2, on the other node) and makes its calls again under the same keys; each write once', async () => {
+  const { file, ledger, taskQueue } = setup();
+  const a = { name: 'node-e', ...(await startWorker(file, 'node-e', workers)) };
+  const b = { name: 'node-f', ...(await startWorker(file, 'node-f', workers)) };
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue,
+    workflowId: uniqueId('ext-lost'),
+    args: [{ tenant: 'acme', steps: [{ session: { external: true } }] }],
+  });
+  const jobId = handle.workflowId;
+  const plan = async (session: LiveSession) => [
+    await session.callTool('ledger.set_status', { id: jobId, status: 'open' }),
+    await session.callTool('ledger.charge', { order_id: jobId, amount: 3 }),
+  ];
+  const first = await openSession(temporal.client, jobId);
+  const [opened] = await plan(first);
+  const victim = [a, b].find((w) => w.name === first.node)!;
+  const survivor = victim === a ? b : a;
+  killTree(victim.proc.pid!);
+  // The run is lost once its lease times out; until then a call may still be accepted and end lost with it.
+  const refused = await eventually(
+    async () =>
+      first
+        .callTool('ledger.set_status', { id: jobId, status: 'closed' })
+        .then((r) => (r.isError ? r : undefined))
+        .catch((err: unknown) => err as Error),
+    60_000,
+    'the lost run to refuse a call',
+  );
+  expect(String((refused as Error).message ?? JSON.stringify(refused))).toMatch(/lost|ended/);
+  const second = await openSession(temporal.client, jobId);
+  expect([second.run, second.node]).toEqual([2, survivor.name]);
+  const again = await plan(second);
+  await second.close('done');
+  const trace: JobTrace = await handle.result();
+  expect(again.map((r) => r.key)).toEqual([
+    opened.key,
+    `${jobId}/s1/charge#${argsDigest({ order_id: jobId, amount: 3 })}/1`,
+  ]);
+  expect(again.every((r) => !r.isError)).toBe(true);
+  const records = readKeyStore(ledger).filter((r) => r.key.startsWith(`${jobId}/`));
+  expect(records.map((r) => r.key).sort()).toEqual(again.map((r) => r.key).sort());
+  const session = sessionOf(trace);
+  expect(session.runs.map((r) => [r.run, r.node])).toEqual([
+    [1, victim.name],
+    [2, survivor.name],
+  ]);
+  expect(session.result).toEqual({ isError: false, content: [{ type: 'text', text: 'done' }] });
+  survivor.proc.kill('SIGTERM');
+}, 180_000);
