@@ -112,7 +112,15 @@ export class ServerPool {
       await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
       const sdkOnMessage = transport.onmessage;
       transport.onmessage = (message, extra) => {
-        if (!opened.takeProgress(message)) sdkOnMessage?.(message, extra);
+        const taken = opened.take(message);
+        if (taken === 'late answer')
+          this.opts.logger.debug({ server }, 'a late answer to a cancelled request, dropped');
+        if (!taken) sdkOnMessage?.(message, extra);
+      };
+      const sdkSend = transport.send.bind(transport);
+      transport.send = (message, options) => {
+        opened.noteSent(message);
+        return sdkSend(message, options);
       };
     } catch (err) {
       await transport.close().catch(() => undefined);

@@ -3,6 +3,7 @@
  * write them, run as plugin, sandboxed and remote servers on a real node and a real Temporal dev server. What the
  * servers received and did is read from their own log (OZ0_RECEIVED_LOG), never from oz0's word.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { LoadedConfig } from '../../common/config';
@@ -24,6 +25,7 @@ import {
 import type { TestTemporal } from '../helpers/temporal';
 import { python, pythonExample, pythonMissing, servePythonHttp, withPython } from '../helpers/python';
 import type { PythonHttp } from '../helpers/python';
+import { logFileOf } from '../logs';
 
 let temporal: TestTemporal;
 
@@ -193,6 +195,8 @@ describe('remote Python servers (Streamable HTTP)', () => {
         [2, { token: 'shard:2', progress: 2 }],
       ]);
       expect(mine.filter((r) => r.event === 'work').map((r) => r.shard)).toEqual([0, 1, 2, 3]);
+      // The Python SDK answers a cancelled request with -32800 over HTTP: expected traffic, not a warning (issue 19.4).
+      expect(fs.readFileSync(logFileOf(expect.getState().testPath!), 'utf8')).not.toContain('unknown message ID');
       expect((callsOf(trace)[0] as JobTrace['steps'][number] & { attempts: unknown[] }).attempts).toEqual([
         {
           attempt: 1,
