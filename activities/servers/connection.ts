@@ -3,7 +3,11 @@
  * watchers of the calls running on it, and how many attempts use it.
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { ProgressNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ProgressNotificationSchema,
+  TaskStatusNotificationSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { JSONRPCMessage, ProgressNotification, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ServerKind } from '../../common/config';
@@ -17,11 +21,12 @@ export type ProgressParams = ProgressNotification['params'];
 const CANCELLED_IDS_KEPT = 1000;
 
 /** What {@link ServerConnection.take} did with a message: oz0 took it, or the SDK should have it. */
-export type Taken = 'progress' | 'late answer' | undefined;
+export type Taken = 'progress' | 'task status' | 'late answer' | undefined;
 
 export class ServerConnection {
   private listing?: Promise<Tool[]>;
   private readonly progressWatchers = new Map<string, (params: ProgressParams) => void>();
+  private readonly taskWatchers = new Map<string, () => void>();
   /** Requests this session cancelled: a server may still answer one (e.g. -32800 "Request cancelled"). */
   private readonly cancelledIds = new Set<string | number>();
   private inUse = 0;
@@ -72,6 +77,14 @@ export class ServerConnection {
     return () => this.progressWatchers.delete(token);
   }
 
+  /** Calls fn when the server says the task's status changed (`notifications/tasks/status`), until unwatched. */
+  watchTask(taskId: string, fn: () => void): () => void {
+    this.taskWatchers.set(taskId, fn);
+    return () => {
+      if (this.taskWatchers.get(taskId) === fn) this.taskWatchers.delete(taskId);
+    };
+  }
+
   /** Notes what the SDK sends: a `notifications/cancelled` makes its request's late answer expected protocol traffic. */
   noteSent(message: JSONRPCMessage): void {
     if (!('method' in message) || message.method !== 'notifications/cancelled' || 'id' in message) return;
@@ -82,12 +95,18 @@ export class ServerConnection {
   }
 
   /**
-   * Takes what oz0 reads itself, before the SDK sees it. A progress notification goes to its watcher; one for a token
-   * nobody watches (a call already stopped) is dropped too, as is the late answer to a request oz0 cancelled: the SDK
+   * Takes what oz0 reads itself, before the SDK sees it. A progress notification goes to its watcher, a task's status
+   * wakes the attempt that polls it; one nobody watches (a call already stopped) is dropped too, as is the late answer to a request oz0 cancelled: the SDK
    * would only report either as an error ("unknown token", "unknown message ID"), and both are the protocol at work.
    */
   take(message: JSONRPCMessage): Taken {
     if ('method' in message) {
+      if (message.method === 'notifications/tasks/status') {
+        const parsed = TaskStatusNotificationSchema.safeParse(message);
+        if (!parsed.success) return undefined;
+        this.taskWatchers.get(parsed.data.params.taskId)?.();
+        return 'task status';
+      }
       if (message.method !== 'notifications/progress') return undefined;
       const parsed = ProgressNotificationSchema.safeParse(message);
       if (!parsed.success) return undefined;
