@@ -22,6 +22,7 @@ import type { CallInput, CallOutput } from '../../workflows/definitions';
 import { listingDigest, verdict } from '../../workflows/policy-rules';
 import type { Verdict } from '../../workflows/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
+import { hiddenFunctions, hiddenWhy } from '../servers/capabilities';
 import { OutcomeUnknown } from '../servers/errors';
 import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
 import type { CallRelay } from './relay';
@@ -195,7 +196,9 @@ class Attempt {
     const { connection } = this.lease;
     const tool = tools.find((t) => t.name === fn);
     if (!tool) {
-      const why = `server "${server}" has no function "${fn}"`;
+      // Perhaps listed only to clients that offer what oz0 does not (sampling, elicitation, roots): say so.
+      const needs = (await hiddenFunctions(deps.pool, server, tools).catch(() => undefined))?.get(fn);
+      const why = `server "${server}" has no function "${fn}"${needs ? `: ${hiddenWhy(needs)}` : ''}`;
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
     const allowed = await this.policyVerdict(server, tools, connection.kind === 'remote');

@@ -26,6 +26,7 @@ import type { TestTemporal } from '../helpers/temporal';
 import { python, pythonExample, pythonMissing, servePythonHttp, withPython } from '../helpers/python';
 import type { PythonHttp } from '../helpers/python';
 import { logFileOf } from '../logs';
+import { pluginTestCli } from '../helpers/cli';
 
 let temporal: TestTemporal;
 
@@ -231,3 +232,27 @@ describe('remote Python servers (Streamable HTTP)', () => {
     },
   );
 });
+
+withPython(
+  'oz0 plugin test --drill on the Python ledger: every case of every keyed write passes (same key, cancel, restart, new key, other arguments)',
+  async () => {
+    const dir = tmpDir();
+    const configFile = path.join(dir, 'oz0.config.json');
+    const env = { LEDGER_FILE: path.join(dir, 'ledger.db'), OZ0_RECEIVED_LOG: path.join(dir, 'received.jsonl') };
+    fs.writeFileSync(configFile, JSON.stringify({ servers: { pyledger: stdio('ledger', env) } }));
+    const drillFile = pythonExample('ledger').replace(/\.py$/, '.drill.json');
+    const { code, report } = await pluginTestCli(configFile, 'pyledger', '--drill', '--drill-file', drillFile);
+    expect(report.findings).toEqual([]);
+    expect(report.drill!.functions.map((f) => f.function).sort()).toEqual([
+      'charge',
+      'refund',
+      'set_status',
+      'slow_charge',
+    ]);
+    expect(report.drill).toMatchObject({ passed: 20, failed: 0, skipped: 0 });
+    expect(code).toBe(0);
+    // The server's own log: the cancelled slow_charge was cancelled in the Python handler, and charged nothing then.
+    const received = readReceived(env.OZ0_RECEIVED_LOG);
+    expect(received.some((r) => r.tool === 'slow_charge' && r.event === 'cancelled')).toBe(true);
+  },
+);

@@ -27,6 +27,7 @@ import type { TestTemporal } from '../helpers/temporal';
 import { startListening } from '../helpers/listening';
 import type { ListeningServer } from '../helpers/listening';
 import { logFileOf } from '../logs';
+import { pluginTestCli } from '../helpers/cli';
 
 let temporal: TestTemporal;
 let remote: ListeningServer;
@@ -217,4 +218,35 @@ test('tasks, T4: a node lost while its call’s task runs: the next attempt, on 
   } finally {
     await server.close();
   }
+});
+
+test('client capabilities: a function the server lists only to clients with sampling is missing, and the step says why; oz0 plugin test names each such function (issue 19.3)', async () => {
+  const log = path.join(tmpDir(), 'everything.jsonl');
+  const config = testConfig(temporal.server.address, { servers: { ev: everything(log) } });
+  const { trace } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'ev.trigger-sampling-request', args: { prompt: 'hi' } }],
+  });
+  expect(callsOf(trace)[0].attempts).toEqual([
+    {
+      attempt: 1,
+      outcome: 'failed',
+      note: 'server "ev" has no function "trigger-sampling-request": the server lists it only to clients that offer sampling; oz0 does not',
+    },
+  ]);
+  expect(readReceived(log).filter((r) => r.method === 'tools/call')).toEqual([]);
+  const configFile = path.join(tmpDir(), 'oz0.config.json');
+  fs.writeFileSync(configFile, JSON.stringify({ servers: { ev: everything(log) } }));
+  const { report } = await pluginTestCli(configFile, 'ev');
+  expect(report.tasks).toEqual({
+    offered: true,
+    functions: [{ function: 'simulate-research-query', support: 'required' }],
+  });
+  expect(report.hidden).toEqual(
+    expect.arrayContaining([
+      { function: 'trigger-sampling-request', needs: ['sampling'] },
+      { function: 'trigger-elicitation-request', needs: ['elicitation'] },
+      { function: 'get-roots-list', needs: ['roots'] },
+    ]),
+  );
 });
