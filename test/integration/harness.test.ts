@@ -33,6 +33,7 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { logFileOf } from '../logs';
+import { python, withPython } from '../helpers/python';
 
 let temporal: TestTemporal;
 let remote: HttpHandle;
@@ -75,6 +76,15 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
         timeoutSeconds: 120,
       },
+      // The same agent in Python, on the MCP Python SDK's client, run by the project's venv (test/global-setup.ts).
+      ...(python && {
+        refunds_py: {
+          command: python,
+          args: [path.join(ROOT, 'examples', 'agents', 'refunds.py')],
+          tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
+          timeoutSeconds: 120,
+        },
+      }),
     },
     ...(extra.jobs ? { jobs: extra.jobs } : {}),
   });
@@ -404,23 +414,35 @@ test('H10: calls past jobs.maxCallsPerSession get error results that say so; con
   expect(trace.run).toBe(2);
 });
 
-test('H4/H5: the example refunds agent looks the order up, charges it, then makes calls at once and cancels its own slow check', async () => {
+/** H4/H5 with an example agent: it looks the order up, charges it, makes calls at once and cancels its own slow check. */
+async function refundsAgent(harness: string) {
   const config = harnessConfig();
+  const orderId = uniqueId('o');
   const { trace, jobId } = await run(config, {
     tenant: uniqueId('t'),
-    steps: [{ session: { harness: 'refunds', input: { order_id: 'o-9', amount: 700, deadline_ms: 1500 } } }],
+    steps: [{ session: { harness, input: { order_id: orderId, amount: 700, deadline_ms: 1500 } } }],
   });
   const session = sessionOf(trace);
   expect(session.result?.structuredContent).toEqual({
-    order_id: 'o-9',
+    order_id: orderId,
     action: 'charged 700',
     status: 'set',
     check: 'cancelled at its deadline',
   });
+  // On the ledger's and the reader's side: the keys of this job, one charge, and the slow check cancelled.
   const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
   expect(mine.filter((r) => r.tool === 'charge')).toHaveLength(1);
+  expect(mine.find((r) => r.tool === 'charge')?.args).toEqual({ order_id: orderId, amount: 700 });
   expect(mine.find((r) => r.tool === 'sleep' && r.event === 'cancelled')).toBeDefined();
   expect(session.calls.map((c) => c.tool).sort()).toEqual(
     ['ledger.charge', 'ledger.lookup_order', 'ledger.set_status', 'reader.echo', 'reader.sleep'].sort(),
   );
-});
+}
+
+test('H4/H5: the example refunds agent (TypeScript) looks the order up, charges it, then makes calls at once and cancels its own slow check', () =>
+  refundsAgent('refunds'));
+
+withPython(
+  'H1-H5: the refunds agent in Python, on the MCP Python SDK’s client, does the same through the gateway: one charge, its check cancelled on the reader’s side',
+  () => refundsAgent('refunds_py'),
+);
