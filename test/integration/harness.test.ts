@@ -60,6 +60,7 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
       reader: { command: 'node', args: [example('reader')], env },
       box: { command: 'node', args: [example('reader')], sandbox: true, env: { OZ0_RECEIVED_LOG: received } },
       web: { url: remote.url },
+      ev: { command: 'node', args: [fixture('everything.mjs')] },
     },
     tools: { '*': { timeoutSeconds: 60, maxAttempts: 3 } },
     harnesses: {
@@ -74,6 +75,13 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         command: 'node',
         args: [path.join(ROOT, 'dist', 'examples', 'agents', 'refunds.js')],
         tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
+        timeoutSeconds: 120,
+      },
+      tasks: {
+        command: 'node',
+        args: [fixture('harness.js')],
+        env: { NODE_PATH: path.join(ROOT, 'node_modules') },
+        tools: ['ev.simulate-research-query'],
         timeoutSeconds: 120,
       },
       // The same agent in Python, on the MCP Python SDK's client, run by the project's venv (test/global-setup.ts).
@@ -446,3 +454,23 @@ withPython(
   'H1-H5: the refunds agent in Python, on the MCP Python SDK’s client, does the same through the gateway: one charge, its check cancelled on the reader’s side',
   () => refundsAgent('refunds_py'),
 );
+
+test('H3/H4: a function that runs as an MCP task is an ordinary call to the harness: listed without execution, answered when the task ends', async () => {
+  const config = harnessConfig();
+  const { trace } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [
+      {
+        session: {
+          harness: 'tasks',
+          input: { steps: [{ list: true }, { call: 'ev.simulate-research-query', args: { topic: 'gateways' } }] },
+        },
+      },
+    ],
+  });
+  const session = sessionOf(trace);
+  const seen = seenOf(session);
+  expect(seen.listed).toEqual(['ev.simulate-research-query']);
+  expect(seen.calls[0]).toMatchObject({ isError: false, text: expect.stringContaining('Research Report: gateways') });
+  expect(session.calls[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', note: expect.stringMatching(/^task \w+$/) }]);
+});
