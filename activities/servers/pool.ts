@@ -161,14 +161,15 @@ export class ServerPool {
       return { command: config.command, args: config.args, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
     }
     // A sandbox runs in a folder of its own, so a relative path that names a file beside the config is
-    // made absolute first.
-    const args = config.args.map((arg) => {
+    // made absolute first (a command too, such as `.tools/python/bin/python`; a bare one is looked up on PATH).
+    const absolute = (arg: string) => {
       const candidate = path.resolve(baseDir, arg);
       return !path.isAbsolute(arg) && fs.existsSync(candidate) ? candidate : arg;
-    });
+    };
+    const command = config.command.includes('/') ? absolute(config.command) : config.command;
     const cwd = this.sandboxDir(sandboxId(server, jobId));
     fs.mkdirSync(cwd, { recursive: true });
-    return { command: config.command, args, cwd, env };
+    return { command, args: config.args.map(absolute), cwd, env };
   }
 
   /** Stops every sandboxed server of a job on this node (its whole process trees). */

@@ -12,6 +12,7 @@ import { createNode } from '../../worker/node';
 import { callsOf } from '../../workflows/definitions';
 import type { JobTrace } from '../../workflows/definitions';
 import {
+  ROOT,
   alive,
   approve,
   eventually,
@@ -40,9 +41,14 @@ afterAll(async () => {
 
 if (!python) test.skip(`Python servers: skipped, ${pythonMissing}`, () => undefined);
 
-/** A stdio server of the examples: a plugin server, or with `sandbox` the job's own. */
+/**
+ * A stdio server of the examples: a plugin server, or with `sandbox` the job's own. A sandbox's command and script
+ * are given relative to the config's folder, as a user writes them: the node makes them absolute (it runs elsewhere).
+ */
 function stdio(name: string, env: Record<string, string>, sandbox = false) {
-  return { command: python!, args: [pythonExample(name)], env, ...(sandbox ? { sandbox: true } : {}) };
+  if (!sandbox) return { command: python!, args: [pythonExample(name)], env };
+  const relative = (file: string) => (file.startsWith(`${ROOT}/`) ? path.relative(ROOT, file) : file);
+  return { command: relative(python!), args: [relative(pythonExample(name))], env, sandbox: true };
 }
 
 function start(config: LoadedConfig, spec: JobSpec) {
