@@ -250,3 +250,36 @@ test('client capabilities: a function the server lists only to clients with samp
     ]),
   );
 });
+
+test('tasks: a task its server no longer knows is not made again, whatever the next attempt may do (a sandboxed server stopped at its time limit takes its tasks with it, C3)', async () => {
+  const log = path.join(tmpDir(), 'tasks.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      ts: {
+        command: 'node',
+        args: [fixture('task-server.js')],
+        env: { TASK_LOG: log, TASK_MS: '8000' },
+        sandbox: true,
+      },
+    },
+    tools: { 'ts.slow_write': { timeoutSeconds: 3, maxAttempts: 3 } },
+  });
+  const { trace } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'ts.slow_write', args: { id: 'w-2' } }],
+  });
+  const step = callsOf(trace)[0];
+  const made = readReceived(log).filter((r) => r.event === 'call');
+  expect(made).toHaveLength(1);
+  expect(readReceived(log).filter((r) => r.event === 'write')).toHaveLength(0);
+  expect(step.attempts.map((a) => [a.outcome, a.note])).toEqual([
+    ['timeout', `task ${made[0].taskId}; oz0: time limit: 3 s less its margin`],
+    [
+      'lost',
+      expect.stringMatching(
+        new RegExp(`^resumed task ${made[0].taskId}; task ${made[0].taskId}: .*not found.*: not made again$`, 'i'),
+      ),
+    ],
+  ]);
+  expect(step.result.isError).toBe(true);
+});
