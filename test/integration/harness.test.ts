@@ -38,6 +38,7 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { logFileOf } from '../logs';
+import { python, withPython } from '../helpers/python';
 
 let temporal: TestTemporal;
 let remote: HttpHandle;
@@ -64,6 +65,7 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
       reader: { command: 'node', args: [example('reader')], env },
       box: { command: 'node', args: [example('reader')], sandbox: true, env: { OZ0_RECEIVED_LOG: received } },
       web: { url: remote.url },
+      ev: { command: 'node', args: [fixture('everything.mjs')] },
     },
     tools: { '*': { timeoutSeconds: 60, maxAttempts: 3 } },
     harnesses: {
@@ -80,6 +82,22 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
         timeoutSeconds: 120,
       },
+      tasks: {
+        command: 'node',
+        args: [fixture('harness.js')],
+        env: { NODE_PATH: path.join(ROOT, 'node_modules') },
+        tools: ['ev.simulate-research-query'],
+        timeoutSeconds: 120,
+      },
+      // The same agent in Python, on the MCP Python SDK's client, run by the project's venv (test/global-setup.ts).
+      ...(python && {
+        refunds_py: {
+          command: python,
+          args: [path.join(ROOT, 'examples', 'agents', 'refunds.py')],
+          tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
+          timeoutSeconds: 120,
+        },
+      }),
     },
     ...(extra.jobs ? { jobs: extra.jobs } : {}),
   });
@@ -409,25 +427,57 @@ test('H10: calls past jobs.maxCallsPerSession get error results that say so; con
   expect(trace.run).toBe(2);
 });
 
-test('H4/H5: the example refunds agent looks the order up, charges it, then makes calls at once and cancels its own slow check', async () => {
+/** H4/H5 with an example agent: it looks the order up, charges it, makes calls at once and cancels its own slow check. */
+async function refundsAgent(harness: string) {
   const config = harnessConfig();
+  const orderId = uniqueId('o');
   const { trace, jobId } = await run(config, {
     tenant: uniqueId('t'),
-    steps: [{ session: { harness: 'refunds', input: { order_id: 'o-9', amount: 700, deadline_ms: 1500 } } }],
+    steps: [{ session: { harness, input: { order_id: orderId, amount: 700, deadline_ms: 1500 } } }],
   });
   const session = sessionOf(trace);
   expect(session.result?.structuredContent).toEqual({
-    order_id: 'o-9',
+    order_id: orderId,
     action: 'charged 700',
     status: 'set',
     check: 'cancelled at its deadline',
   });
+  // On the ledger's and the reader's side: the keys of this job, one charge, and the slow check cancelled.
   const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
   expect(mine.filter((r) => r.tool === 'charge')).toHaveLength(1);
+  expect(mine.find((r) => r.tool === 'charge')?.args).toEqual({ order_id: orderId, amount: 700 });
   expect(mine.find((r) => r.tool === 'sleep' && r.event === 'cancelled')).toBeDefined();
   expect(session.calls.map((c) => c.tool).sort()).toEqual(
     ['ledger.charge', 'ledger.lookup_order', 'ledger.set_status', 'reader.echo', 'reader.sleep'].sort(),
   );
+}
+
+test('H4/H5: the example refunds agent (TypeScript) looks the order up, charges it, then makes calls at once and cancels its own slow check', () =>
+  refundsAgent('refunds'));
+
+withPython(
+  'H1-H5: the refunds agent in Python, on the MCP Python SDK’s client, does the same through the gateway: one charge, its check cancelled on the reader’s side',
+  () => refundsAgent('refunds_py'),
+);
+
+test('H3/H4: a function that runs as an MCP task is an ordinary call to the harness: listed without execution, answered when the task ends', async () => {
+  const config = harnessConfig();
+  const { trace } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [
+      {
+        session: {
+          harness: 'tasks',
+          input: { steps: [{ list: true }, { call: 'ev.simulate-research-query', args: { topic: 'gateways' } }] },
+        },
+      },
+    ],
+  });
+  const session = sessionOf(trace);
+  const seen = seenOf(session);
+  expect(seen.listed).toEqual(['ev.simulate-research-query']);
+  expect(seen.calls[0]).toMatchObject({ isError: false, text: expect.stringContaining('Research Report: gateways') });
+  expect(session.calls[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', note: expect.stringMatching(/^task \w+$/) }]);
 });
 
 test('H9: a harness outside the node — another process with plain @temporalio/client and the exported helper — opens the job’s session, makes calls (progress, a cancel), closes it with a result', async () => {
