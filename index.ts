@@ -10,6 +10,7 @@ export {
   Oz0Tenant,
   Oz0Tools,
   FailureType,
+  LEGACY_STATUS,
 } from './workflows/definitions';
 export type { JobTrace, JobStatus, StepTrace, ToolResult } from './workflows/definitions';
 export {
@@ -32,7 +33,7 @@ export type {
   Outcome,
 } from './common/schemas';
 export { defaultKey, sessionKey, argsDigest } from './workflows/keys';
-export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob } from './client/jobs';
+export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob, statusFilter } from './client/jobs';
 export { openSession, LiveSession, SessionUpdateError } from './client/sessions';
 export type { CallOptions, SessionCallResult } from './client/sessions';
 export {

@@ -5,7 +5,7 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
 import { connectionOptions } from '../common/connection';
-import { JOB_WORKFLOW, statusQuery, traceQuery } from '../workflows/definitions';
+import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../workflows/definitions';
 import { parseJobSpec } from '../common/schemas';
 import type { JobStatus, JobTrace } from '../workflows/definitions';
 import type { job } from '../workflows/job';
@@ -51,14 +51,25 @@ export async function startJob(
  * the run is open and answered): `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED,
  * TERMINATED, TIMED_OUT). Pure, so every case is table-tested.
  */
-export function shownStatus(temporalStatus: string, own: JobStatus | undefined): string {
+export function shownStatus(temporalStatus: string, own: JobStatus | string | undefined): string {
   // The TS client spells it CANCELLED; Temporal's API, UI and CLI say CANCELED.
   const status = temporalStatus === 'CANCELLED' ? 'CANCELED' : temporalStatus;
+  // The run the job id led to continued as new: the job itself runs on in its next run.
   if (status === 'CONTINUED_AS_NEW') return 'running';
   if (status !== 'RUNNING') return status;
   // A job that has done its work says so in the task that closes it; until Temporal has recorded the close, it is
-  // still running (or cancelling, C4), and the final word is Temporal's own status. No answer: no worker yet.
-  return own === 'cancelling' || own === 'cancelled' ? 'cancelling' : 'running';
+  // still running (or cancelling, C4), and the final word is Temporal's own status. No answer: no worker yet. An
+  // older node may still answer `cancelled`.
+  return own === 'cancelling' || own === 'CANCELED' || own === LEGACY_STATUS.CANCELED ? 'cancelling' : 'running';
+}
+
+/**
+ * A list filter (Temporal's visibility query) for the jobs whose `Oz0Status` says `status`, with what earlier versions
+ * of oz0 wrote for it: `statusFilter('CANCELED')` is `Oz0Status IN ("CANCELED", "cancelled")`.
+ */
+export function statusFilter(status: JobStatus): string {
+  const legacy = LEGACY_STATUS[status];
+  return legacy ? `${Oz0Status.name} IN ("${status}", "${legacy}")` : `${Oz0Status.name} = "${status}"`;
 }
 
 /** `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). */

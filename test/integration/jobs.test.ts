@@ -5,12 +5,23 @@
  */
 import path from 'node:path';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
-import { jobStatus, jobTrace, startJob } from '../../client/jobs';
-import { callsOf, statusQuery, traceQuery } from '../../workflows/definitions';
+import { jobStatus, jobTrace, startJob, statusFilter } from '../../client/jobs';
+import { Oz0Status, callsOf, statusQuery, traceQuery } from '../../workflows/definitions';
 import { JobSpecError } from '../../common/schemas';
 import { createNode } from '../../worker/node';
-import { eventually, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import {
+  attributesOf,
+  eventually,
+  fixture,
+  logger,
+  runJob,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
 
@@ -22,6 +33,13 @@ beforeAll(async () => {
 afterAll(async () => {
   await temporal?.close();
 });
+
+/** The executions a list filter finds now (visibility trails the workflow a little: poll with eventually). */
+async function listed(query: string): Promise<WorkflowExecutionInfo[]> {
+  const found: WorkflowExecutionInfo[] = [];
+  for await (const e of temporal.client.workflow.list({ query })) found.push(e);
+  return found;
+}
 
 function probeConfig(tools: Record<string, unknown> = {}) {
   const log = path.join(tmpDir(), 'probe.jsonl');
@@ -44,22 +62,89 @@ test('a bad spec is refused by the client before any workflow starts, naming the
   await expect(temporal.client.workflow.getHandle(workflowId).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
 });
 
-test('a bad spec started raw fails the workflow with a clear non-retryable error', async () => {
+test('T3: a bad spec started raw fails the workflow with a clear non-retryable error, its tenant and FAILED on the run', async () => {
   const { config } = probeConfig();
+  const tenant = uniqueId('tenant');
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     const handle = await temporal.client.workflow.start('job', {
       taskQueue: config.temporal.taskQueue,
       workflowId: uniqueId('raw-bad'),
-      args: [{ tenant: 'acme', steps: [{ session: [] }] }],
+      args: [{ tenant, steps: [{ call: 'probe.probe' }, { session: [] }] }],
     });
     const err = await handle.result().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause as { type?: string; nonRetryable?: boolean; message: string };
     expect(cause.type).toBe('Oz0BadSpec');
     expect(cause.nonRetryable).toBe(true);
-    expect(cause.message).toContain('steps[0].session');
-    expect((await handle.describe()).status.name).toBe('FAILED');
+    expect(cause.message).toContain('steps[1].session');
+    const described = await handle.describe();
+    expect(described.status.name).toBe('FAILED');
+    // What could be known is on the failed run: a tenant's filter finds its own failed jobs.
+    expect(attributesOf(described)).toEqual({ Oz0Status: 'FAILED', Oz0Tenant: tenant, Oz0Tools: ['probe.probe'] });
+    const found = await listed(`Oz0Tenant = "${tenant}" AND ${statusFilter('FAILED')}`);
+    expect(found.map((e) => e.workflowId)).toEqual([handle.workflowId]);
+  });
+});
+
+test('T3: a bad spec whose tenant is no tenant name still says FAILED, and names no tenant', async () => {
+  const { config } = probeConfig();
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('raw-bad'),
+      args: [{ tenant: 'not a tenant!', steps: 'none' }],
+    });
+    await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+    expect(attributesOf(await handle.describe())).toEqual({ Oz0Status: 'FAILED' });
+  });
+});
+
+test('T2/T3: a run that continued as new says CONTINUED_AS_NEW; only the current run is running, from its start', async () => {
+  const { config, log } = probeConfig();
+  const tenant = uniqueId('tenant');
+  const workflowId = uniqueId('can');
+  const node = await createNode({
+    config: { ...config, jobs: { ...config.jobs, continueAsNewAfterCalls: 1 } },
+    logger,
+  });
+  await node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId,
+      args: [{ tenant, steps: [{ call: 'probe.probe' }, { call: 'probe.probe' }, { call: 'probe.hang' }] }],
+    });
+    await eventually(() => readReceived(log).find((r) => r.event === 'start'), 30_000, 'the third run to call');
+    const runs = await eventually(async () => {
+      const all = await listed(`WorkflowId = "${workflowId}"`);
+      return all.length === 3 && all.every((e) => e.typedSearchAttributes.get(Oz0Status) !== undefined)
+        ? all
+        : undefined;
+    }, 20_000);
+    const byStatus = runs.map((e) => [e.status.name, attributesOf(e).Oz0Status]).sort();
+    expect(byStatus).toEqual([
+      ['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW'],
+      ['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW'],
+      ['RUNNING', 'running'],
+    ]);
+    // The README's filter lists the job once: its current run.
+    const running = await listed(`Oz0Tenant = "${tenant}" AND Oz0Status = "running"`);
+    expect(running.map((e) => [e.workflowId, e.runId])).toEqual([[workflowId, (await handle.describe()).runId]]);
+    // Every run carries the job's tenant and tools, the current one from its first event on.
+    for (const run of runs) expect(attributesOf(run)).toMatchObject({ Oz0Tenant: tenant });
+    const history = await temporal.client.workflow.getHandle(workflowId).fetchHistory();
+    const started = history.events![0].workflowExecutionStartedEventAttributes!;
+    expect(started.continuedExecutionRunId).toBeTruthy();
+    expect(Object.keys(started.searchAttributes?.indexedFields ?? {}).sort()).toEqual([
+      'Oz0Status',
+      'Oz0Tenant',
+      'Oz0Tools',
+    ]);
+    expect(await jobStatus(temporal.client, workflowId)).toBe('running');
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow();
+    expect(attributesOf(await temporal.client.workflow.getHandle(workflowId).describe()).Oz0Status).toBe('CANCELED');
   });
 });
 
@@ -98,7 +183,7 @@ test('T3: an error result is recorded on its step and the job goes on; trace and
     ],
   };
   const { trace, handle } = await runJob(temporal, config, spec);
-  expect(trace.status).toBe('completed');
+  expect(trace.status).toBe('COMPLETED');
   expect(callsOf(trace).map((s) => s.result.isError)).toEqual([false, true, true, false]);
   const text = (i: number) => (callsOf(trace)[i].result.content[0] as { text: string }).text;
   expect(text(1)).toContain('server "probe" has no function "no_such_function"');
@@ -107,7 +192,7 @@ test('T3: an error result is recorded on its step and the job goes on; trace and
   expect(callsOf(await jobTrace(temporal.client, handle.workflowId))).toHaveLength(4);
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
-    expect(await handle.query(statusQuery)).toBe('completed');
+    expect(await handle.query(statusQuery)).toBe('COMPLETED');
     expect(callsOf(await handle.query(traceQuery))).toEqual(callsOf(trace));
   });
   // Each activity's summary names its tool and key.
@@ -122,7 +207,7 @@ test('T3: an error result is recorded on its step and the job goes on; trace and
     async () => {
       const list = [];
       for await (const wf of temporal.client.workflow.list({
-        query: `Oz0Tenant = "${tenant}" AND Oz0Status = "completed"`,
+        query: `Oz0Tenant = "${tenant}" AND ${statusFilter('COMPLETED')}`,
       })) {
         list.push(wf);
       }
