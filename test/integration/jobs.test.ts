@@ -3,7 +3,9 @@
  * stop a job, status and trace queries, search attributes and activity summaries in Temporal (T3), retry
  * policy from the function's listing, and a plain cancel that reaches the server.
  */
+import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
@@ -11,6 +13,7 @@ import { jobStatus, jobTrace, startJob, statusFilter } from '../../client/jobs';
 import { Oz0Status, callsOf, statusQuery, traceQuery } from '../../workflows/definitions';
 import { JobSpecError } from '../../common/schemas';
 import { createNode } from '../../worker/node';
+import { findTemporalCli } from '../../worker/temporal-cli';
 import {
   attributesOf,
   eventually,
@@ -33,6 +36,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await temporal?.close();
 });
+
+const run = promisify(execFile);
 
 /** The executions a list filter finds now (visibility trails the workflow a little: poll with eventually). */
 async function listed(query: string): Promise<WorkflowExecutionInfo[]> {
@@ -147,6 +152,51 @@ test('T2/T3: a run that continued as new says CONTINUED_AS_NEW; only the current
     expect(attributesOf(await temporal.client.workflow.getHandle(workflowId).describe()).Oz0Status).toBe('CANCELED');
   });
 });
+
+// The Temporal CLI of the dev servers; without one (a downloaded dev server) there is no CLI to drive.
+const cli = findTemporalCli({ install: false });
+
+(cli ? test : test.skip)(
+  'T3: a status query in the same breath as `temporal workflow start` finds its handler, every time (the Temporal CLI)',
+  async () => {
+    const { config } = probeConfig();
+    const address = ['--address', temporal.server.address];
+    /** One shell line: the query leaves as soon as the start has answered; it prints the query's answer. */
+    const startAndQuery = async (id: string) => {
+      const input = JSON.stringify({ tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 60_000 } }] });
+      const line = [
+        [cli!, 'workflow', 'start', ...address, '--task-queue', config.temporal.taskQueue, '--type', 'job'],
+        ['--workflow-id', id, '--input', input, '-o', 'json', '>/dev/null'],
+        ['&&', cli!, 'workflow', 'query', ...address, '--workflow-id', id, '--name', 'status', '-o', 'json'],
+      ]
+        .flat()
+        .map((a) => (/^[\w./:@=>&-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`))
+        .join(' ');
+      const { stdout } = await run('bash', ['-c', line]);
+      return JSON.parse(stdout) as { queryResult?: unknown[] };
+    };
+    // Started before any node polls: Temporal holds each query and hands it over with the job's first workflow
+    // task, so it is answered right after the first activation, whatever the job awaits first.
+    const early = Array.from({ length: 5 }, () => uniqueId('breath'));
+    const answers = early.map(startAndQuery);
+    for (const id of early)
+      await eventually(() =>
+        temporal.client.workflow
+          .getHandle(id)
+          .describe()
+          .catch(() => undefined),
+      );
+    await new Promise((r) => setTimeout(r, 1000));
+    const node = await createNode({ config, logger });
+    await node.runUntil(async () => {
+      for (const answer of await Promise.all(answers)) expect(answer).toMatchObject({ queryResult: ['running'] });
+      // And with the node running, one after another.
+      const late = Array.from({ length: 5 }, () => uniqueId('breath'));
+      for (const id of late) expect(await startAndQuery(id)).toMatchObject({ queryResult: ['running'] });
+      await Promise.all([...early, ...late].map((id) => temporal.client.workflow.getHandle(id).cancel()));
+    });
+  },
+);
 
 test('T1: a job is one workflow execution, its id the job id; each call is one activity (c1, c2, …)', async () => {
   const { config } = probeConfig();
