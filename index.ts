@@ -33,6 +33,7 @@ export type {
   Outcome,
 } from './common/schemas';
 export { defaultKey, sessionKey, argsDigest } from './workflows/keys';
+export { jobSummary, jobDetails } from './workflows/details';
 export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob, statusFilter } from './client/jobs';
 export { openSession, LiveSession, SessionUpdateError } from './client/sessions';
 export type { CallOptions, SessionCallResult } from './client/sessions';

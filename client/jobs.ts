@@ -7,6 +7,7 @@ import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
 import { connectionOptions } from '../common/connection';
 import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../workflows/definitions';
 import { parseJobSpec } from '../common/schemas';
+import { jobDetails, jobSummary } from '../workflows/details';
 import type { JobStatus, JobTrace } from '../workflows/definitions';
 import type { job } from '../workflows/job';
 import type { Config } from '../common/config';
@@ -30,7 +31,10 @@ export async function connectJobClient(temporal: Config['temporal']): Promise<Jo
   };
 }
 
-/** Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). */
+/**
+ * Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). The job gets
+ * a summary and details that the Temporal UI shows (`jobSummary`, `jobDetails`).
+ */
 export async function startJob(
   jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses'>,
   spec: unknown,
@@ -43,7 +47,14 @@ export async function startJob(
       .toISOString()
       .replace(/[-:.TZ]/g, '')
       .slice(0, 14)}-${Math.random().toString(36).slice(2, 8)}`;
-  return jc.client.workflow.start<typeof job>(JOB_WORKFLOW, { taskQueue: jc.taskQueue, workflowId, args: [valid] });
+  return jc.client.workflow.start<typeof job>(JOB_WORKFLOW, {
+    taskQueue: jc.taskQueue,
+    workflowId,
+    args: [valid],
+    // T3: what the Temporal UI and CLI show of the job beside its type: who, its steps, its tools.
+    staticSummary: jobSummary(valid),
+    staticDetails: jobDetails(valid),
+  });
 }
 
 /**

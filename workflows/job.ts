@@ -13,6 +13,7 @@ import {
   makeContinueAsNewFunc,
   proxyActivities,
   proxyLocalActivities,
+  setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -33,6 +34,8 @@ import {
   traceQuery,
 } from './definitions';
 import type { JobCarry, JobStatus, JobTrace, TraceStep } from './definitions';
+import { currentDetails, jobSummary } from './details';
+import type { RunningCall } from './details';
 import { defaultKey } from './keys';
 import { LiveSessions } from './live-session';
 import { runScriptedSession } from './session';
@@ -59,6 +62,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   setHandler(traceQuery, trace, { description: "the job's steps and every attempt (SPEC Trace JSON)" });
   const live = new LiveSessions();
   live.register();
+  setCurrentDetails(`**${status}** · checking the job's spec`);
 
   // The spec is checked (zod, outside the workflow bundle) by the node before anything else; a spec started from
   // the client was checked before it started, one started from elsewhere is refused here, naming the field.
@@ -72,9 +76,27 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
       ...(known.tenant ? [{ key: Oz0Tenant, value: known.tenant }] : []),
       ...(known.tools.length ? [{ key: Oz0Tools, value: known.tools }] : []),
     ]);
+    setCurrentDetails(`**${status}** · bad spec: ${resolved.badSpec}`);
     throw ApplicationFailure.nonRetryable(resolved.badSpec, FailureType.badSpec);
   }
   const spec = input as JobSpec;
+  let at = 0;
+  const summary = jobSummary(spec);
+  const running = new Map<string, RunningCall>();
+  // The Temporal UI asks for these when it shows the job: no history event, so it follows every change.
+  const show = () =>
+    setCurrentDetails(
+      currentDetails({
+        status,
+        run,
+        calls: counters.calls,
+        step: at,
+        steps: spec.steps.length,
+        summary,
+        running: running.values(),
+        trace: steps,
+      }),
+    );
   const ctx: JobContext = {
     jobId,
     tenant: spec.tenant,
@@ -82,12 +104,15 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     settings: resolved,
     sandboxQueues: new Set(carry?.sandboxQueues ?? []),
     counters,
+    running,
+    show,
   };
   live.attach(ctx);
 
   const setStatus = (next: JobStatus) => {
     status = next;
     upsertSearchAttributes([{ key: Oz0Status, value: next }]);
+    show();
   };
   upsertSearchAttributes([
     { key: Oz0Status, value: 'running' },
@@ -105,12 +130,15 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
       steps.shift();
       omitted++;
     }
+    show();
   };
 
   let continuing = false;
   try {
     for (let i = 0; i < spec.steps.length; i++) {
       const step = spec.steps[i];
+      at = i;
+      show();
       const isLive = 'session' in step && !scriptedCalls(step);
       const due =
         counters.callsThisRun >= resolved.continueAsNewAfterCalls ||

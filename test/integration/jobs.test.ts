@@ -39,6 +39,16 @@ afterAll(async () => {
 
 const run = promisify(execFile);
 
+/** The SDK's own query behind the UI's "Current Details" and its list of queries and Updates. */
+const METADATA_QUERY = '__temporal_workflow_metadata';
+interface WorkflowMetadata {
+  definition: {
+    queryDefinitions: { name: string; description?: string }[];
+    updateDefinitions: { name: string; description?: string }[];
+  };
+  currentDetails?: string;
+}
+
 /** The executions a list filter finds now (visibility trails the workflow a little: poll with eventually). */
 async function listed(query: string): Promise<WorkflowExecutionInfo[]> {
   const found: WorkflowExecutionInfo[] = [];
@@ -245,12 +255,12 @@ test('T3: an error result is recorded on its step and the job goes on; trace and
     expect(await handle.query(statusQuery)).toBe('COMPLETED');
     expect(callsOf(await handle.query(traceQuery))).toEqual(callsOf(trace));
   });
-  // Each activity's summary names its tool and key.
+  // Each activity's summary names its tool and its key, without the job id (the page is the job's own).
   const history = await handle.fetchHistory();
   const summaries = (history.events ?? [])
     .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool')
     .map((e) => JSON.parse(Buffer.from(e.userMetadata!.summary!.data!).toString()));
-  expect(summaries[0]).toBe(`probe.probe · ${handle.workflowId}/c1`);
+  expect(summaries[0]).toBe('probe.probe · …/c1');
   expect(summaries).toHaveLength(4);
   // Search attributes, registered by oz0 itself, are searchable.
   const found = await eventually(
@@ -272,6 +282,58 @@ test('T3: an error result is recorded on its step and the job goes on; trace and
     'probe.no_such_function',
     'nosuchserver.fn',
   ]);
+});
+
+test('T3: a job started by the client has a summary and details; its current details name the running call and its key', async () => {
+  const { config, log } = probeConfig();
+  const tenant = uniqueId('tenant');
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const spec = { tenant, steps: [{ call: 'probe.probe' }, { call: 'probe.hang', args: { ms: 60_000 } }] };
+    const handle = await startJob({ client: temporal.client, taskQueue: config.temporal.taskQueue }, spec);
+    const described = await handle.describe();
+    expect(await described.staticSummary()).toBe(`${tenant} · 2 steps · probe.probe, probe.hang`);
+    expect(await described.staticDetails()).toContain('2. call `probe.hang`');
+    await eventually(() => readReceived(log).find((r) => r.event === 'start'), 20_000, 'the hang to start');
+    const metadata = await eventually(async () => {
+      const m = await handle.query<WorkflowMetadata>(METADATA_QUERY);
+      return m.currentDetails?.includes('probe.hang') ? m : undefined;
+    });
+    expect(metadata.currentDetails).toContain(`\`probe.hang\` · activity \`c2\` · key \`${handle.workflowId}/c2\``);
+    expect(metadata.currentDetails).toMatch(/^\*\*running\*\* · run 0, step 2 of 2 · 2 calls made so far/);
+    // Every query and Update says what it is for (the UI lists them with their descriptions).
+    const handlers = [...metadata.definition.queryDefinitions, ...metadata.definition.updateDefinitions];
+    const ours = handlers.filter((h) => !h.name.startsWith('__'));
+    expect(ours.map((h) => h.name).sort()).toEqual(
+      ['callTool', 'cancelCall', 'closeSession', 'openSession', 'sessionCall', 'status', 'trace'].sort(),
+    );
+    for (const h of ours) expect(h.description).toBeTruthy();
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow();
+    const closed = await handle.query<WorkflowMetadata>(METADATA_QUERY);
+    expect(closed.currentDetails).toMatch(/^\*\*CANCELED\*\*/);
+    expect(closed.currentDetails).not.toContain('Running now');
+  });
+});
+
+test('T3: a job started raw has no summary, and its current details still say who and what', async () => {
+  const { config } = probeConfig();
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('raw'),
+      args: [{ tenant: 'acme', steps: [{ call: 'probe.probe' }] }],
+    });
+    await handle.result();
+    expect(await (await handle.describe()).staticSummary()).toBeUndefined();
+    const { currentDetails } = await handle.query<WorkflowMetadata>(METADATA_QUERY);
+    expect(currentDetails!.split('\n')).toEqual([
+      '**COMPLETED** · run 0, step 1 of 1 · 1 call made so far',
+      '',
+      'acme · 1 step · probe.probe',
+    ]);
+  });
 });
 
 test('retry policy from the listing: a call with no hints gets one attempt; a read-only one gets maxAttempts', async () => {
