@@ -17,6 +17,7 @@ import { NothingSent, OutcomeUnknown } from './errors';
 import { ProcessTransport } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
+import { besideConfig, launchProblem } from '../launch';
 
 export type { ServerKind };
 export { ServerConnection };
@@ -126,20 +127,16 @@ export class ServerPool {
   }
 
   private processSpec(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
-    const baseDir = this.opts.config.baseDir;
+    // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
+    const { baseDir } = this.opts.config;
+    const launch = besideConfig(baseDir, config);
+    const problem = launchProblem(`server "${server}"`, this.opts.config, launch);
+    if (problem) throw new Error(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
-    if (kind === 'plugin') {
-      return { command: config.command, args: config.args, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
-    }
-    // A sandbox runs in a folder of its own, so a relative path that names a file beside the config is
-    // made absolute first.
-    const args = config.args.map((arg) => {
-      const candidate = path.resolve(baseDir, arg);
-      return !path.isAbsolute(arg) && fs.existsSync(candidate) ? candidate : arg;
-    });
+    if (kind === 'plugin') return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
     const cwd = path.join(this.opts.sandboxRoot, sandboxId(server, jobId).replace(/[^A-Za-z0-9_.-]/g, '_'));
     fs.mkdirSync(cwd, { recursive: true });
-    return { command: config.command, args, cwd, env };
+    return { ...launch, cwd, env };
   }
 
   /** Stops every sandboxed server of a job on this node (its whole process trees). */

@@ -4,6 +4,7 @@
  * policy from the function's listing, and a plain cancel that reaches the server.
  */
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
@@ -14,7 +15,10 @@ import { Oz0Status, callsOf, statusQuery, traceQuery } from '../../workflows/def
 import { JobSpecError } from '../../common/schemas';
 import { createNode } from '../../worker/node';
 import { findTemporalCli } from '../../worker/temporal-cli';
+import { loadConfig } from '../../common/config';
+import { logFileOf } from '../logs';
 import {
+  ROOT,
   attributesOf,
   eventually,
   fixture,
@@ -334,6 +338,49 @@ test('T3: a job started raw has no summary, and its current details still say wh
       'acme · 1 step · probe.probe',
     ]);
   });
+});
+
+test('Config: a copied oz0.config.json starts its servers from its own folder; a missing script is named, at start and in the trace', async () => {
+  const dir = tmpDir();
+  fs.mkdirSync(path.join(dir, 'servers'));
+  fs.mkdirSync(path.join(dir, 'bin'));
+  // Servers beside the copy: the probe, loaded from the repository with its dependencies.
+  fs.writeFileSync(path.join(dir, 'servers', 'probe.js'), `require(${JSON.stringify(fixture('probe-server.js'))});\n`);
+  const script = `#!/bin/sh\nexec '${process.execPath}' '${fixture('probe-server.js')}'\n`;
+  fs.writeFileSync(path.join(dir, 'bin', 'probe'), script, { mode: 0o755 });
+  const file = path.join(dir, 'oz0.config.json');
+  fs.writeFileSync(
+    file,
+    JSON.stringify({
+      temporal: { address: temporal.server.address, taskQueue: uniqueId('oz0-test') },
+      servers: {
+        probe: { command: 'node', args: ['servers/probe.js'] },
+        // A relative command, for a server that runs in a sandbox folder of its own.
+        box: { command: './bin/probe', sandbox: true },
+        // There in the working directory (the repository), not beside the config.
+        gone: { command: 'node', args: ['dist/examples/reader.js'] },
+      },
+      tools: { 'gone.*': { maxAttempts: 1 } },
+      node: { stateDir: 'state' },
+    }),
+  );
+  const config = loadConfig({ file, cwd: ROOT });
+  const { trace } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'probe.probe' }, { call: 'box.probe' }, { call: 'gone.echo' }],
+  });
+  const [probe, box, gone] = callsOf(trace);
+  expect(probe.result.structuredContent).toMatchObject({ cwd: dir });
+  expect(box.result.isError).toBe(false);
+  expect((box.result.structuredContent as { cwd: string }).cwd.startsWith(path.join(dir, 'state', 'sandboxes'))).toBe(
+    true,
+  );
+  const missing = `server "gone" cannot start: its script dist/examples/reader.js is not there (looked for ${dir}/dist/examples/reader.js; relative paths in ${file} are resolved against its folder, ${dir})`;
+  expect(gone.attempts).toEqual([{ attempt: 1, outcome: 'failed', note: `the server was not reachable: ${missing}` }]);
+  // The node said so when it started, before any call.
+  const logged = fs.readFileSync(logFileOf(expect.getState().testPath!), 'utf8').split('\n');
+  const warned = logged.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
+  expect(warned).toContainEqual(expect.objectContaining({ level: 40, msg: missing }));
 });
 
 test('retry policy from the listing: a call with no hints gets one attempt; a read-only one gets maxAttempts', async () => {
