@@ -50,3 +50,6 @@ export type { SessionTrace, TraceStep, SessionCallInput, SessionCallOutput } fro
 export { loadConfig, parseConfig, ConfigSchema } from './common/config';
 export type { Config } from './common/config';
 export { createNode } from './worker/node';
+export type { NodeOptions, Oz0Node } from './worker/node';
+export { createLogger } from './common/logger';
+export type { Logger } from './common/logger';
