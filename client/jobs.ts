@@ -3,7 +3,7 @@
  * CLI and the demo use it; a plain `client.workflow.start('job', …)` works just as well.
  */
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
+import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { connectionOptions } from '../common/connection';
 import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../workflows/definitions';
 import { parseJobSpec } from '../common/schemas';
@@ -39,7 +39,7 @@ export async function startJob(
   jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses'>,
   spec: unknown,
   opts: { workflowId?: string } = {},
-): Promise<WorkflowHandle<typeof job>> {
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof job>> {
   const valid = parseJobSpec(spec, { harnesses: jc.harnesses });
   const workflowId =
     opts.workflowId ??
