@@ -219,6 +219,15 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
       remote: { url: proxy.url },
     },
     tools: { '*': { timeoutSeconds: 30, maxAttempts: 5 } },
+    // Live sessions (H8): a harness that makes the calls its input lists, the same ones again in a fresh run.
+    harnesses: {
+      writer: {
+        command: 'node',
+        args: [path.join(root, 'dist', 'bench', 'writer-harness.js')],
+        tools: ['ledger.*', 'box.*'],
+        timeoutSeconds: 300,
+      },
+    },
     node: { heartbeatTimeoutSeconds: HEARTBEAT_TIMEOUT_S, killGraceSeconds: 2, stateDir: path.join(dir, 'state') },
   };
   const file = path.join(dir, 'oz0.config.json');
@@ -327,11 +336,14 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
   });
   const start = (id: string, spec: JobSpec) =>
     client.workflow.start('job', { taskQueue, workflowId: id, args: [spec] });
-  /** Half the jobs make plain calls, half one harness session. */
+  /** A third of the jobs make plain calls, a third a scripted session, a third a live harness session. */
   const writes = (t: number, j: number, scenario: string): JobSpec => {
     const order = `${scenario}-t${t}-j${j}`;
     const steps = [charge(order, 0), charge(order, 1), charge(order, 2)];
-    return { tenant: 'chaos', steps: j % 2 ? steps : [{ session: steps }] };
+    if (j % 3 === 1) return { tenant: 'chaos', steps };
+    if (j % 3 === 0) return { tenant: 'chaos', steps: [{ session: steps }] };
+    const calls = steps.map((s) => ({ tool: s.call, args: s.args ?? {} }));
+    return { tenant: 'chaos', steps: [{ session: { harness: 'writer', input: { calls } } }] };
   };
 
   /** The node a partition trial cut off, until the next one: the end of its jobs could not reach it. */

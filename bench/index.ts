@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway] [--temporal host:port]
  */
 import { Command, Option } from 'commander';
 import { z } from 'zod';
@@ -12,11 +12,12 @@ import type { Row } from './common';
 import { openBenchEnv } from './env';
 import { measureCancel } from './measures/cancel';
 import { measureCost } from './measures/cost';
+import { measureGateway } from './measures/gateway';
 import { measureLongJob } from './measures/long-job';
 import { measureMemory } from './measures/memory';
 import { measureThroughput } from './measures/throughput';
 
-const MEASURES = ['cost', 'throughput', 'cancel', 'long', 'memory'] as const;
+const MEASURES = ['cost', 'throughput', 'cancel', 'long', 'memory', 'gateway'] as const;
 
 const OptionsSchema = z.strictObject({
   quick: z.boolean().default(false),
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
     cancel: quick ? { cancels: 20, calls: 100, tenants: 20 } : { cancels: 100, calls: 100, tenants: 20 },
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
     memory: { calls: quick ? 100 : 500 },
+    gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
   };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
@@ -67,7 +69,9 @@ async function main(): Promise<void> {
               ? await measureCancel(env, settings.cancel)
               : name === 'long'
                 ? await measureLongJob(env, settings.long)
-                : await measureMemory(env, settings.memory);
+                : name === 'gateway'
+                  ? await measureGateway(env, settings.gateway)
+                  : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -52,7 +52,10 @@ export class LiveSession {
     return { client: this.client, jobId: this.jobId, session: this.session, run: this.run };
   }
 
-  /** One call of `<server>.<function>`; resolves with its result once the job has made it (an error result stays one). */
+  /**
+   * One call of `<server>.<function>`; resolves with its result once the job has made it (an error result stays one,
+   * and so does a call this caller cancelled through `signal`: its result says it was cancelled).
+   */
   async callTool(tool: string, args: Record<string, unknown> = {}, opts: CallOptions = {}): Promise<SessionCallResult> {
     const callId = randomUUID();
     opts.signal?.throwIfAborted();
@@ -116,12 +119,30 @@ export class LiveSession {
   }
 }
 
-/** H9: opens the job's waiting external session (again, after a lost node: its next run) from any Temporal client. */
-export async function openSession(client: Client, jobId: string, opts: { client?: string } = {}): Promise<LiveSession> {
-  const opened = await offered(() =>
-    client.workflow
-      .getHandle(jobId)
-      .executeUpdate(openSessionUpdate, { args: [{ client: opts.client ?? `${os.hostname()}/${process.pid}` }] }),
-  );
-  return new LiveSession(client, jobId, opened.session, opened.run, opened.node);
+/**
+ * H9: opens the job's external session (again, after a lost node: its next run) from any Temporal client. A job that
+ * has not reached its external session yet is waited for, up to `waitMs` (default a minute).
+ */
+export async function openSession(
+  client: Client,
+  jobId: string,
+  opts: { client?: string; waitMs?: number } = {},
+): Promise<LiveSession> {
+  const deadline = Date.now() + (opts.waitMs ?? 60_000);
+  const open = () =>
+    offered(() =>
+      client.workflow
+        .getHandle(jobId)
+        .executeUpdate(openSessionUpdate, { args: [{ client: opts.client ?? `${os.hostname()}/${process.pid}` }] }),
+    );
+  for (;;) {
+    try {
+      const opened = await open();
+      return new LiveSession(client, jobId, opened.session, opened.run, opened.node);
+    } catch (err) {
+      const notYet = err instanceof SessionUpdateError && /no external session waiting/.test(err.message);
+      if (!notYet || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
 }

@@ -6,6 +6,7 @@ import cliProgress from 'cli-progress';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
+import { callsOf, isSessionTrace, traceQuery } from '../workflows/definitions';
 import { jobStatus } from './jobs';
 import type { CallProgressState } from '../common/schemas';
 
@@ -22,10 +23,24 @@ export interface WatchedCall {
   lastFailure?: string;
 }
 
+/** A live session as the watch shows it: what it runs, its run and node, its calls so far. */
+export interface WatchedSession {
+  session: string;
+  kind: 'harness' | 'external';
+  harness?: string;
+  status: string;
+  run?: number;
+  node?: string;
+  calls: number;
+  running: number;
+}
+
 export interface WatchSnapshot {
   jobId: string;
   status: string;
   calls: WatchedCall[];
+  /** H9/point 9: the job's live sessions, their calls appearing as they are made. */
+  sessions: WatchedSession[];
 }
 
 function details(payloads: temporal.api.common.v1.IPayloads | null | undefined): CallProgressState | undefined {
@@ -46,12 +61,19 @@ function toDate(ts: { seconds?: unknown; nanos?: number | null } | null | undefi
 /** One look at the job: its status and every running call. */
 export async function snapshot(client: Client, jobId: string): Promise<WatchSnapshot> {
   const handle = client.workflow.getHandle(jobId);
-  const [description, status] = await Promise.all([handle.describe(), jobStatus(client, jobId)]);
+  const [description, status, trace] = await Promise.all([
+    handle.describe(),
+    jobStatus(client, jobId),
+    // The trace names calls whose heartbeat has not said yet, and holds the live sessions; a closed job has none.
+    handle.query(traceQuery).catch(() => undefined),
+  ]);
+  const steps = trace ? callsOf(trace).filter((s) => s.running) : [];
   const pending = description.raw.pendingActivities ?? [];
   const calls = pending
     .filter((a) => a.activityType?.name === 'callTool')
     .map((a): WatchedCall => {
-      const d = details(a.heartbeatDetails);
+      const step = steps.find((s) => s.activityId === a.activityId);
+      const d = { tool: step?.tool, key: step?.key || undefined, ...details(a.heartbeatDetails) };
       const waiting = !!a.nextAttemptScheduleTime && !a.lastStartedTime;
       return {
         activityId: a.activityId ?? '',
@@ -66,7 +88,24 @@ export async function snapshot(client: Client, jobId: string): Promise<WatchSnap
         ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
       };
     });
-  return { jobId, status, calls };
+  const sessions = (trace?.steps ?? []).filter(isSessionTrace).map(
+    (s): WatchedSession => ({
+      session: s.session,
+      kind: s.kind,
+      ...(s.harness ? { harness: s.harness } : {}),
+      status: s.status,
+      ...(s.runs.length ? { run: s.runs.at(-1)!.run, node: s.runs.at(-1)!.node } : {}),
+      calls: s.calls.length + s.omitted,
+      running: s.calls.filter((c) => c.running).length,
+    }),
+  );
+  return { jobId, status, calls, sessions };
+}
+
+function sessionLabel(s: WatchedSession): string {
+  const what = s.kind === 'harness' ? `harness ${s.harness}` : 'external client';
+  const where = s.run ? ` run ${s.run}${s.node ? ` on ${s.node}` : ''}` : '';
+  return `session ${s.session} (${what}) ${s.status}${where}: ${s.calls} calls, ${s.running} running`;
 }
 
 function done(status: string): boolean {
@@ -101,11 +140,16 @@ export async function watchJob(
       : undefined;
   const shown = new Map<string, cliProgress.SingleBar>();
   let last = '';
+  let lastSessions = '';
   try {
     for (;;) {
       const now = await snapshot(client, jobId);
       const text = JSON.stringify(now);
       if (bars) {
+        // A live session's line is said above the bars when it changes (its calls appear as they are made).
+        const sessionsText = now.sessions.map(sessionLabel).join('\n');
+        if (sessionsText && sessionsText !== lastSessions) bars.log(`${sessionsText}\n`);
+        lastSessions = sessionsText;
         for (const call of now.calls) {
           const bar = shown.get(call.activityId) ?? bars.create(call.total ?? 1, 0, { label: '' });
           shown.set(call.activityId, bar);
@@ -120,10 +164,11 @@ export async function watchJob(
           }
         }
       } else if (text !== last) {
+        const sessions = now.sessions.filter((s) => s.status !== 'ended').map(sessionLabel);
         out.write(
           opts.json
             ? `${text}\n`
-            : `${now.status}: ${now.calls.map((c) => `${label(c)} ${c.progress ?? 0}/${c.total ?? '?'}`).join(', ') || 'no running calls'}\n`,
+            : `${now.status}: ${[...sessions, ...now.calls.map((c) => `${label(c)} ${c.progress ?? 0}/${c.total ?? '?'}`)].join(', ') || 'no running calls'}\n`,
         );
       }
       last = text;

@@ -58,6 +58,15 @@ export function createLogger(opts: { level?: string; destination?: pino.Destinat
  * activities): logged at debug. */
 const INTENDED = [/^No activities registered/, /^No workflows registered/];
 
+/**
+ * An activity that failed on purpose with one of oz0's own failure types (refused, killed, cancelled by its session,
+ * busy, …): the job's trace says why; the worker's "Activity failed" warning would only repeat it.
+ */
+function deliberate(meta: LogMetadata | undefined): boolean {
+  const type = (meta?.error as { type?: unknown } | undefined)?.type;
+  return typeof type === 'string' && type.startsWith('Oz0');
+}
+
 const METHODS = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
 
 /** Adapts pino to the Logger interface of Temporal's runtime and workers. */
@@ -65,7 +74,10 @@ export class TemporalPinoLogger implements TemporalLogger {
   constructor(private readonly logger: Logger) {}
 
   log(level: LogLevel, message: string, meta?: LogMetadata): void {
-    const method = level === 'WARN' && INTENDED.some((re) => re.test(message)) ? 'debug' : (METHODS[level] ?? 'info');
+    const method =
+      level === 'WARN' && (INTENDED.some((re) => re.test(message)) || deliberate(meta))
+        ? 'debug'
+        : (METHODS[level] ?? 'info');
     this.logger[method](meta ?? {}, message);
   }
   trace(message: string, meta?: LogMetadata): void {

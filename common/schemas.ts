@@ -231,8 +231,20 @@ export const CallProgressStateSchema = z.object({
   /** A token was reported but invalid (and ignored). */
   invalidToken: z.boolean().optional(),
   attempts: z.array(AttemptRecordSchema).default([]),
+  /**
+   * The MCP task this call runs as (SEP-1686), and its last status: a later attempt polls it instead of calling
+   * again, so the call is made once whatever its hints.
+   */
+  task: z
+    .object({ id: z.string(), status: z.enum(['working', 'input_required', 'completed', 'failed', 'cancelled']) })
+    .optional(),
   /** Attempts known to have ended before their request was sent: safe to follow for any call. */
   unsent: z.array(z.number().int()).optional(),
+  /**
+   * The node queues where this call's attempts started a sandboxed server of the job: the job's end stops them there,
+   * even when an attempt's answer never reached Temporal (a node cut off from it).
+   */
+  sandboxQueues: z.array(z.string()).optional(),
 });
 export type CallProgressState = z.infer<typeof CallProgressStateSchema>;
 

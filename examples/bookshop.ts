@@ -35,8 +35,8 @@ export interface Bookshop extends ServerFactory {
 }
 
 /**
- * How long a stdio bookshop gives its handlers on SIGTERM. When oz0 stops a sandboxed server, it sends SIGKILL 2 s
- * after SIGTERM (its default grace). The process must be gone before then.
+ * How long a stdio bookshop gives its handlers on SIGTERM. When oz0 stops a sandboxed server it closes stdin first,
+ * then sends SIGTERM, then SIGKILL after `node.killGraceSeconds` (5 s by default): the process must be gone before.
  */
 export const SHUTDOWN_MS = 1500;
 

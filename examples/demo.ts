@@ -64,6 +64,15 @@ async function main(): Promise<void> {
         search: { url: remote.url },
       },
       tools: { 'ledger.charge': { timeoutSeconds: 30, maxAttempts: 5 }, '*': { timeoutSeconds: 60, maxAttempts: 3 } },
+      // A live session's agent (H1): it decides its calls from the answers, speaking only MCP to the node's gateway.
+      harnesses: {
+        refunds: {
+          command: 'node',
+          args: ['dist/examples/agents/refunds.js'],
+          tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
+          timeoutSeconds: 120,
+        },
+      },
       node: { stateDir: path.join(state, 'node') },
     }),
     baseDir: root,
@@ -93,6 +102,8 @@ async function main(): Promise<void> {
           { call: 'ledger.set_status', args: { id: order, status: 'open' } },
         ],
       },
+      // The refunds agent finds the order charged, so it refunds it, and cancels its own slow check at 1 s.
+      { session: { harness: 'refunds', input: { order_id: order, deadline_ms: 1000 } } },
       { call: 'ledger.charge', args: { order_id: order, amount: -1 } },
     ],
   };

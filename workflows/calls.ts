@@ -156,11 +156,12 @@ async function runCall(
       maxAttempts: settings.maxAttempts,
       ...(place.relay ? { relay: place.relay } : {}),
     });
-    if (out.sandboxQueue) ctx.sandboxQueues.add(out.sandboxQueue);
+    for (const queue of out.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);
     const { _meta: meta, ...result } = out.result;
     return { step: { ...base, result, attempts: out.attempts, node: out.node }, meta };
   } catch (err) {
     const failed = describeFailure(err);
+    for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
     const lost = place.lost?.() ?? (place.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
     if (lost) {
       const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
@@ -182,7 +183,8 @@ async function runCall(
     }
     const step = { ...base, result: failed.result, attempts: failed.attempts };
     if (isCancellation(err)) throw new CallStopped(err, step);
-    log.warn('call failed', { tool, key, message: failed.message });
+    // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.
+    log.info('call failed', { tool, key, message: failed.message });
     return { step };
   } finally {
     ctx.running.delete(placed.activityId);
@@ -218,6 +220,7 @@ function describeFailure(err: unknown): {
   attempts: AttemptRecord[];
   message: string;
   type?: string;
+  sandboxQueues: string[];
 } {
   let message = err instanceof Error ? err.message : String(err);
   let state: CallProgressState | undefined;
@@ -243,5 +246,6 @@ function describeFailure(err: unknown): {
     attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: message });
   }
   const text = isCancellation(err) ? `oz0: the call was stopped: ${message}` : `oz0: the call failed: ${message}`;
-  return { result: errorResult(text), attempts, message, type };
+  const sandboxQueues = Array.isArray(state?.sandboxQueues) ? state.sandboxQueues : [];
+  return { result: errorResult(text), attempts, message, type, sandboxQueues };
 }

@@ -242,8 +242,8 @@ export interface CallOutput {
   result: ToolResult & { _meta?: Record<string, unknown> };
   attempts: AttemptRecord[];
   node: string;
-  /** The node's own task queue, when this call left a sandboxed server running there. */
-  sandboxQueue?: string;
+  /** The node queues where this call's attempts left a sandboxed server of the job running. */
+  sandboxQueues?: string[];
 }
 
 /** What a node says when a session opens on it (T4), or of a live session's new tool: its hints and settings. */

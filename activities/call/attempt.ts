@@ -5,12 +5,13 @@
  * An attempt reads top to bottom in three phases, its state held by one {@link Attempt}:
  * - prepare: a lease on the server, its listing, the tenant's policy verdict, whether the call may be made again,
  *   and the resume plan (nothing is sent yet, so every failure here says so);
- * - send: the request, with its stop (job cancel, kill switch, time limit, node shutdown) and its progress;
+ * - send: the request, with its stop (job cancel, kill switch, time limit, node shutdown) and its progress; a function
+ *   that runs as an MCP task is called now and followed to its end (./task.ts), and a later attempt polls that task;
  * - settle: the outcome, its record in the trace, and what Temporal is told (an answer, a retry, or the end).
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { ActivityCancellationDetails } from '@temporalio/common';
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Task, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../../common/logger';
 import { IDEMPOTENCY_KEY_META, RESUME_META, busyOf, declaresResume, resumeTokenOf } from '../../common/protocol';
 import type { ResumeRequest } from '../../common/protocol';
@@ -21,10 +22,12 @@ import type { CallInput, CallOutput } from '../../workflows/definitions';
 import { listingDigest, verdict } from '../../workflows/policy-rules';
 import type { Verdict } from '../../workflows/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
+import { hiddenFunctions, hiddenWhy } from '../servers/capabilities';
 import { OutcomeUnknown } from '../servers/errors';
 import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
 import type { CallRelay } from './relay';
 import { readPriorState, resumePlan } from './resume';
+import { TaskGone, cancelTask, offersTasks, runTask, taskPlan, taskSupportOf } from './task';
 import { attemptLimitMs, busyVerdict, mayBeMadeAgain } from './verdicts';
 
 export interface NodeIdentity {
@@ -90,6 +93,8 @@ interface Prepared {
   resume?: ResumeRequest;
   /** P3/P6: progress tokens are taken from this function (a remote one that declares resume). */
   takesTokens: boolean;
+  /** The call runs as an MCP task (./task.ts): made now and followed, or the task an attempt before made, polled. */
+  asTask: boolean;
 }
 
 export function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput> {
@@ -113,6 +118,8 @@ class Attempt {
   private lease?: Lease;
   /** SPEC "Words": this call may be made again; known once prepare has read the listing and the policy. */
   private again = false;
+  /** The function only reads: a task of it that its server lost may be made anew. */
+  private readOnly = false;
   private sent = false;
 
   constructor(
@@ -187,9 +194,16 @@ class Attempt {
       );
     }
     const { connection } = this.lease;
+    if (connection.kind === 'sandbox' && !this.state.sandboxQueues?.includes(deps.node.queue)) {
+      // Said at once, in a heartbeat: a node cut off before its answer arrives still gets its sandbox stopped.
+      this.state.sandboxQueues = [...(this.state.sandboxQueues ?? []), deps.node.queue];
+      this.beat();
+    }
     const tool = tools.find((t) => t.name === fn);
     if (!tool) {
-      const why = `server "${server}" has no function "${fn}"`;
+      // Perhaps listed only to clients that offer what oz0 does not (sampling, elicitation, roots): say so.
+      const needs = (await hiddenFunctions(deps.pool, server, tools).catch(() => undefined))?.get(fn);
+      const why = `server "${server}" has no function "${fn}"${needs ? `: ${hiddenWhy(needs)}` : ''}`;
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
     const allowed = await this.policyVerdict(server, tools, connection.kind === 'remote');
@@ -200,10 +214,22 @@ class Attempt {
         message: `${input.tool}: refused: ${allowed.why}`,
       });
     }
+    const tasks = taskPlan({
+      support: taskSupportOf(tool),
+      offered: offersTasks(connection),
+      priorTask: this.state.task !== undefined,
+    });
+    if ('refused' in tasks) {
+      const why = `nothing was sent: ${input.tool} ${tasks.refused}`;
+      throw new AttemptEnd('failed', why, { type: FailureType.attemptFailed, retryable: false });
+    }
     // Stopped while it prepared (settle reads the cause): nothing was sent.
     if (this.stopCause) throw new Error('stopped before the request was sent');
     this.again = mayBeMadeAgain(tool, connection.kind, allowed.approved);
-    if (this.n > 1 && !this.again && !(this.state.unsent ?? []).includes(this.n - 1)) {
+    this.readOnly = tool.annotations?.readOnlyHint === true;
+    // A task the attempt before made is polled, not made again: that is safe whatever the function's hints.
+    if (this.state.task) this.notes.push(`resumed task ${this.state.task.id}`);
+    else if (this.n > 1 && !this.again && !(this.state.unsent ?? []).includes(this.n - 1)) {
       throw new AttemptEnd(
         'lost',
         'not made again: the attempt before may have run, and this function may not be made twice',
@@ -214,11 +240,23 @@ class Attempt {
         },
       );
     }
-    const plan = this.again
-      ? resumePlan({ attempt: this.n, kind: connection.kind, declaresResume: declaresResume(tool), prior: this.state })
-      : {};
+    const plan =
+      this.again && !this.state.task
+        ? resumePlan({
+            attempt: this.n,
+            kind: connection.kind,
+            declaresResume: declaresResume(tool),
+            prior: this.state,
+          })
+        : {};
     if (plan.note) this.notes.push(plan.note);
-    return { connection, fn, resume: plan.meta, takesTokens: connection.kind === 'remote' && declaresResume(tool) };
+    return {
+      connection,
+      fn,
+      resume: plan.meta,
+      takesTokens: connection.kind === 'remote' && declaresResume(tool),
+      asTask: tasks.as === 'task',
+    };
   }
 
   /**
@@ -264,29 +302,39 @@ class Attempt {
       Math.max(0, remaining),
     );
     // P1: a call that may be made again asks for progress, under a token of its own; so does one whose live session's
-    // caller asked for it (H6).
-    const progressToken = this.again || input.relay?.progress ? `oz0:${input.key}:${this.n}` : undefined;
+    // caller asked for it (H6), and one that runs as a task, which a later attempt follows too.
+    const progressToken = this.again || input.relay?.progress || p.asTask ? `oz0:${input.key}:${this.n}` : undefined;
     const unwatch = progressToken ? p.connection.watchProgress(progressToken, (n) => this.onProgress(n, p)) : undefined;
+    const request = {
+      name: p.fn,
+      arguments: input.args,
+      _meta: {
+        [IDEMPOTENCY_KEY_META]: input.key,
+        ...(progressToken ? { progressToken } : {}),
+        ...(p.resume ? { [RESUME_META]: p.resume } : {}),
+      },
+    };
+    // The request never outlives the attempt's own limit; never the SDK's 60 s default.
+    const timeoutMs = Math.max(1, remaining) + 5000;
+    const signal = this.controller.signal;
     this.sent = true;
     try {
-      const raw = await p.connection.client.callTool(
-        {
-          name: p.fn,
-          arguments: input.args,
-          _meta: {
-            [IDEMPOTENCY_KEY_META]: input.key,
-            ...(progressToken ? { progressToken } : {}),
-            ...(p.resume ? { [RESUME_META]: p.resume } : {}),
-          },
-        },
-        undefined,
-        {
-          signal: this.controller.signal,
-          // The request never outlives the attempt's own limit; never the SDK's 60 s default.
-          timeout: Math.max(1, remaining) + 5000,
-          maxTotalTimeout: Math.max(1, remaining) + 5000,
-        },
-      );
+      if (p.asTask) {
+        return await runTask({
+          connection: p.connection,
+          params: request,
+          priorTaskId: this.state.task?.id,
+          ttlMs: input.timeoutSeconds * input.maxAttempts * 1000,
+          signal,
+          timeoutMs,
+          onTask: (task) => this.onTask(task),
+        });
+      }
+      const raw = await p.connection.client.callTool(request, undefined, {
+        signal,
+        timeout: timeoutMs,
+        maxTotalTimeout: timeoutMs,
+      });
       return normaliseResult(raw);
     } finally {
       unwatch?.();
@@ -315,6 +363,13 @@ class Attempt {
       if (!this.notes.includes(IGNORED_TOKEN)) this.notes.push(IGNORED_TOKEN);
     }
     if (this.input.relay) this.deps.relay.report(this.input.jobId, this.input.relay.callId, this.progress);
+    this.beat();
+  }
+
+  /** The call's task, made or found, and each status after: in the heartbeat at once, for the next attempt. */
+  private onTask(task: Task): void {
+    if (!this.state.task) this.notes.push(`task ${task.taskId}`);
+    this.state.task = { id: task.taskId, status: task.status };
     this.beat();
   }
 
@@ -363,12 +418,31 @@ class Attempt {
     if (err instanceof ApplicationFailure) throw err;
     if (err instanceof AttemptEnd) return this.fail(err.outcome, err.note, err.failure);
     if (this.stopCause) return this.stopped(this.stopCause);
+    if (err instanceof TaskGone) return this.taskGone(err);
     const message = (err as Error).message ?? String(err);
     this.deps.logger.warn({ tool: this.input.tool, key: this.input.key, err: message }, 'attempt failed');
     return this.fail('failed', `outcome unknown: ${message}`, {
       type: FailureType.attemptFailed,
-      retryable: this.again,
+      // A task made is polled by the next attempt, never made again.
+      retryable: this.again || this.state.task !== undefined,
       message: `${this.input.tool}: ${message}`,
+    });
+  }
+
+  /**
+   * The task the attempt before made is gone from its server (a restart, another session's, its ttl): a read starts
+   * over with a task of its own; anything else is not made again, whatever its hints.
+   */
+  private taskGone(err: TaskGone): never {
+    const { input } = this;
+    this.state.task = undefined;
+    if (this.readOnly) {
+      return this.fail('lost', `${err.message}: started over`, { type: FailureType.attemptFailed, retryable: true });
+    }
+    return this.fail('lost', `${err.message}: not made again`, {
+      type: FailureType.mayHaveRun,
+      retryable: false,
+      message: `${input.tool} (key ${input.key}) may have run as a task its server no longer knows: not made again`,
     });
   }
 
@@ -376,6 +450,12 @@ class Attempt {
   private async stopped(why: StopCause): Promise<never> {
     const { deps, input } = this;
     const { connection } = this.lease ?? {};
+    // A call that may be made again, one stopped before it was sent, and one whose task the next attempt can poll
+    // may have a next attempt (on another node).
+    const retryable = !this.sent || this.again || this.state.task !== undefined;
+    // A task nobody will poll again is cancelled on its server (a time limit with attempts left leaves it running).
+    const ends = why.bySession || why.outcome === 'cancelled' || why.outcome === 'killed' || this.last || !retryable;
+    if (this.state.task && ends && connection) this.notes.push(await cancelTask(connection, this.state.task.id));
     // C3: a stopped call on a sandboxed server stops that server's whole process tree too (C7: before the next).
     if (this.sent && connection?.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
     if (!this.sent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
@@ -390,8 +470,6 @@ class Attempt {
       this.record(why.outcome, why.text);
       throw new CancelledFailure(why.text, [this.state]);
     }
-    // A call stopped before it was sent, or one that may be made again, may have a next attempt (on another node).
-    const retryable = !this.sent || this.again;
     const type = {
       lost: FailureType.nodeShutdown,
       killed: FailureType.killed,
@@ -441,7 +519,7 @@ class Attempt {
       },
       attempts: this.state.attempts,
       node: this.deps.node.id,
-      ...(this.lease?.connection.kind === 'sandbox' ? { sandboxQueue: this.deps.node.queue } : {}),
+      ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
     };
   }
 }

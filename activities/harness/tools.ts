@@ -2,6 +2,8 @@
  * H3: the tools a harness sees on its gateway — those of its patterns that the tenant's policy lets it call now,
  * each named `<server>.<function>`, with the hints, `_meta`, input and output schemas its server lists; a remote
  * server's only once its listing is approved (A2). Read from the node's own connections and its live policy copy.
+ * A function that runs as an MCP task is listed without its `execution`: oz0 makes and follows the task itself, and
+ * to the harness it is an ordinary call that answers when the task ends.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { canonicalize } from 'json-canonicalize';
@@ -38,7 +40,7 @@ export async function harnessTools(
         const tools = await lease.connection.listTools(remote);
         const listing = remote || policy.state.approvals[server] ? listingDigest(tools) : undefined;
         return tools
-          .map((tool) => ({ ...tool, name: `${server}.${tool.name}` }))
+          .map(({ execution: _tasks, ...tool }) => ({ ...tool, name: `${server}.${tool.name}` }))
           .filter(
             (tool) =>
               matchesAny(scope.patterns, tool.name) && verdict({ ...policy, tool: tool.name, remote, listing }).allowed,

@@ -4,7 +4,7 @@
  * starts as a switch is thrown either sees the switch or is stopped by the next state, which comes with the
  * watch's news of the change, or within `refreshMs` for a tenant that is not watched.
  *
- * With watches on (the default), the node follows each tenant's policy workflow (./policy-watch) and a first
+ * With watches on (the default), the node follows each tenant's policy workflow (./watch) and a first
  * attempt is checked against that live copy, with no read of its own; a read is made when the copy is not
  * caught up, for every retry (B6), and before any refusal.
  */

@@ -3,7 +3,11 @@
  * watchers of the calls running on it, and how many attempts use it.
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { ProgressNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ProgressNotificationSchema,
+  TaskStatusNotificationSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { JSONRPCMessage, ProgressNotification, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ServerKind } from '../../common/config';
@@ -13,9 +17,18 @@ export const CONNECT_TIMEOUT_MS = 30_000;
 
 export type ProgressParams = ProgressNotification['params'];
 
+/** How many cancelled request ids a session remembers, waiting for a late answer to drop. */
+const CANCELLED_IDS_KEPT = 1000;
+
+/** What {@link ServerConnection.take} did with a message: oz0 took it, or the SDK should have it. */
+export type Taken = 'progress' | 'task status' | 'late answer' | undefined;
+
 export class ServerConnection {
   private listing?: Promise<Tool[]>;
   private readonly progressWatchers = new Map<string, (params: ProgressParams) => void>();
+  private readonly taskWatchers = new Map<string, () => void>();
+  /** Requests this session cancelled: a server may still answer one (e.g. -32800 "Request cancelled"). */
+  private readonly cancelledIds = new Set<string | number>();
   private inUse = 0;
   lastUsed = Date.now();
   closed = false;
@@ -64,16 +77,44 @@ export class ServerConnection {
     return () => this.progressWatchers.delete(token);
   }
 
+  /** Calls fn when the server says the task's status changed (`notifications/tasks/status`), until unwatched. */
+  watchTask(taskId: string, fn: () => void): () => void {
+    this.taskWatchers.set(taskId, fn);
+    return () => {
+      if (this.taskWatchers.get(taskId) === fn) this.taskWatchers.delete(taskId);
+    };
+  }
+
+  /** Notes what the SDK sends: a `notifications/cancelled` makes its request's late answer expected protocol traffic. */
+  noteSent(message: JSONRPCMessage): void {
+    if (!('method' in message) || message.method !== 'notifications/cancelled' || 'id' in message) return;
+    const id = (message.params as { requestId?: unknown } | undefined)?.requestId;
+    if (typeof id !== 'string' && typeof id !== 'number') return;
+    this.cancelledIds.add(id);
+    if (this.cancelledIds.size > CANCELLED_IDS_KEPT) this.cancelledIds.delete(this.cancelledIds.values().next().value!);
+  }
+
   /**
-   * Takes the notifications oz0 asked for; true when the message was one of them. A progress notification for a
-   * token nobody watches (a call already stopped) is swallowed too: the SDK would only log it as unknown.
+   * Takes what oz0 reads itself, before the SDK sees it. A progress notification goes to its watcher, a task's status
+   * wakes the attempt that polls it; one nobody watches (a call already stopped) is dropped too, as is the late answer to a request oz0 cancelled: the SDK
+   * would only report either as an error ("unknown token", "unknown message ID"), and both are the protocol at work.
    */
-  takeProgress(message: JSONRPCMessage): boolean {
-    if (!('method' in message) || message.method !== 'notifications/progress') return false;
-    const parsed = ProgressNotificationSchema.safeParse(message);
-    if (!parsed.success) return false;
-    this.progressWatchers.get(String(parsed.data.params.progressToken))?.(parsed.data.params);
-    return true;
+  take(message: JSONRPCMessage): Taken {
+    if ('method' in message) {
+      if (message.method === 'notifications/tasks/status') {
+        const parsed = TaskStatusNotificationSchema.safeParse(message);
+        if (!parsed.success) return undefined;
+        this.taskWatchers.get(parsed.data.params.taskId)?.();
+        return 'task status';
+      }
+      if (message.method !== 'notifications/progress') return undefined;
+      const parsed = ProgressNotificationSchema.safeParse(message);
+      if (!parsed.success) return undefined;
+      this.progressWatchers.get(String(parsed.data.params.progressToken))?.(parsed.data.params);
+      return 'progress';
+    }
+    const id = 'id' in message ? message.id : undefined;
+    return id !== undefined && this.cancelledIds.delete(id) ? 'late answer' : undefined;
   }
 
   get busy(): boolean {

@@ -9,6 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { ClientCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { isRemote, serverKind } from '../../common/config';
 import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
@@ -82,12 +83,32 @@ export class ServerPool {
     return { connection, release: connection.use() };
   }
 
+  /**
+   * The listing `server` gives a client that offers `capabilities` (oz0's own offers none): a session of its own,
+   * opened, read and closed here. A server may list some functions only to clients that offer sampling, elicitation
+   * or roots; this is how oz0 tells which (./capabilities.ts). Requests the server then sends it are refused.
+   */
+  async listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]> {
+    const config = this.serverConfig(server);
+    if (!config) throw new Error(`this node has no server named "${server}"`);
+    const kind = this.kindOf(config);
+    const probe = `oz0-probe-${Object.keys(capabilities).join('-')}-${process.pid}-${Date.now().toString(36)}`;
+    const connection = await this.open(`probe:${server}`, server, kind, config, probe, capabilities);
+    try {
+      return await connection.listTools(true);
+    } finally {
+      await connection.close();
+      if (kind === 'sandbox') fs.rmSync(this.sandboxDir(sandboxId(server, probe)), { recursive: true, force: true });
+    }
+  }
+
   private async open(
     id: string,
     server: string,
     kind: ServerKind,
     config: ServerConfig,
     jobId: string,
+    capabilities: ClientCapabilities = {},
   ): Promise<ServerConnection> {
     const transport: Transport = isRemote(config)
       ? createRemoteTransport(server, config, process.env)
@@ -98,7 +119,7 @@ export class ServerPool {
           logger: this.opts.logger,
           label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
         });
-    const client = new Client({ name: 'oz0', version: '0.1.0' }, { capabilities: {} });
+    const client = new Client({ name: 'oz0', version: '0.1.0' }, { capabilities });
     const opened = new ServerConnection(server, kind, client, transport);
     client.onclose = () => {
       opened.closed = true;
@@ -113,7 +134,15 @@ export class ServerPool {
       await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
       const sdkOnMessage = transport.onmessage;
       transport.onmessage = (message, extra) => {
-        if (!opened.takeProgress(message)) sdkOnMessage?.(message, extra);
+        const taken = opened.take(message);
+        if (taken === 'late answer')
+          this.opts.logger.debug({ server }, 'a late answer to a cancelled request, dropped');
+        if (!taken) sdkOnMessage?.(message, extra);
+      };
+      const sdkSend = transport.send.bind(transport);
+      transport.send = (message, options) => {
+        opened.noteSent(message);
+        return sdkSend(message, options);
       };
     } catch (err) {
       await transport.close().catch(() => undefined);
@@ -134,7 +163,7 @@ export class ServerPool {
     if (problem) throw new Error(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
     if (kind === 'plugin') return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
-    const cwd = path.join(this.opts.sandboxRoot, sandboxId(server, jobId).replace(/[^A-Za-z0-9_.-]/g, '_'));
+    const cwd = this.sandboxDir(sandboxId(server, jobId));
     fs.mkdirSync(cwd, { recursive: true });
     return { ...launch, cwd, env };
   }
@@ -167,10 +196,11 @@ export class ServerPool {
     this.owners.delete(id);
     const connection = await pending.catch(() => undefined);
     await connection?.close();
-    if (id.startsWith('sandbox:')) {
-      const dir = path.join(this.opts.sandboxRoot, id.replace(/[^A-Za-z0-9_.-]/g, '_'));
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    if (id.startsWith('sandbox:')) fs.rmSync(this.sandboxDir(id), { recursive: true, force: true });
+  }
+
+  private sandboxDir(id: string): string {
+    return path.join(this.opts.sandboxRoot, id.replace(/[^A-Za-z0-9_.-]/g, '_'));
   }
 
   private async reapIdleSandboxes(idleMs: number): Promise<void> {

@@ -32,7 +32,8 @@ export async function main(argv = process.argv): Promise<void> {
     await buildProgram().parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
-      process.exitCode = err.exitCode;
+      // Help and --version exit 0; a missing, malformed or unknown argument is a usage error like the others: 2.
+      process.exitCode = err.exitCode === 0 ? 0 : 2;
       return;
     }
     if (err instanceof UsageError || err instanceof ConfigError || err instanceof JobSpecError) {

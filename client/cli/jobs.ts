@@ -11,8 +11,8 @@ import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClien
 import type { ConfigOpts } from './common';
 
 /** A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }`, and the node that made it. */
-function callJson({ tool, key, session, result, attempts, node, sessionRun, running }: StepTrace) {
-  return { tool, key, session, result, attempts, node, sessionRun, running };
+function callJson({ n, tool, key, session, activityId, result, attempts, node, sessionRun, running }: StepTrace) {
+  return { tool, key, session, result, attempts, node, n, activityId, sessionRun, running };
 }
 
 /**

@@ -59,7 +59,7 @@ export function registerNodeCommands(program: Command): void {
     });
 
   withConfig(program.command('worker'))
-    .description('one node: serves the shared task queue and its own')
+    .description('one node: serves the shared task queue, its own and the policy queue, and its harnesses’ gateway')
     .option('--name <name>', 'name of this node in traces (default: host/pid)')
     .action(async (opts: ConfigOpts & { name?: string }) => {
       const cfg = config(opts);

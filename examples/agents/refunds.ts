@@ -70,7 +70,8 @@ async function main(): Promise<void> {
   say(action);
 
   // Several calls at once; the slow check is cancelled by the agent itself when its deadline passes.
-  const deadline = AbortSignal.timeout(input.deadline_ms ?? 500);
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort('its deadline passed'), input.deadline_ms ?? 500);
   const [status, , check] = await Promise.allSettled([
     client.callTool({
       name: 'ledger.set_status',
@@ -78,10 +79,13 @@ async function main(): Promise<void> {
     }),
     client.callTool({ name: 'reader.echo', arguments: { text: `refunds agent on ${input.order_id}: ${action}` } }),
     client.callTool({ name: 'reader.sleep', arguments: { ms: input.check_ms ?? 30_000 } }, undefined, {
-      signal: deadline,
+      signal: deadline.signal,
       timeout: 120_000,
     }),
   ]);
+  clearTimeout(timer);
+  // The SDK sends notifications/cancelled without waiting for it: a moment before closing lets it arrive.
+  if (check.status === 'rejected') await new Promise((r) => setTimeout(r, 200));
   await client.close();
   console.log(
     JSON.stringify({

@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { offersTasks, taskSupportOf } from '../../activities/call/task';
+import { hiddenFunctions, hiddenWhy } from '../../activities/servers/capabilities';
 import { ServerPool } from '../../activities/servers/pool';
 import type { Lease, ServerKind } from '../../activities/servers/pool';
 import { ProcessTransport } from '../../activities/servers/process-transport';
@@ -59,6 +61,16 @@ class OpenServer implements DrillTarget {
 
   async listTools(): Promise<Tool[]> {
     return (await this.connection()).listTools(true);
+  }
+
+  /** Whether the server offers tasks for tools/call (SEP-1686). */
+  async offersTasks(): Promise<boolean> {
+    return offersTasks(await this.connection());
+  }
+
+  /** The functions the server lists only to clients that offer what oz0 does not, and what each needs. */
+  hidden(tools: Tool[]) {
+    return hiddenFunctions(this.pool, this.server, tools);
   }
 
   async call(call: DrillCall): Promise<CallToolResult> {
@@ -222,6 +234,28 @@ export async function pluginTest(
   try {
     const tools = await open.listTools();
     const findings = checkListing(tools, open.kind);
+    const offered = await open.offersTasks();
+    const tasks = tools
+      .filter((t) => taskSupportOf(t) !== 'forbidden')
+      .map((t) => ({ function: t.name, support: taskSupportOf(t) }));
+    for (const t of tasks) {
+      if (t.support !== 'required' || offered) continue;
+      findings.push({
+        severity: 'error',
+        function: t.function,
+        check: 'task-not-offered',
+        message: 'must run as an MCP task, and the server does not offer tasks for tools/call: oz0 refuses its calls',
+      });
+    }
+    const hidden = [...(await open.hidden(tools))].map(([name, needs]) => ({ function: name, needs }));
+    for (const h of hidden) {
+      findings.push({
+        severity: 'warning',
+        function: h.function,
+        check: 'not-listed-to-oz0',
+        message: hiddenWhy(h.needs),
+      });
+    }
     const sampled = await runSamples(open, tools, drill);
     findings.push(...sampled.findings);
     const report = opts.drill ? await runDrill(open, tools, drill) : undefined;
@@ -229,6 +263,8 @@ export async function pluginTest(
       server,
       kind: open.kind,
       functions: tools.map((t) => t.name),
+      tasks: { offered, functions: tasks },
+      hidden,
       ...(loaded && { drillFile: loaded.file }),
       findings,
       samples: sampled.samples,

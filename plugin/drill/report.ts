@@ -9,6 +9,10 @@ export interface PluginTestReport {
   server: string;
   kind: ServerKind;
   functions: string[];
+  /** MCP tasks (SEP-1686): whether the server offers them for tools/call, and each function that requires or offers one. */
+  tasks: { offered: boolean; functions: Array<{ function: string; support: string }> };
+  /** Functions the server lists only to clients that offer sampling, elicitation or roots, which oz0 does not. */
+  hidden: Array<{ function: string; needs: string[] }>;
   drillFile?: string;
   findings: Finding[];
   samples: SampleReport[];
@@ -29,6 +33,12 @@ export interface SampleReport {
 export function formatReport(report: PluginTestReport): string {
   const out = [`${report.server} (${report.kind} server): ${report.functions.length} functions`];
   if (report.drillFile) out.push(`drill file: ${report.drillFile}`);
+  const tasks = report.tasks.functions.map((t) => `${t.function} (${t.support})`);
+  out.push(`tasks: ${report.tasks.offered ? 'offered' : 'not offered'}${tasks.length ? `; ${tasks.join(', ')}` : ''}`);
+  if (report.hidden.length) {
+    const hidden = report.hidden.map((h) => `${h.function} (${h.needs.join(' or ')})`);
+    out.push(`not listed to oz0, which offers no sampling, elicitation or roots: ${hidden.join(', ')}`);
+  }
   out.push('', 'listing:');
   out.push(
     ...(report.findings.length

@@ -65,7 +65,16 @@ test('job start --wait --json prints the trace JSON; status and trace read it ba
   const trace = JSON.parse(started.stdout);
   expect(trace).toMatchObject({ jobId: id, status: 'COMPLETED' });
   expect(callsOf(trace)).toHaveLength(2);
-  expect(Object.keys(callsOf(trace)[0]).sort()).toEqual(['attempts', 'key', 'node', 'result', 'session', 'tool']);
+  expect(Object.keys(callsOf(trace)[0]).sort()).toEqual([
+    'activityId',
+    'attempts',
+    'key',
+    'n',
+    'node',
+    'result',
+    'session',
+    'tool',
+  ]);
   expect(callsOf(trace)[0]).toMatchObject({
     tool: 'probe.probe',
     key: `${id}/c1`,
@@ -115,7 +124,9 @@ test('bad config and bad arguments are refused with the field named', async () =
   expect(out.code).toBe(2);
   expect(out.stderr).toContain('node.slots');
   const badId = await oz0(['job', 'status', 'has spaces', '--config', configFile]);
-  expect(badId.code).not.toBe(0);
+  expect(badId.code).toBe(2);
+  expect((await oz0(['job', 'status'])).code).toBe(2);
+  expect((await oz0(['no-such-command'])).code).toBe(2);
   expect(badId.stderr).toContain('job id');
   const missing = await oz0(['job', 'status', uniqueId('missing'), '--config', configFile]);
   expect(missing.code).toBe(1);

@@ -3,7 +3,6 @@
  * the example ledger passes every case of the drill, plugin and sandboxed; each broken fixture fails the case that
  * is about its fault, and only that one; a listing's inconsistencies and a sample's bad progress are reported.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
@@ -12,7 +11,8 @@ import { startSearchServer } from '../../examples/search';
 import { readKeyStore } from '../../plugin';
 import { DRILL_CANCEL_REASON } from '../../plugin/drill/drill';
 import type { PluginTestReport } from '../../plugin/drill/report';
-import { ROOT, example, fixture, tmpDir } from '../helpers/temporal';
+import { example, fixture, tmpDir } from '../helpers/temporal';
+import { oz0, pluginTestCli } from '../helpers/cli';
 
 jest.setTimeout(90_000);
 
@@ -64,18 +64,8 @@ beforeAll(() => {
   fs.writeFileSync(path.join(dir, 'bad.drill.json'), JSON.stringify({ samples: { resumes_badly: {} } }));
 });
 
-function oz0(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(path.join(ROOT, 'bin', 'oz0'), args, { cwd: ROOT, timeout: 80_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-async function pluginTest(server: string, ...more: string[]): Promise<{ code: number; report: PluginTestReport }> {
-  const out = await oz0(['plugin', 'test', server, '--json', '--config', configFile, ...more]);
-  if (!out.stdout) throw new Error(`oz0 plugin test ${server} printed nothing (exit ${out.code}): ${out.stderr}`);
-  return { code: out.code, report: JSON.parse(out.stdout) as PluginTestReport };
+function pluginTest(server: string, ...more: string[]): Promise<{ code: number; report: PluginTestReport }> {
+  return pluginTestCli(configFile, server, ...more);
 }
 
 /** Each case's result for one function: `{ 'same-key': 'pass', … }`. */

@@ -3,6 +3,8 @@
  * servers over stdio and Streamable HTTP. The harness is test/fixtures/harness.js, which speaks only MCP and does
  * what its input says; what the servers received is read from their own logs.
  */
+import { execFile } from 'node:child_process';
+import { Writable } from 'node:stream';
 import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
@@ -10,6 +12,9 @@ import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { createReader } from '../../examples/reader';
 import { startJob, jobStatus } from '../../client/jobs';
+import { formatTrace } from '../../client/format';
+import { watchJob } from '../../client/watch';
+import type { WatchSnapshot } from '../../client/watch';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import { JobSpecError } from '../../common/schemas';
 import type { JobSpec } from '../../common/schemas';
@@ -33,6 +38,7 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { logFileOf } from '../logs';
+import { python, withPython } from '../helpers/python';
 
 let temporal: TestTemporal;
 let remote: HttpHandle;
@@ -59,6 +65,7 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
       reader: { command: 'node', args: [example('reader')], env },
       box: { command: 'node', args: [example('reader')], sandbox: true, env: { OZ0_RECEIVED_LOG: received } },
       web: { url: remote.url },
+      ev: { command: 'node', args: [fixture('everything.mjs')] },
     },
     tools: { '*': { timeoutSeconds: 60, maxAttempts: 3 } },
     harnesses: {
@@ -75,6 +82,22 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
         timeoutSeconds: 120,
       },
+      tasks: {
+        command: 'node',
+        args: [fixture('harness.js')],
+        env: { NODE_PATH: path.join(ROOT, 'node_modules') },
+        tools: ['ev.simulate-research-query'],
+        timeoutSeconds: 120,
+      },
+      // The same agent in Python, on the MCP Python SDK's client, run by the project's venv (test/global-setup.ts).
+      ...(python && {
+        refunds_py: {
+          command: python,
+          args: [path.join(ROOT, 'examples', 'agents', 'refunds.py')],
+          tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
+          timeoutSeconds: 120,
+        },
+      }),
     },
     ...(extra.jobs ? { jobs: extra.jobs } : {}),
   });
@@ -404,23 +427,144 @@ test('H10: calls past jobs.maxCallsPerSession get error results that say so; con
   expect(trace.run).toBe(2);
 });
 
-test('H4/H5: the example refunds agent looks the order up, charges it, then makes calls at once and cancels its own slow check', async () => {
+/** H4/H5 with an example agent: it looks the order up, charges it, makes calls at once and cancels its own slow check. */
+async function refundsAgent(harness: string) {
   const config = harnessConfig();
+  const orderId = uniqueId('o');
   const { trace, jobId } = await run(config, {
     tenant: uniqueId('t'),
-    steps: [{ session: { harness: 'refunds', input: { order_id: 'o-9', amount: 700, deadline_ms: 1500 } } }],
+    steps: [{ session: { harness, input: { order_id: orderId, amount: 700, deadline_ms: 1500 } } }],
   });
   const session = sessionOf(trace);
   expect(session.result?.structuredContent).toEqual({
-    order_id: 'o-9',
+    order_id: orderId,
     action: 'charged 700',
     status: 'set',
     check: 'cancelled at its deadline',
   });
+  // On the ledger's and the reader's side: the keys of this job, one charge, and the slow check cancelled.
   const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
   expect(mine.filter((r) => r.tool === 'charge')).toHaveLength(1);
+  expect(mine.find((r) => r.tool === 'charge')?.args).toEqual({ order_id: orderId, amount: 700 });
   expect(mine.find((r) => r.tool === 'sleep' && r.event === 'cancelled')).toBeDefined();
   expect(session.calls.map((c) => c.tool).sort()).toEqual(
     ['ledger.charge', 'ledger.lookup_order', 'ledger.set_status', 'reader.echo', 'reader.sleep'].sort(),
   );
+}
+
+test('H4/H5: the example refunds agent (TypeScript) looks the order up, charges it, then makes calls at once and cancels its own slow check', () =>
+  refundsAgent('refunds'));
+
+withPython(
+  'H1-H5: the refunds agent in Python, on the MCP Python SDK’s client, does the same through the gateway: one charge, its check cancelled on the reader’s side',
+  () => refundsAgent('refunds_py'),
+);
+
+test('H3/H4: a function that runs as an MCP task is an ordinary call to the harness: listed without execution, answered when the task ends', async () => {
+  const config = harnessConfig();
+  const { trace } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [
+      {
+        session: {
+          harness: 'tasks',
+          input: { steps: [{ list: true }, { call: 'ev.simulate-research-query', args: { topic: 'gateways' } }] },
+        },
+      },
+    ],
+  });
+  const session = sessionOf(trace);
+  const seen = seenOf(session);
+  expect(seen.listed).toEqual(['ev.simulate-research-query']);
+  expect(seen.calls[0]).toMatchObject({ isError: false, text: expect.stringContaining('Research Report: gateways') });
+  expect(session.calls[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', note: expect.stringMatching(/^task \w+$/) }]);
+});
+
+test('H9: a harness outside the node — another process with plain @temporalio/client and the exported helper — opens the job’s session, makes calls (progress, a cancel), closes it with a result', async () => {
+  const config = harnessConfig();
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await startJob(
+      { client: temporal.client, taskQueue: config.temporal.taskQueue },
+      {
+        tenant: uniqueId('t'),
+        steps: [{ session: { external: true } }, { call: 'reader.echo', args: { text: 'after the session' } }],
+      },
+    );
+    const jobId = handle.workflowId;
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile(
+        process.execPath,
+        [fixture('external-client.js'), temporal.server.address, jobId],
+        { timeout: 120_000 },
+        (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
+      );
+    });
+    const seen = JSON.parse(out.trim().split('\n').at(-1)!) as {
+      session: string;
+      run: number;
+      node: string;
+      calls: Array<{ tool: string; key: string; isError: boolean; text?: string }>;
+      progress: Array<{ progress: number; total?: number }>;
+    };
+    const trace: JobTrace = await handle.result();
+    expect([seen.session, seen.run, seen.node]).toEqual(['s1', 1, node.identity.id]);
+    const open = argsDigest({ id: 'ext-1', status: 'open' });
+    expect(seen.calls.map((c) => c.key)).toEqual([`${jobId}/s1/set_status#${open}/1`, `${jobId}/c2`, `${jobId}/c3`]);
+    expect(seen.calls.map((c) => c.isError)).toEqual([false, false, true]);
+    expect(seen.calls[2].text).toContain('cancelled by its session');
+    expect(seen.progress.length).toBeGreaterThanOrEqual(1);
+    // What the servers received: the keys, and the cancel of the call the client gave up on.
+    const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+    expect([...new Set(mine.map((r) => r.key))]).toEqual([...seen.calls.map((c) => c.key), `${jobId}/c4`]);
+    expect(mine.find((r) => r.tool === 'sleep' && r.event === 'cancelled')).toBeDefined();
+    const session = sessionOf(trace);
+    expect(session).toMatchObject({
+      kind: 'external',
+      status: 'ended',
+      result: { structuredContent: { done: true, calls: 3 } },
+    });
+    expect(session.runs).toEqual([
+      { run: 1, node: node.identity.id, client: 'external-client.js', ended: 'closed by its client' },
+    ]);
+    expect(trace.steps.at(-1)).toMatchObject({ tool: 'reader.echo', result: { isError: false } });
+  });
+});
+
+test('H4 (trace, watch): a live session is its own step; `oz0 job watch` and the trace show its calls as the harness makes them', async () => {
+  const config = harnessConfig();
+  const snapshots: WatchSnapshot[] = [];
+  const out = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) snapshots.push(JSON.parse(line));
+      done();
+    },
+  }) as unknown as NodeJS.WriteStream;
+  const { trace, jobId } = await run(
+    config,
+    {
+      tenant: uniqueId('t'),
+      steps: [
+        probe({
+          steps: [
+            { call: 'reader.echo', args: { text: 'one' } },
+            { call: 'reader.sleep', args: { ms: 3000 } },
+          ],
+        }),
+      ],
+    },
+    async (id) => {
+      await watchJob(temporal.client, id, { json: true, out, intervalMs: 200 });
+    },
+  );
+  const live = snapshots.find(
+    (s) => s.sessions[0]?.status === 'running' && s.calls.some((c) => c.tool === 'reader.sleep'),
+  );
+  expect(live).toBeDefined();
+  expect(live!.sessions[0]).toMatchObject({ session: 's1', kind: 'harness', harness: 'probe', run: 1, running: 1 });
+  expect(live!.calls.find((c) => c.tool === 'reader.sleep')!.key).toBe(`${jobId}/c2`);
+  expect(snapshots.at(-1)!.status).toBe('COMPLETED');
+  const table = formatTrace({ ...trace, status: 'COMPLETED' });
+  expect(table).toContain('session s1, harness probe, ended; run 1 on');
+  expect(table).toContain(`${jobId}/c2`);
 });

@@ -172,3 +172,24 @@ test('remote: Streamable HTTP with headers from the environment; the server rece
     await mcp.close();
   }
 });
+
+test('an answer over 1 MB costs its call one attempt, even a read that may be made again: the server received one request', async () => {
+  const log = path.join(tmpDir(), 'probe.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
+    tools: { 'probe.huge_read': { maxAttempts: 3 } },
+  });
+  const { trace, handle } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'probe.huge_read', args: { bytes: 2 * 1024 * 1024 } }, { call: 'probe.probe' }],
+  });
+  const received = readReceived(log).filter((r) => r.event === 'huge');
+  expect(received.map((r) => r.key)).toEqual([`${handle.workflowId}/c1`]);
+  const [huge, after] = callsOf(trace);
+  expect(huge.attempts).toEqual([
+    { attempt: 1, outcome: 'failed', note: expect.stringMatching(/over oz0's limit of 1 MB/) },
+  ]);
+  expect(huge.result.isError).toBe(true);
+  // The node and its shared server go on.
+  expect(after.result.isError).toBe(false);
+});

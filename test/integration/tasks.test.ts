@@ -1,0 +1,285 @@
+/**
+ * MCP tasks (SEP-1686, issue 19.2) against the reference server, @modelcontextprotocol/server-everything as its
+ * authors wrote it (test/fixtures/everything.mjs adds only a log of what it receives), over stdio and Streamable
+ * HTTP, and against a task server of the tests' own where the reference server cannot show it. Every assertion on
+ * what was made is read from the server's side.
+ */
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { readReceived } from '../../examples/common';
+import type { LoadedConfig } from '../../common/config';
+import { createNode } from '../../worker/node';
+import { callsOf } from '../../workflows/definitions';
+import {
+  approve,
+  eventually,
+  fixture,
+  logger,
+  runJob,
+  startWorker,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+import { startListening } from '../helpers/listening';
+import type { ListeningServer } from '../helpers/listening';
+import { logFileOf } from '../logs';
+import { pluginTestCli } from '../helpers/cli';
+
+let temporal: TestTemporal;
+let remote: ListeningServer;
+const workers: ChildProcess[] = [];
+const remoteLog = path.join(tmpDir(), 'everything-http.jsonl');
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+  remote = await startListening('node', [fixture('everything.mjs'), '--http'], { EVERYTHING_LOG: remoteLog });
+});
+afterAll(async () => {
+  for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
+  await remote?.close();
+  await temporal?.close();
+});
+
+function everything(log: string) {
+  return { command: 'node', args: [fixture('everything.mjs')], env: { EVERYTHING_LOG: log } };
+}
+
+const research = { call: 'ev.simulate-research-query', args: { topic: 'durable tool calls' } };
+
+/** What the server received for one call: its tools/call, and the tasks requests for the task that call made. */
+function receivedFor(log: string, key: string) {
+  const all = readReceived(log);
+  const calls = all.filter((r) => r.method === 'tools/call' && r.key === key);
+  const taskIds = new Set(all.filter((r) => r.method === 'tasks/get').map((r) => r.taskId));
+  return { all, calls, taskIds };
+}
+
+async function runResearch(config: LoadedConfig, before?: (tenant: string) => Promise<unknown>) {
+  const tenant = uniqueId('t');
+  return runJob(temporal, config, { tenant, steps: [research] }, uniqueId('task'), async () => before?.(tenant));
+}
+
+test.each([
+  ['stdio (a plugin server)', 'stdio'],
+  ['Streamable HTTP (a remote server)', 'http'],
+])(
+  'tasks over %s: a function that requires a task runs as one: one tools/call with `task`, polled with tasks/get, fetched with tasks/result',
+  async (_kind, transport) => {
+    const log = transport === 'http' ? remoteLog : path.join(tmpDir(), 'everything.jsonl');
+    const config = testConfig(temporal.server.address, {
+      servers: { ev: transport === 'http' ? { url: remote.url } : everything(log) },
+    });
+    const { trace, handle } = await runResearch(config, (tenant) =>
+      transport === 'http' ? approve(temporal, config, tenant, 'ev') : Promise.resolve(),
+    );
+    const step = callsOf(trace)[0];
+    expect(step.result.isError).toBe(false);
+    expect(JSON.stringify(step.result.content)).toContain('Research Report: durable tool calls');
+    const taskId = /^task (\S+)$/.exec(step.attempts[0].note ?? '')?.[1];
+    expect(step.attempts).toEqual([{ attempt: 1, outcome: 'ok', note: `task ${taskId}` }]);
+    const { all, calls } = receivedFor(log, `${handle.workflowId}/c1`);
+    expect(calls).toHaveLength(1);
+    expect(calls[0].task).toBeDefined();
+    expect(all.filter((r) => r.method === 'tasks/get' && r.taskId === taskId).length).toBeGreaterThanOrEqual(2);
+    expect(all.filter((r) => r.method === 'tasks/result' && r.taskId === taskId)).toHaveLength(1);
+  },
+);
+
+test('tasks: past its time limit, the next attempt polls the same task instead of calling again: a write made once whatever its hints (C6, P5)', async () => {
+  const log = path.join(tmpDir(), 'everything.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { ev: everything(log) },
+    // The research takes four 1 s stages; the first attempt stops at 2.7 s.
+    tools: { 'ev.simulate-research-query': { timeoutSeconds: 3, maxAttempts: 3 } },
+  });
+  const { trace, handle } = await runResearch(config);
+  const step = callsOf(trace)[0];
+  const taskId = /task (\w+)/.exec(step.attempts[0].note ?? '')?.[1];
+  expect(step.attempts.map((a) => [a.outcome, a.note])).toEqual([
+    ['timeout', `task ${taskId}; oz0: time limit: 3 s less its margin`],
+    ['ok', `resumed task ${taskId}`],
+  ]);
+  expect(JSON.stringify(step.result.content)).toContain('Research Report');
+  // On the server's side: one tools/call in all (simulate-research-query says readOnlyHint: false, idempotentHint:
+  // false: it may not be made twice), the task polled across both attempts, and never cancelled.
+  const { all, calls } = receivedFor(log, `${handle.workflowId}/c1`);
+  expect(calls).toHaveLength(1);
+  expect(all.filter((r) => r.method === 'tasks/result' && r.taskId === taskId)).toHaveLength(1);
+  expect(all.some((r) => r.method === 'tasks/cancel')).toBe(false);
+});
+
+test('tasks: a cancelled job sends tasks/cancel for its running task (C1, C2)', async () => {
+  const config = testConfig(temporal.server.address, { servers: { ev: { url: remote.url } } });
+  const node = await createNode({ config, logger });
+  const tenant = uniqueId('t');
+  await node.runUntil(async () => {
+    await approve(temporal, config, tenant, 'ev');
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('task'),
+      args: [{ tenant, steps: [research] }],
+    });
+    const key = `${handle.workflowId}/c1`;
+    await eventually(() => receivedFor(remoteLog, key).calls[0], 30_000, 'the tools/call');
+    await new Promise((r) => setTimeout(r, 500));
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow();
+    const all = readReceived(remoteLog);
+    const call = all.find((r) => r.method === 'tools/call' && r.key === key)!;
+    const polled = all.find((r) => r.method === 'tasks/get' && r.session === call.session)!;
+    const cancel = all.find((r) => r.method === 'tasks/cancel' && r.taskId === polled.taskId);
+    expect(cancel).toBeDefined();
+    expect(cancel!.t as number).toBeGreaterThan(call.t as number);
+  });
+});
+
+test('tasks: a function that requires a task, on a server that offers none, is refused before anything is sent', async () => {
+  const log = path.join(tmpDir(), 'tasks.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { ts: { command: 'node', args: [fixture('task-server.js')], env: { TASK_LOG: log, TASKS: 'off' } } },
+  });
+  const { trace } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'ts.slow_write', args: { id: 'w' } }],
+  });
+  expect(callsOf(trace)[0].attempts).toEqual([
+    {
+      attempt: 1,
+      outcome: 'failed',
+      note: 'nothing was sent: ts.slow_write it must run as an MCP task, and the server does not offer tasks for tools/call',
+    },
+  ]);
+  expect(readReceived(log)).toEqual([]);
+});
+
+test('P1 noise: progress that a server goes on sending after its call was stopped is dropped quietly (issue 19.4)', async () => {
+  const log = path.join(tmpDir(), 'everything.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { ev: everything(log) },
+    tools: { 'ev.trigger-long-running-operation': { timeoutSeconds: 2, maxAttempts: 1 } },
+  });
+  await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [
+      { call: 'ev.trigger-long-running-operation', args: { duration: 3, steps: 15 } },
+      // Runs while the stopped one goes on reporting progress on the shared session.
+      { call: 'ev.trigger-long-running-operation', args: { duration: 1, steps: 2 } },
+    ],
+  });
+  const cancelled = readReceived(log).filter((r) => r.method === 'notifications/cancelled');
+  expect(cancelled).toHaveLength(1);
+  const nodeLog = fs.readFileSync(logFileOf(expect.getState().testPath!), 'utf8');
+  expect(nodeLog).not.toMatch(/"level":40[^\n]*server session error/);
+});
+
+test('tasks, T4: a node lost while its call’s task runs: the next attempt, on another node, polls the same task; the write is made once', async () => {
+  const log = path.join(tmpDir(), 'tasks.jsonl');
+  const server = await startListening('node', [fixture('task-server.js'), '--http'], {
+    TASK_LOG: log,
+    TASK_MS: '8000',
+  });
+  try {
+    const dir = tmpDir();
+    const servers = { ts: { url: server.url } };
+    const node = { heartbeatTimeoutSeconds: 3, stateDir: path.join(dir, 'state') };
+    const config = testConfig(temporal.server.address, { servers, node });
+    const file = path.join(dir, 'oz0.config.json');
+    fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, node }));
+    const tenant = uniqueId('t');
+    const a = await startWorker(file, 'node-a', workers);
+    await approve(temporal, config, tenant, 'ts');
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('lost'),
+      args: [{ tenant, steps: [{ call: 'ts.slow_write', args: { id: 'w-1' } }] }],
+    });
+    const made = await eventually(() => readReceived(log).find((r) => r.event === 'call'), 30_000, 'the task');
+    // Past the heartbeat's throttle, so the task id has reached Temporal; then the node dies as a lost one does.
+    await new Promise((r) => setTimeout(r, 3000));
+    a.proc.kill('SIGKILL');
+    await startWorker(file, 'node-b', workers);
+    const step = callsOf(await handle.result())[0];
+    expect(step.result).toMatchObject({ isError: false, content: [{ type: 'text', text: 'wrote w-1' }] });
+    expect(step.node).toBe('node-b');
+    expect(step.attempts.map((x) => [x.outcome, x.note])).toEqual([
+      ['lost', expect.stringContaining('without a word')],
+      ['ok', `resumed task ${made.taskId}`],
+    ]);
+    // On the server's side: one call, one write, and the task polled from a second session (the new node's).
+    const received = readReceived(log);
+    expect(received.filter((r) => r.event === 'call')).toHaveLength(1);
+    expect(received.filter((r) => r.event === 'write')).toHaveLength(1);
+    const sessions = new Set(received.filter((r) => r.event === 'tasks/get').map((r) => r.session));
+    expect(sessions.size).toBe(2);
+  } finally {
+    await server.close();
+  }
+});
+
+test('client capabilities: a function the server lists only to clients with sampling is missing, and the step says why; oz0 plugin test names each such function (issue 19.3)', async () => {
+  const log = path.join(tmpDir(), 'everything.jsonl');
+  const config = testConfig(temporal.server.address, { servers: { ev: everything(log) } });
+  const { trace } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'ev.trigger-sampling-request', args: { prompt: 'hi' } }],
+  });
+  expect(callsOf(trace)[0].attempts).toEqual([
+    {
+      attempt: 1,
+      outcome: 'failed',
+      note: 'server "ev" has no function "trigger-sampling-request": the server lists it only to clients that offer sampling; oz0 does not',
+    },
+  ]);
+  expect(readReceived(log).filter((r) => r.method === 'tools/call')).toEqual([]);
+  const configFile = path.join(tmpDir(), 'oz0.config.json');
+  fs.writeFileSync(configFile, JSON.stringify({ servers: { ev: everything(log) } }));
+  const { report } = await pluginTestCli(configFile, 'ev');
+  expect(report.tasks).toEqual({
+    offered: true,
+    functions: [{ function: 'simulate-research-query', support: 'required' }],
+  });
+  expect(report.hidden).toEqual(
+    expect.arrayContaining([
+      { function: 'trigger-sampling-request', needs: ['sampling'] },
+      { function: 'trigger-elicitation-request', needs: ['elicitation'] },
+      { function: 'get-roots-list', needs: ['roots'] },
+    ]),
+  );
+});
+
+test('tasks: a task its server no longer knows is not made again, whatever the next attempt may do (a sandboxed server stopped at its time limit takes its tasks with it, C3)', async () => {
+  const log = path.join(tmpDir(), 'tasks.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      ts: {
+        command: 'node',
+        args: [fixture('task-server.js')],
+        env: { TASK_LOG: log, TASK_MS: '8000' },
+        sandbox: true,
+      },
+    },
+    tools: { 'ts.slow_write': { timeoutSeconds: 3, maxAttempts: 3 } },
+  });
+  const { trace } = await runJob(temporal, config, {
+    tenant: 'acme',
+    steps: [{ call: 'ts.slow_write', args: { id: 'w-2' } }],
+  });
+  const step = callsOf(trace)[0];
+  const made = readReceived(log).filter((r) => r.event === 'call');
+  expect(made).toHaveLength(1);
+  expect(readReceived(log).filter((r) => r.event === 'write')).toHaveLength(0);
+  expect(step.attempts.map((a) => [a.outcome, a.note])).toEqual([
+    ['timeout', `task ${made[0].taskId}; oz0: time limit: 3 s less its margin`],
+    [
+      'lost',
+      expect.stringMatching(
+        new RegExp(`^resumed task ${made[0].taskId}; task ${made[0].taskId}: .*not found.*: not made again$`, 'i'),
+      ),
+    ],
+  ]);
+  expect(step.result.isError).toBe(true);
+});
