@@ -10,6 +10,7 @@ export {
   Oz0Tenant,
   Oz0Tools,
   FailureType,
+  LEGACY_STATUS,
 } from './workflows/definitions';
 export type { JobTrace, JobStatus, StepTrace, ToolResult } from './workflows/definitions';
 export {
@@ -32,7 +33,8 @@ export type {
   Outcome,
 } from './common/schemas';
 export { defaultKey, sessionKey, argsDigest } from './workflows/keys';
-export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob } from './client/jobs';
+export { jobSummary, jobDetails } from './workflows/details';
+export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob, statusFilter } from './client/jobs';
 export { openSession, LiveSession, SessionUpdateError } from './client/sessions';
 export type { CallOptions, SessionCallResult } from './client/sessions';
 export {
@@ -48,3 +50,6 @@ export type { SessionTrace, TraceStep, SessionCallInput, SessionCallOutput } fro
 export { loadConfig, parseConfig, ConfigSchema } from './common/config';
 export type { Config } from './common/config';
 export { createNode } from './worker/node';
+export type { NodeOptions, Oz0Node } from './worker/node';
+export { createLogger } from './common/logger';
+export type { Logger } from './common/logger';

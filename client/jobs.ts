@@ -3,10 +3,11 @@
  * CLI and the demo use it; a plain `client.workflow.start('job', …)` works just as well.
  */
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import type { ConnectionOptions, WorkflowHandle } from '@temporalio/client';
+import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { connectionOptions } from '../common/connection';
-import { JOB_WORKFLOW, statusQuery, traceQuery } from '../workflows/definitions';
+import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../workflows/definitions';
 import { parseJobSpec } from '../common/schemas';
+import { jobDetails, jobSummary } from '../workflows/details';
 import type { JobStatus, JobTrace } from '../workflows/definitions';
 import type { job } from '../workflows/job';
 import type { Config } from '../common/config';
@@ -30,12 +31,15 @@ export async function connectJobClient(temporal: Config['temporal']): Promise<Jo
   };
 }
 
-/** Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). */
+/**
+ * Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). The job gets
+ * a summary and details that the Temporal UI shows (`jobSummary`, `jobDetails`).
+ */
 export async function startJob(
   jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses'>,
   spec: unknown,
   opts: { workflowId?: string } = {},
-): Promise<WorkflowHandle<typeof job>> {
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof job>> {
   const valid = parseJobSpec(spec, { harnesses: jc.harnesses });
   const workflowId =
     opts.workflowId ??
@@ -43,7 +47,14 @@ export async function startJob(
       .toISOString()
       .replace(/[-:.TZ]/g, '')
       .slice(0, 14)}-${Math.random().toString(36).slice(2, 8)}`;
-  return jc.client.workflow.start<typeof job>(JOB_WORKFLOW, { taskQueue: jc.taskQueue, workflowId, args: [valid] });
+  return jc.client.workflow.start<typeof job>(JOB_WORKFLOW, {
+    taskQueue: jc.taskQueue,
+    workflowId,
+    args: [valid],
+    // T3: what the Temporal UI and CLI show of the job beside its type: who, its steps, its tools.
+    staticSummary: jobSummary(valid),
+    staticDetails: jobDetails(valid),
+  });
 }
 
 /**
@@ -51,14 +62,25 @@ export async function startJob(
  * the run is open and answered): `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED,
  * TERMINATED, TIMED_OUT). Pure, so every case is table-tested.
  */
-export function shownStatus(temporalStatus: string, own: JobStatus | undefined): string {
+export function shownStatus(temporalStatus: string, own: JobStatus | string | undefined): string {
   // The TS client spells it CANCELLED; Temporal's API, UI and CLI say CANCELED.
   const status = temporalStatus === 'CANCELLED' ? 'CANCELED' : temporalStatus;
+  // The run the job id led to continued as new: the job itself runs on in its next run.
   if (status === 'CONTINUED_AS_NEW') return 'running';
   if (status !== 'RUNNING') return status;
   // A job that has done its work says so in the task that closes it; until Temporal has recorded the close, it is
-  // still running (or cancelling, C4), and the final word is Temporal's own status. No answer: no worker yet.
-  return own === 'cancelling' || own === 'cancelled' ? 'cancelling' : 'running';
+  // still running (or cancelling, C4), and the final word is Temporal's own status. No answer: no worker yet. An
+  // older node may still answer `cancelled`.
+  return own === 'cancelling' || own === 'CANCELED' || own === LEGACY_STATUS.CANCELED ? 'cancelling' : 'running';
+}
+
+/**
+ * A list filter (Temporal's visibility query) for the jobs whose `Oz0Status` says `status`, with what earlier versions
+ * of oz0 wrote for it: `statusFilter('CANCELED')` is `Oz0Status IN ("CANCELED", "cancelled")`.
+ */
+export function statusFilter(status: JobStatus): string {
+  const legacy = LEGACY_STATUS[status];
+  return legacy ? `${Oz0Status.name} IN ("${status}", "${legacy}")` : `${Oz0Status.name} = "${status}"`;
 }
 
 /** `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). */

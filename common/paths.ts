@@ -1,4 +1,4 @@
-/** Where the project lives, found from this file whether it runs from the sources or from dist/. */
+/** Where the project lives, found from this file whether it runs from the sources or from dist/; and files on disk. */
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -14,5 +14,15 @@ export function projectRoot(): string {
     const up = path.dirname(dir);
     if (up === dir) return (root = process.cwd());
     dir = up;
+  }
+}
+
+/** An executable file (not a folder) that this process may run. */
+export function executableFile(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
   }
 }

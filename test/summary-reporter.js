@@ -41,8 +41,12 @@ class SummaryReporter {
     process.stdout.write(
       `\njest: ${results.numPassedTests} passed, ${results.numFailedTests} failed, ${skipped} skipped\n`,
     );
-    if (process.env.OZ0_TEST_RUN)
+    if (process.env.OZ0_TEST_RUN) {
       process.stdout.write(`logs: ${path.join('.oz0', 'test-logs', process.env.OZ0_TEST_RUN)}\n`);
+      // Screenshots and other artifacts a test kept (the Web UI test's).
+      const artifacts = path.join('.oz0', 'test-artifacts', process.env.OZ0_TEST_RUN);
+      if (fs.existsSync(path.join(ROOT, artifacts))) process.stdout.write(`artifacts: ${artifacts}\n`);
+    }
   }
 }
 module.exports = SummaryReporter;

@@ -11,6 +11,7 @@ import type { WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { NodeIdentity } from '../activities';
 import { ServerPool } from '../activities/servers/pool';
+import { launchProblems } from '../activities/launch';
 import { PolicyGate } from '../activities/policy/gate';
 import { CallRelay } from '../activities/call/relay';
 import { Gateway } from '../activities/harness/gateway';
@@ -83,6 +84,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     sandboxRoot: path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', identity.queue.replace(/\//g, '_')),
     killGraceMs: config.node.killGraceSeconds * 1000,
   });
+  // Servers start on first use; a command missing here is said now too, naming the server or harness.
+  for (const problem of launchProblems(config)) logger.warn({ node: name }, problem);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   const gate = new PolicyGate(
     { client, seeds: seedsOf(config.tenants) },

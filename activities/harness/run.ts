@@ -16,6 +16,7 @@ import type { HarnessInput, HarnessOutcome, ToolResult } from '../../workflows/d
 import { spawnGroup, stopGroup } from '../process-group';
 import { resolveEnvRefs } from '../servers/env';
 import type { Gateway } from './gateway';
+import { besideConfig, launchProblem } from '../launch';
 
 export interface HarnessDeps {
   config: LoadedConfig;
@@ -45,6 +46,10 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
     session: input.session,
     sessionRun: input.sessionRun,
   });
+  // It runs in its session's folder: relative paths are the config's folder's, and a missing command is named.
+  const launch = besideConfig(deps.config.baseDir, harness);
+  const problem = launchProblem(`harness "${input.harness}"`, deps.config, launch);
+  if (problem) return failed(problem, 'could not start');
   const env = resolveEnvRefs(harness.env, process.env, `harnesses.${input.harness}.env`);
   // The token and every value taken from the node's environment are secrets: never in the log (H7).
   const token = randomBytes(32).toString('base64url');
@@ -70,8 +75,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
   let child: ChildProcess | undefined;
   try {
     child = await spawnGroup({
-      command: harness.command,
-      args: argsBesideConfig(deps.config, harness),
+      ...launch,
       cwd,
       env: {
         ...env,
@@ -195,12 +199,4 @@ export function resultOf(line: string): ToolResult {
 
 function failed(why: string, ended: string): HarnessOutcome {
   return { result: { isError: true, content: [{ type: 'text', text: `oz0: ${why}` }] }, ended };
-}
-
-/** A relative path among the args that names a file beside the config is made absolute (the harness runs elsewhere). */
-function argsBesideConfig(config: LoadedConfig, harness: HarnessConfig): string[] {
-  return harness.args.map((arg) => {
-    const candidate = path.resolve(config.baseDir, arg);
-    return !path.isAbsolute(arg) && fs.existsSync(candidate) ? candidate : arg;
-  });
 }

@@ -18,6 +18,7 @@ import { NothingSent, OutcomeUnknown } from './errors';
 import { ProcessTransport } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
+import { besideConfig, launchProblem } from '../launch';
 
 export type { ServerKind };
 export { ServerConnection };
@@ -155,21 +156,16 @@ export class ServerPool {
   }
 
   private processSpec(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
-    const baseDir = this.opts.config.baseDir;
+    // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
+    const { baseDir } = this.opts.config;
+    const launch = besideConfig(baseDir, config);
+    const problem = launchProblem(`server "${server}"`, this.opts.config, launch);
+    if (problem) throw new Error(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
-    if (kind === 'plugin') {
-      return { command: config.command, args: config.args, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
-    }
-    // A sandbox runs in a folder of its own, so a relative path that names a file beside the config is
-    // made absolute first (a command too, such as `.tools/python/bin/python`; a bare one is looked up on PATH).
-    const absolute = (arg: string) => {
-      const candidate = path.resolve(baseDir, arg);
-      return !path.isAbsolute(arg) && fs.existsSync(candidate) ? candidate : arg;
-    };
-    const command = config.command.includes('/') ? absolute(config.command) : config.command;
+    if (kind === 'plugin') return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
     const cwd = this.sandboxDir(sandboxId(server, jobId));
     fs.mkdirSync(cwd, { recursive: true });
-    return { command, args: config.args.map(absolute), cwd, env };
+    return { ...launch, cwd, env };
   }
 
   /** Stops every sandboxed server of a job on this node (its whole process trees). */

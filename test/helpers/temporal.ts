@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import type { WorkflowHandle } from '@temporalio/client';
+import type { WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
 import type { JobTrace } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
 import { approveListing, readListing } from '../../client/approve';
@@ -151,6 +151,12 @@ export async function runJob(
     const trace: JobTrace = await handle.result();
     return { trace, handle, node };
   });
+}
+
+/** A run's own search attributes (Oz0…) by name, as Temporal recorded them (describe or a list's entry). */
+export function attributesOf(run: Pick<WorkflowExecutionInfo, 'typedSearchAttributes'>): Record<string, unknown> {
+  const oz0 = run.typedSearchAttributes.getAll().filter((p) => p.key.name.startsWith('Oz0'));
+  return Object.fromEntries(oz0.map((p) => [p.key.name, p.value]));
 }
 
 /** Polls until check() returns a value (not undefined), or fails after timeoutMs. */

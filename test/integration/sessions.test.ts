@@ -13,6 +13,7 @@ import { readKeyStore } from '../../plugin';
 import type { JobTrace } from '../../workflows/definitions';
 import { createNode } from '../../worker/node';
 import {
+  attributesOf,
   descendants,
   eventually,
   example,
@@ -183,5 +184,7 @@ test('T4: a lost session that made a call which may not be made again stops the 
   expect(message).toContain('probe.hang');
   expect(message).toContain(`key ${handle.workflowId}/`);
   expect(message).toContain('may have run');
+  // T3: the failed job says so on its run, for the tenant's filter.
+  expect(attributesOf(await handle.describe())).toMatchObject({ Oz0Status: 'FAILED', Oz0Tenant: 'acme' });
   for (const w of [a, b]) if (w.proc.exitCode === null) w.proc.kill('SIGTERM');
 }, 120_000);
