@@ -9,6 +9,7 @@
  */
 import { CallToolResultSchema, CreateTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult, Task, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ServerConnection } from '../servers/connection';
 
 export type TaskSupport = 'required' | 'optional' | 'forbidden';
@@ -65,28 +66,47 @@ export interface TaskCall {
 /** Makes (or finds) the task, follows it to its end, and returns its result. */
 export async function runTask(call: TaskCall): Promise<CallToolResult> {
   const { connection, signal, timeoutMs } = call;
-  const options = { signal, timeout: timeoutMs, maxTotalTimeout: timeoutMs };
+  // Each request its own signal: the SDK never removes the abort listener it adds, and a long task polls often.
+  const requested = <T>(fn: (options: RequestOptions) => Promise<T>) =>
+    ownSignal(signal, (own) => fn({ signal: own, timeout: timeoutMs, maxTotalTimeout: timeoutMs }));
   let task = call.priorTaskId
-    ? await getTask(connection, call.priorTaskId, options)
+    ? await requested((options) => getTask(connection, call.priorTaskId!, options))
     : (
-        await connection.client.request({ method: 'tools/call', params: call.params }, CreateTaskResultSchema, {
-          ...options,
-          task: { ttl: call.ttlMs },
-        })
+        await requested((options) =>
+          connection.client.request({ method: 'tools/call', params: call.params }, CreateTaskResultSchema, {
+            ...options,
+            task: { ttl: call.ttlMs },
+          }),
+        )
       ).task;
   call.onTask(task);
   while (!isTerminal(task.status)) {
     // The server waits on the client (an elicitation or a sampling oz0 does not offer): tasks/result delivers its
     // request, which the client refuses, and then blocks until the task ends.
-    if (task.status === 'input_required') return taskResult(connection, task, options);
+    if (task.status === 'input_required') return requested((options) => taskResult(connection, task, options));
     await nextStatus(connection, task, signal);
-    task = await getTask(connection, task.taskId, options);
+    const { taskId } = task;
+    task = await requested((options) => getTask(connection, taskId, options));
     call.onTask(task);
   }
-  return taskResult(connection, task, options);
+  const ended = task;
+  return requested((options) => taskResult(connection, ended, options));
 }
 
-async function getTask(connection: ServerConnection, taskId: string, options: object): Promise<Task> {
+/** Runs fn with a signal of its own that follows `signal`, and lets go of `signal` when fn settles. */
+async function ownSignal<T>(signal: AbortSignal, fn: (own: AbortSignal) => Promise<T>): Promise<T> {
+  const own = new AbortController();
+  const follow = () => own.abort(signal.reason);
+  if (signal.aborted) follow();
+  else signal.addEventListener('abort', follow, { once: true });
+  try {
+    return await fn(own.signal);
+  } finally {
+    signal.removeEventListener('abort', follow);
+  }
+}
+
+async function getTask(connection: ServerConnection, taskId: string, options: RequestOptions): Promise<Task> {
   try {
     return await connection.client.experimental.tasks.getTask(taskId, options);
   } catch (err) {
@@ -97,7 +117,7 @@ async function getTask(connection: ServerConnection, taskId: string, options: ob
 }
 
 /** The result of an ended task: its CallToolResult, or an error result that says how it ended without one. */
-async function taskResult(connection: ServerConnection, task: Task, options: object): Promise<CallToolResult> {
+async function taskResult(connection: ServerConnection, task: Task, options: RequestOptions): Promise<CallToolResult> {
   try {
     return await connection.client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, options);
   } catch (err) {
