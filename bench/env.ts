@@ -37,9 +37,13 @@ export interface BenchEnv {
 
 /**
  * `temporal`: a running Temporal to measure on instead of a dev server of this run's own, e.g. `npm run cluster`'s
- * (its server's pid, for the CPU it spends, comes from the cluster's control file).
+ * (its server's pid, for the CPU it spends, comes from the cluster's control file). `dynamicConfig`: the dev
+ * server's, instead of oz0's raised queue readers (`{}` is the server's own defaults).
  */
-export async function openBenchEnv(temporal?: string): Promise<BenchEnv> {
+export async function openBenchEnv(
+  temporal?: string,
+  opts: { dynamicConfig?: Record<string, unknown> } = {},
+): Promise<BenchEnv> {
   const root = projectRoot();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-bench-'));
   const cli = temporal ? undefined : findTemporalCli();
@@ -53,7 +57,7 @@ export async function openBenchEnv(temporal?: string): Promise<BenchEnv> {
         stop: async () => undefined,
         exited: new Promise(() => undefined),
       }
-    : await startDevServer({ cli, uiPort: false });
+    : await startDevServer({ cli, uiPort: false, dynamicConfig: opts.dynamicConfig });
   const connection = await Connection.connect({ address: server.address });
   let n = 0;
   return {
