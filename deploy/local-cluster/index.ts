@@ -156,7 +156,8 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
     }
 
     const receivedLog = path.join(stateDir, 'received.jsonl');
-    const ledgerFile = path.join(stateDir, 'ledger.jsonl');
+    // Compose's LEDGER_FILE, on its shared `ledger` volume: the same name in the cluster's own ledger folder.
+    const ledgerFile = path.join(stateDir, 'ledger', 'ledger.db');
     const search = await startHttpExample(
       path.join(root, 'dist', 'examples', 'reader.js'),
       { READER_STATE: path.join(stateDir, 'search-seen.json'), OZ0_RECEIVED_LOG: receivedLog },

@@ -1,20 +1,25 @@
 /**
  * The nodes' config of the local cluster is compose's own, deploy/oz0.cluster.json, with its container paths
- * moved to this machine, so the two cannot drift apart: `/app/` is the project, `/var/lib/oz0` the node's state
- * folder, `/tmp/ledger.jsonl` the cluster's one ledger and `http://search:8931/mcp` the search server started here.
- * One ledger file for every node is right on one machine: the plugin kit's key store reads what other processes
- * appended before it judges a key unseen (in compose each container has a ledger of its own, see deploy/README.md).
+ * moved to this machine, so the two cannot drift apart: `/app/` is the project, `/var/lib/oz0/ledger/` (compose's
+ * `ledger` volume, shared by every node) the cluster's one ledger folder, the rest of `/var/lib/oz0` the node's own
+ * state folder, and `http://search:8931/mcp` the search server started here. One ledger for every node, as in
+ * compose: the plugin kit's key store is safe across processes, so a write a lost node made is answered from it on
+ * the node that takes the call over.
  * The stdio servers also get OZ0_RECEIVED_LOG, so the checks can tell which node's server received a call.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseConfig } from '../../common/config';
 
+/** Where compose mounts its `ledger` volume, shared by every node. */
+const LEDGER_VOLUME = '/var/lib/oz0/ledger/';
+
 export interface NodePlace {
   address: string;
   namespace: string;
   /** This node's own state folder (sandboxes, the reader's seen-keys file). */
   state: string;
+  /** The cluster's one ledger (compose's LEDGER_FILE on the `ledger` volume); its folder stands for the volume. */
   ledgerFile: string;
   search: string;
   /** Given to every stdio server as OZ0_RECEIVED_LOG: the example servers record there what they received. */
@@ -34,7 +39,7 @@ function moved(value: unknown, swap: (s: string) => string): unknown {
 export function nodeConfig(root: string, place: NodePlace): Record<string, unknown> {
   const compose = JSON.parse(fs.readFileSync(path.join(root, 'deploy', 'oz0.cluster.json'), 'utf8')) as object;
   const swap = (s: string) => {
-    if (s === '/tmp/ledger.jsonl') return place.ledgerFile;
+    if (s.startsWith(LEDGER_VOLUME)) return path.join(path.dirname(place.ledgerFile), s.slice(LEDGER_VOLUME.length));
     if (s === 'http://search:8931/mcp') return place.search;
     if (s.startsWith('/app/')) return path.join(root, s.slice('/app/'.length));
     if (s === '/var/lib/oz0' || s.startsWith('/var/lib/oz0/')) return place.state + s.slice('/var/lib/oz0'.length);

@@ -467,7 +467,7 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
       address: '127.0.0.1:7233',
       namespace: settings.namespace,
       state: '/tmp/oz0-node',
-      ledgerFile: '/tmp/oz0-ledger.jsonl',
+      ledgerFile: '/tmp/oz0-cluster/ledger/ledger.db',
       search: 'http://127.0.0.1:1/mcp',
       receivedLog: '/tmp/oz0-received.jsonl',
     };
@@ -476,6 +476,10 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
     expect(moved.tools).toEqual(clusterConfig.tools);
     expect(moved.tenants).toEqual(clusterConfig.tenants);
     expect(moved.node.stateDir).toBe(place.state);
+    // Compose's shared `ledger` volume is the cluster's one ledger, not a ledger per node: a write a lost node made
+    // must be answered from it on the node that takes the call over.
+    const ledger = moved.servers.ledger as { env: Record<string, string> };
+    expect(ledger.env.LEDGER_FILE).toBe(place.ledgerFile);
     const text = JSON.stringify(moved);
     for (const inContainer of ['/app/', '/var/lib/oz0', 'search:8931', '/tmp/ledger.jsonl']) {
       expect({ inContainer, found: text.includes(inContainer) }).toEqual({ inContainer, found: false });
