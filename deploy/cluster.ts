@@ -61,12 +61,13 @@ function describe(c: LocalCluster) {
   };
 }
 
-function print(c: LocalCluster): string {
+function print(c: LocalCluster, uiAsked: boolean): string {
   const d = describe(c);
+  const noUi = uiAsked ? '(not available, see logs/go-build.log)' : '(not started: --no-ui)';
   const rows: Array<[string, string]> = [
     ['Temporal gRPC', d.temporal],
     ['namespace', d.namespace],
-    ['Web UI', d.ui ? `${d.ui}/namespaces/${d.namespace}/workflows` : '(not available, see logs/go-build.log)'],
+    ['Web UI', d.ui ? `${d.ui}/namespaces/${d.namespace}/workflows` : noUi],
     ['PostgreSQL', `${d.postgres} (data in ${path.join(stateDir, 'pg')})`],
     ...d.nodes.map((n): [string, string] => [n.name, `pid ${n.pid}, log ${n.log}`]),
     ['nodes config', d.config],
@@ -116,7 +117,7 @@ async function main(): Promise<void> {
     } else if (opts.chaos) {
       failed = !(await runChaos({ short: opts.short, cluster }));
     } else {
-      process.stdout.write(opts.json ? `${JSON.stringify(describe(cluster))}\n` : print(cluster));
+      process.stdout.write(opts.json ? `${JSON.stringify(describe(cluster))}\n` : print(cluster, opts.ui));
       const control = { pid: process.pid, address: cluster.address, temporalPid: cluster.temporal.pid(), restarts: 0 };
       writeControl(stateDir, control);
       // SIGUSR2: kill -9 the Temporal server and start it again (tests of durability across a restart use it).

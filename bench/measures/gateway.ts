@@ -5,7 +5,7 @@
  * the number of calls — the harness's start and its MCP handshake are outside that span, as a session's opening is.
  */
 import type { Client } from '@temporalio/client';
-import { fixed, mean } from '../common';
+import { fixed, mean, percentile, spread } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
@@ -15,13 +15,29 @@ export interface GatewayOptions {
   rounds: number;
 }
 
-/** Milliseconds per call over a job's calls, from its history. */
-async function msPerCall(client: Client, workflowId: string, calls: number): Promise<number> {
+/** Where a call's time goes, p50 over a job's calls, from its history: see {@link timesOf}. */
+type Parts = Record<'activity' | 'between' | 'recorded' | 'harness', number[]>;
+
+/**
+ * Milliseconds per call over a job's calls, from its history, and its parts: `activity` (scheduled → completed),
+ * `between` (a call's completion → the next call scheduled); for a gateway call, `between` is `recorded` (the
+ * completion → the Update's completion, a workflow task) then `harness` (→ the next Update accepted: the answer to
+ * the harness, its next tools/call, the Update and the workflow task that accepts it and schedules the activity).
+ */
+async function timesOf(client: Client, workflowId: string, calls: number, parts: Parts): Promise<number> {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
   const at = (e: (typeof events)[number]) => Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
-  const first = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool');
-  const last = events.filter((e) => e.activityTaskCompletedEventAttributes).at(-1);
-  return (at(last!) - at(first!)) / calls;
+  const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool');
+  const completed = events.filter((e) => e.activityTaskCompletedEventAttributes);
+  const updated = events.filter((e) => e.workflowExecutionUpdateCompletedEventAttributes);
+  const accepted = events.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes);
+  for (let i = 0; i < completed.length; i++) {
+    parts.activity.push(at(completed[i]) - at(scheduled[i]));
+    if (i + 1 < scheduled.length) parts.between.push(at(scheduled[i + 1]) - at(completed[i]));
+    if (updated[i]) parts.recorded.push(at(updated[i]) - at(completed[i]));
+    if (updated[i] && accepted[i + 1]) parts.harness.push(at(accepted[i + 1]) - at(updated[i]));
+  }
+  return (at(completed.at(-1)!) - at(scheduled[0])) / calls;
 }
 
 export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
@@ -37,8 +53,12 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
     jobs: { continueAsNewAfterCalls: 10_000, maxCallsPerSession: 10_000 },
   });
   const perCall: Record<'gateway' | 'scripted', number[]> = { gateway: [], scripted: [] };
+  const parts = {
+    gateway: { activity: [], between: [], recorded: [], harness: [] } as Parts,
+    scripted: { activity: [], between: [], recorded: [], harness: [] } as Parts,
+  };
   await withNode(env, config, async () => {
-    const run = async (kind: 'gateway' | 'scripted', n: number) => {
+    const run = async (kind: 'gateway' | 'scripted', n: number, counted = true) => {
       const steps = echoSteps(n);
       const session =
         kind === 'scripted'
@@ -50,10 +70,11 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
         workflowId,
         args: [{ tenant: 'bench', steps: [session] }],
       });
-      return msPerCall(env.client, workflowId, n);
+      const unused: Parts = { activity: [], between: [], recorded: [], harness: [] };
+      return timesOf(env.client, workflowId, n, counted ? parts[kind] : unused);
     };
-    await run('scripted', 10);
-    await run('gateway', 10);
+    await run('scripted', 10, false);
+    await run('gateway', 10, false);
     for (let r = 0; r < opts.rounds; r++) {
       perCall.scripted.push(await run('scripted', opts.calls));
       perCall.gateway.push(await run('gateway', opts.calls));
@@ -62,13 +83,30 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
   const gateway = mean(perCall.gateway);
   const scripted = mean(perCall.scripted);
   const ratio = gateway / scripted;
+  const p50 = (v: number[]) => fixed(percentile(v, 50), 1);
+  const g = parts.gateway;
+  const sc = parts.scripted;
   const rows: Row[] = [
     {
       measure: '(H4) a call through the gateway / the same call in a scripted session',
-      figure: `${fixed(ratio, 2)} (${fixed(gateway)} / ${fixed(scripted)} ms per call)`,
+      figure:
+        `${fixed(ratio, 2)} (${fixed(gateway)} / ${fixed(scripted)} ms per call; p50 of its parts: activity ` +
+        `${p50(g.activity)} / ${p50(sc.activity)}, between calls ${p50(g.between)} / ${p50(sc.between)}, of which ` +
+        `the result recorded ${p50(g.recorded)} and the harness's next call accepted ${p50(g.harness)} ms)`,
       target: '≤ 1.10',
       met: ratio <= 1.1,
     },
   ];
-  return { rows, data: { ...opts, msPerCall: perCall, gateway, scripted, ratio } };
+  const spreads = (p: Parts) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, spread(v)]));
+  return {
+    rows,
+    data: {
+      ...opts,
+      msPerCall: perCall,
+      gateway,
+      scripted,
+      ratio,
+      parts: { gateway: spreads(g), scripted: spreads(sc) },
+    },
+  };
 }
