@@ -28,7 +28,13 @@ async function timesOf(client: Client, workflowId: string, calls: number, parts:
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
   const at = (e: (typeof events)[number]) => Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
   const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool');
-  const completed = events.filter((e) => e.activityTaskCompletedEventAttributes);
+  // Only the calls' own completions: the session's other activities (its node's description, the harness) complete too.
+  const ids = new Set(scheduled.map((e) => String(e.eventId)));
+  const completed = events.filter(
+    (e) =>
+      e.activityTaskCompletedEventAttributes &&
+      ids.has(String(e.activityTaskCompletedEventAttributes.scheduledEventId)),
+  );
   const updated = events.filter((e) => e.workflowExecutionUpdateCompletedEventAttributes);
   const accepted = events.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes);
   for (let i = 0; i < completed.length; i++) {
