@@ -5,7 +5,7 @@
  * the number of calls — the harness's start and its MCP handshake are outside that span, as a session's opening is.
  */
 import type { Client } from '@temporalio/client';
-import { fixed, mean, percentile, spread } from '../common';
+import { fixed, mean, spread } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
@@ -15,8 +15,10 @@ export interface GatewayOptions {
   rounds: number;
 }
 
-/** Where a call's time goes, p50 over a job's calls, from its history: see {@link timesOf}. */
+/** Where a call's time goes, over a job's calls, from its history: see {@link timesOf}. */
 type Parts = Record<'activity' | 'between' | 'recorded' | 'harness', number[]>;
+
+const noParts = (): Parts => ({ activity: [], between: [], recorded: [], harness: [] });
 
 /**
  * Milliseconds per call over a job's calls, from its history, and its parts: `activity` (scheduled → completed),
@@ -24,7 +26,7 @@ type Parts = Record<'activity' | 'between' | 'recorded' | 'harness', number[]>;
  * completion → the Update's completion, a workflow task) then `harness` (→ the next Update accepted: the answer to
  * the harness, its next tools/call, the Update and the workflow task that accepts it and schedules the activity).
  */
-async function timesOf(client: Client, workflowId: string, calls: number, parts: Parts): Promise<number> {
+async function timesOf(client: Client, workflowId: string, calls: number): Promise<{ perCall: number; parts: Parts }> {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
   const at = (e: (typeof events)[number]) => Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
   const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool');
@@ -37,13 +39,14 @@ async function timesOf(client: Client, workflowId: string, calls: number, parts:
   );
   const updated = events.filter((e) => e.workflowExecutionUpdateCompletedEventAttributes);
   const accepted = events.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes);
+  const parts = noParts();
   for (let i = 0; i < completed.length; i++) {
     parts.activity.push(at(completed[i]) - at(scheduled[i]));
     if (i + 1 < scheduled.length) parts.between.push(at(scheduled[i + 1]) - at(completed[i]));
     if (updated[i]) parts.recorded.push(at(updated[i]) - at(completed[i]));
     if (updated[i] && accepted[i + 1]) parts.harness.push(at(accepted[i + 1]) - at(updated[i]));
   }
-  return (at(completed.at(-1)!) - at(scheduled[0])) / calls;
+  return { perCall: (at(completed.at(-1)!) - at(scheduled[0])) / calls, parts };
 }
 
 export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
@@ -59,12 +62,9 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
     jobs: { continueAsNewAfterCalls: 10_000, maxCallsPerSession: 10_000 },
   });
   const perCall: Record<'gateway' | 'scripted', number[]> = { gateway: [], scripted: [] };
-  const parts = {
-    gateway: { activity: [], between: [], recorded: [], harness: [] } as Parts,
-    scripted: { activity: [], between: [], recorded: [], harness: [] } as Parts,
-  };
+  const parts = { gateway: noParts(), scripted: noParts() };
   await withNode(env, config, async () => {
-    const run = async (kind: 'gateway' | 'scripted', n: number, counted = true) => {
+    const run = async (kind: 'gateway' | 'scripted', n: number) => {
       const steps = echoSteps(n);
       const session =
         kind === 'scripted'
@@ -76,22 +76,25 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
         workflowId,
         args: [{ tenant: 'bench', steps: [session] }],
       });
-      const unused: Parts = { activity: [], between: [], recorded: [], harness: [] };
-      return timesOf(env.client, workflowId, n, counted ? parts[kind] : unused);
+      return timesOf(env.client, workflowId, n);
     };
-    await run('scripted', 10, false);
-    await run('gateway', 10, false);
+    await run('scripted', 10);
+    await run('gateway', 10);
     for (let r = 0; r < opts.rounds; r++) {
-      perCall.scripted.push(await run('scripted', opts.calls));
-      perCall.gateway.push(await run('gateway', opts.calls));
+      for (const kind of ['scripted', 'gateway'] as const) {
+        const times = await run(kind, opts.calls);
+        perCall[kind].push(times.perCall);
+        for (const part of Object.keys(times.parts) as Array<keyof Parts>) parts[kind][part].push(...times.parts[part]);
+      }
     }
   });
   const gateway = mean(perCall.gateway);
   const scripted = mean(perCall.scripted);
   const ratio = gateway / scripted;
-  const p50 = (v: number[]) => fixed(percentile(v, 50), 1);
-  const g = parts.gateway;
-  const sc = parts.scripted;
+  const spreads = (p: Parts) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, spread(v)]));
+  const g = spreads(parts.gateway);
+  const sc = spreads(parts.scripted);
+  const p50 = (s: { p50: number }) => fixed(s.p50, 1);
   const rows: Row[] = [
     {
       measure: '(H4) a call through the gateway / the same call in a scripted session',
@@ -103,7 +106,6 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
       met: ratio <= 1.1,
     },
   ];
-  const spreads = (p: Parts) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, spread(v)]));
   return {
     rows,
     data: {
@@ -112,7 +114,7 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
       gateway,
       scripted,
       ratio,
-      parts: { gateway: spreads(g), scripted: spreads(sc) },
+      parts: { gateway: g, scripted: sc },
     },
   };
 }
