@@ -7,6 +7,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -62,6 +63,8 @@ export class Gateway {
   private readonly http: http.Server;
   private readonly unlisten: () => void;
   url = '';
+  /** Its port on 127.0.0.1: a sandboxed harness reaches it at the same address inside (I3). */
+  port = 0;
 
   private constructor(private readonly deps: GatewayDeps) {
     this.http = http.createServer((req, res) => {
@@ -81,8 +84,14 @@ export class Gateway {
       gateway.http.once('error', reject);
       gateway.http.listen(deps.config.node.gatewayPort, '127.0.0.1', () => resolve());
     });
-    gateway.url = `http://127.0.0.1:${(gateway.http.address() as AddressInfo).port}/mcp`;
+    gateway.port = (gateway.http.address() as AddressInfo).port;
+    gateway.url = `http://127.0.0.1:${gateway.port}/mcp`;
     return gateway;
+  }
+
+  /** Serves a connection that came another way: a sandboxed harness's, through its Unix socket (I3). */
+  accept(socket: Duplex): void {
+    this.http.emit('connection', socket);
   }
 
   /** Lets a harness run in with `token` until the result's `close()`: then the token answers 401. */
@@ -255,23 +264,48 @@ function reply(res: http.ServerResponse, status: number, code: number, message: 
   res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
 }
 
+/**
+ * The lingering close of HTTP servers: after a 413, what the client still sends is read and dropped (Node's server
+ * does so for a request it answered, the connection kept) — up to a bound, for a while, then it is cut — so a client
+ * still sending reads the 413 rather than a reset, also through a sandbox's forwarder, whose write to a closed socket
+ * would lose the answer waiting behind it.
+ */
+function discardRest(req: http.IncomingMessage): void {
+  let dropped = 0;
+  const cut = setTimeout(() => req.destroy(), 5000);
+  req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > 4 * MAX_GATEWAY_BODY) req.destroy();
+  });
+  req.once('close', () => clearTimeout(cut));
+}
+
 /** Reads and parses a JSON body; undefined, with the reply sent, when it is too large (413) or not JSON (400). */
-async function readBody(req: http.IncomingMessage, res: http.ServerResponse): Promise<{ value: unknown } | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_GATEWAY_BODY) {
+function readBody(req: http.IncomingMessage, res: http.ServerResponse): Promise<{ value: unknown } | undefined> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on('data', (chunk: Buffer) => {
+      if (over) return;
+      size += chunk.length;
+      if (size <= MAX_GATEWAY_BODY) return void chunks.push(chunk);
+      over = true;
+      chunks.length = 0;
       reply(res, 413, -32000, `request body over ${MAX_GATEWAY_BODY} bytes`);
-      req.destroy();
-      return undefined;
-    }
-    chunks.push(chunk as Buffer);
-  }
-  try {
-    return { value: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
-  } catch {
-    reply(res, 400, -32700, 'parse error: the body is not JSON');
-    return undefined;
-  }
+      discardRest(req);
+      resolve(undefined);
+    });
+    req.once('end', () => {
+      if (over) return;
+      try {
+        resolve({ value: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+      } catch {
+        reply(res, 400, -32700, 'parse error: the body is not JSON');
+        resolve(undefined);
+      }
+    });
+    // A client gone mid-body: nothing to answer.
+    req.once('error', () => resolve(undefined));
+  });
 }

@@ -38,6 +38,8 @@ export class ServerConnection {
     readonly kind: ServerKind,
     readonly client: Client,
     private readonly transport: Transport,
+    /** A stdio server's process: whether it is isolated, and the limit it was stopped for (I1, I4). */
+    private readonly process?: { readonly isolated: boolean; stoppedFor(): string | undefined },
   ) {
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
       this.listing = undefined;
@@ -115,6 +117,16 @@ export class ServerConnection {
     }
     const id = 'id' in message ? message.id : undefined;
     return id !== undefined && this.cancelledIds.delete(id) ? 'late answer' : undefined;
+  }
+
+  /** Whether the server runs in a sandbox of its own; false for a plugin's or a remote server. */
+  get isolated(): boolean {
+    return this.process?.isolated ?? false;
+  }
+
+  /** The limit the server's sandbox went past and was stopped for (I4), in words. */
+  stoppedFor(): string | undefined {
+    return this.process?.stoppedFor();
   }
 
   get busy(): boolean {

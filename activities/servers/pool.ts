@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ClientCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { isRemote, serverKind } from '../../common/config';
 import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../../common/config';
@@ -19,6 +19,7 @@ import { ProcessTransport } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
 import { besideConfig, launchProblem } from '../launch';
+import { Isolation } from '../sandbox';
 
 export type { ServerKind };
 export { ServerConnection };
@@ -26,6 +27,8 @@ export { ServerConnection };
 export interface PoolOptions {
   config: LoadedConfig;
   logger: Logger;
+  /** How sandboxed servers start (I1-I6); by default one of the pool's own. */
+  isolation?: Isolation;
   /** Root of this node's sandbox folders. */
   sandboxRoot: string;
   killGraceMs?: number;
@@ -42,8 +45,11 @@ export class ServerPool {
   /** Pool id → the job that owns it, for sandboxed servers. */
   private readonly owners = new Map<string, string>();
   private reaper?: NodeJS.Timeout;
+  readonly isolation: Isolation;
 
   constructor(private readonly opts: PoolOptions) {
+    // A pool that made its own isolation (a CLI command's) closes it; a node closes the one it shares.
+    this.isolation = opts.isolation ?? new Isolation(opts.config, opts.logger);
     const idleMs = opts.config.node.sandboxIdleSeconds * 1000;
     this.reaper = setInterval(() => void this.reapIdleSandboxes(idleMs), Math.min(idleMs, 60_000));
     this.reaper.unref();
@@ -112,7 +118,7 @@ export class ServerPool {
   ): Promise<ServerConnection> {
     const transport: Transport = isRemote(config)
       ? createRemoteTransport(server, config, process.env)
-      : new ProcessTransport(this.processSpec(config, kind, server, jobId), {
+      : new ProcessTransport(this.processSource(config, kind, server, jobId), {
           // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
           killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
           stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
@@ -120,7 +126,13 @@ export class ServerPool {
           label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
         });
     const client = new Client({ name: 'oz0', version: '0.1.0' }, { capabilities });
-    const opened = new ServerConnection(server, kind, client, transport);
+    const opened = new ServerConnection(
+      server,
+      kind,
+      client,
+      transport,
+      transport instanceof ProcessTransport ? transport : undefined,
+    );
     client.onclose = () => {
       opened.closed = true;
       this.opts.logger.info({ server, kind, jobId: kind === 'sandbox' ? jobId : undefined }, 'server session closed');
@@ -155,17 +167,30 @@ export class ServerPool {
     return opened;
   }
 
-  private processSpec(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
+  /** A plugin's plain process (the platform's own code, I), or how the job's sandbox starts. */
+  private processSource(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
     // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
     const { baseDir } = this.opts.config;
     const launch = besideConfig(baseDir, config);
     const problem = launchProblem(`server "${server}"`, this.opts.config, launch);
     if (problem) throw new Error(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
-    if (kind === 'plugin') return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
-    const cwd = this.sandboxDir(sandboxId(server, jobId));
-    fs.mkdirSync(cwd, { recursive: true });
-    return { ...launch, cwd, env };
+    if (kind === 'plugin' || !config.sandbox) {
+      return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
+    }
+    const grants = config.sandbox;
+    return async () => {
+      const cwd = this.sandboxDir(sandboxId(server, jobId));
+      fs.mkdirSync(cwd, { recursive: true });
+      return this.isolation.start({
+        who: `server "${server}" (sandbox of ${jobId})`,
+        field: `servers.${server}.sandbox`,
+        ...launch,
+        cwd,
+        env,
+        grants,
+      });
+    };
   }
 
   /** Stops every sandboxed server of a job on this node (its whole process trees). */
@@ -220,6 +245,7 @@ export class ServerPool {
     clearInterval(this.reaper);
     await Promise.all([...this.connections.keys()].map((id) => this.stop(id)));
     fs.rmSync(this.opts.sandboxRoot, { recursive: true, force: true });
+    if (!this.opts.isolation) await this.isolation.close();
   }
 }
 

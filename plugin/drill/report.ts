@@ -8,6 +8,8 @@ import type { Finding, SeenProgress } from './listing-checks';
 export interface PluginTestReport {
   server: string;
   kind: ServerKind;
+  /** I6: a sandboxed server's isolation on this machine, in words (`none: runs unisolated…` where it is off). */
+  isolation?: string;
   functions: string[];
   /** MCP tasks (SEP-1686): whether the server offers them for tools/call, and each function that requires or offers one. */
   tasks: { offered: boolean; functions: Array<{ function: string; support: string }> };
@@ -32,6 +34,7 @@ export interface SampleReport {
 /** The whole report: what was found, then each sample, then the drill table and its counts. */
 export function formatReport(report: PluginTestReport): string {
   const out = [`${report.server} (${report.kind} server): ${report.functions.length} functions`];
+  if (report.isolation) out.push(`isolation: ${report.isolation}`);
   if (report.drillFile) out.push(`drill file: ${report.drillFile}`);
   const tasks = report.tasks.functions.map((t) => `${t.function} (${t.support})`);
   out.push(`tasks: ${report.tasks.offered ? 'offered' : 'not offered'}${tasks.length ? `; ${tasks.join(', ')}` : ''}`);
