@@ -14,6 +14,7 @@ import {
   eitherBy,
   formatPath,
 } from './schemas';
+import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../workflows/definitions';
 import type { ToolSettings } from '../workflows/definitions';
 import { splitTool } from '../workflows/checks';
 
@@ -61,6 +62,12 @@ const ToolSettingsSchema = z.strictObject({
     .max(7 * 24 * 3600)
     .optional(),
   maxAttempts: z.number().int().min(1).max(100).optional(),
+  /** A4-A6: how long a call whose verdict is `confirm` waits for a person's answer before it is refused. */
+  confirmTimeoutSeconds: z
+    .number()
+    .positive()
+    .max(365 * 24 * 3600)
+    .optional(),
 });
 
 const TenantSchema = z.strictObject({
@@ -152,7 +159,11 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-export const DEFAULT_TOOL_SETTINGS: ToolSettings = { timeoutSeconds: 60, maxAttempts: 3 };
+export const DEFAULT_TOOL_SETTINGS: ToolSettings = {
+  timeoutSeconds: 60,
+  maxAttempts: 3,
+  confirmTimeoutSeconds: DEFAULT_CONFIRM_TIMEOUT_SECONDS,
+};
 
 /** Validates a parsed config object; the error names every bad field. */
 export function parseConfig(input: unknown, source = 'config'): Config {
@@ -199,6 +210,7 @@ export function toolSettings(config: Pick<Config, 'tools'>, tool: string): ToolS
   for (const layer of layers) {
     if (layer?.timeoutSeconds !== undefined) out.timeoutSeconds = layer.timeoutSeconds;
     if (layer?.maxAttempts !== undefined) out.maxAttempts = layer.maxAttempts;
+    if (layer?.confirmTimeoutSeconds !== undefined) out.confirmTimeoutSeconds = layer.confirmTimeoutSeconds;
   }
   return out;
 }
