@@ -10,9 +10,13 @@ import { watchJob } from '../watch';
 import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClient } from './common';
 import type { ConfigOpts } from './common';
 
-/** A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }`, and the node that made it. */
-function callJson({ n, tool, key, session, activityId, result, attempts, node, sessionRun, running }: StepTrace) {
-  return { tool, key, session, result, attempts, node, n, activityId, sessionRun, running };
+/**
+ * A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }`, the node that made it, and the
+ * question it asked a person (A4-A6).
+ */
+function callJson(step: StepTrace) {
+  const { n, tool, key, session, activityId, result, attempts, node, sessionRun, running, question } = step;
+  return { tool, key, session, result, attempts, node, n, activityId, sessionRun, running, question };
 }
 
 /**
@@ -63,7 +67,7 @@ export function registerJobCommands(program: Command): void {
     });
 
   withConfig(job.command('status'))
-    .description("running, cancelling, or Temporal's final status")
+    .description("running, waiting (a call waits for a person's yes), cancelling, or Temporal's final status")
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
