@@ -134,6 +134,11 @@ export const ConfigSchema = z.strictObject({
        * admits 10 Updates in flight per workflow by default (`history.maxInFlightUpdates`), and cancels need room.
        */
       gatewayCallsPerJob: z.number().int().min(1).max(1000).default(8),
+      /**
+       * A7: how often a harness's call that waits for a person's yes tells it so (a progress notification), so a client
+       * that resets its timeout on progress keeps waiting; well under the MCP TypeScript SDK's 60 s default.
+       */
+      waitingNoticeMs: z.number().int().min(100).max(600_000).default(10_000),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
       sandboxIdleSeconds: z
         .number()

@@ -183,7 +183,7 @@ export class Gateway {
         : new HarnessProgress((params) => {
             const notification = { method: 'notifications/progress' as const, params: { progressToken, ...params } };
             extra.sendNotification(notification).catch(() => undefined);
-          });
+          }, this.deps.config.node.waitingNoticeMs);
     const unwatch = progress ? this.deps.relay.watch(entry.jobId, callId, progress) : undefined;
     const where = { client: this.deps.client, jobId: entry.jobId, session: entry.session, run: entry.sessionRun };
     const onCancel = () => {

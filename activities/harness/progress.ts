@@ -1,14 +1,11 @@
 /**
  * What a harness hears of one call while it runs (H6, A7): its server's progress as the server reports it and, while
- * the call waits for a person's yes, a notification every {@link WAITING_NOTICE_MS} that says so — so an MCP client
- * that resets its request timeout on progress (the TypeScript SDK's `resetTimeoutOnProgress`) keeps waiting, however
- * long the person takes.
+ * the call waits for a person's yes, a notification every `node.waitingNoticeMs` (10 s) that says so — so an MCP
+ * client that resets its request timeout on progress (the TypeScript SDK's `resetTimeoutOnProgress`) keeps waiting,
+ * however long the person takes.
  */
 import type { Progress } from '../../common/schemas';
 import type { CallNews } from '../call/relay';
-
-/** How often a waiting call tells its harness it still waits: well under the MCP TypeScript SDK's 60 s default. */
-export const WAITING_NOTICE_MS = 10_000;
 /**
  * MCP progress increases with each notification of a request. A call waits before its first attempt, so its waiting
  * notices count up from 0 in steps this small: they stay under any progress its server reports once it runs.
@@ -25,7 +22,11 @@ export class HarnessProgress implements CallNews {
   private last = -Infinity;
   private timer?: NodeJS.Timeout;
 
-  constructor(private readonly send: (params: ProgressParams) => void) {}
+  constructor(
+    private readonly send: (params: ProgressParams) => void,
+    /** How often a waiting call says it still waits. */
+    private readonly noticeMs: number,
+  ) {}
 
   progress(p: Progress): void {
     this.stopWaiting();
@@ -45,7 +46,7 @@ export class HarnessProgress implements CallNews {
       this.send({ progress: this.last, message: `${words} (waited ${waited} s)` });
     };
     tell();
-    this.timer = setInterval(tell, WAITING_NOTICE_MS);
+    this.timer = setInterval(tell, this.noticeMs);
     this.timer.unref();
   }
 

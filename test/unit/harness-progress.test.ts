@@ -3,15 +3,18 @@
  * saying so, with progress that increases within the request (MCP) and stays under what the server reports once the
  * call runs; the notices stop when the call goes on or ends.
  */
-import { HarnessProgress, WAITING_NOTICE_MS } from '../../activities/harness/progress';
+import { HarnessProgress } from '../../activities/harness/progress';
 import type { ProgressParams } from '../../activities/harness/progress';
+
+/** The default of `node.waitingNoticeMs`. */
+const WAITING_NOTICE_MS = 10_000;
 
 beforeEach(() => jest.useFakeTimers());
 afterEach(() => jest.useRealTimers());
 
 test('A7: a waiting call tells its harness at once and every 10 s, with increasing progress, until it goes on', () => {
   const sent: ProgressParams[] = [];
-  const p = new HarnessProgress((params) => sent.push(params));
+  const p = new HarnessProgress((params) => sent.push(params), WAITING_NOTICE_MS);
   p.waiting("waiting for a person's yes: oz0 call approve job-1 c2");
   jest.advanceTimersByTime(WAITING_NOTICE_MS * 3);
   expect(sent).toHaveLength(4);
@@ -37,7 +40,7 @@ test('A7: a waiting call tells its harness at once and every 10 s, with increasi
 
 test('A7: the notices stop when the call ends while it waits (denied, withdrawn, timed out)', () => {
   const sent: ProgressParams[] = [];
-  const p = new HarnessProgress((params) => sent.push(params));
+  const p = new HarnessProgress((params) => sent.push(params), WAITING_NOTICE_MS);
   p.waiting('waiting');
   p.close();
   jest.advanceTimersByTime(WAITING_NOTICE_MS * 5);
