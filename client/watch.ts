@@ -160,12 +160,14 @@ export async function watchJob(
       if (bars) {
         // A live session's line is said above the bars when it changes (its calls appear as they are made).
         const sessionsText = now.sessions.map(sessionLabel).join('\n');
-        if (sessionsText && sessionsText !== lastSessions) bars.log(`${sessionsText}\n`);
+        // MultiBar prints its log when it redraws its bars: with none yet, a line goes straight out.
+        const say = (text: string) => (shown.size ? bars.log(`${text}\n`) : out.write(`${text}\n`));
+        if (sessionsText && sessionsText !== lastSessions) say(sessionsText);
         lastSessions = sessionsText;
         // A4: a question is said above the bars when it is asked (a waiting call has no bar: nothing runs yet).
         const questionsText = now.questions.map((q) => questionLabel(jobId, q)).join('\n');
         const asked = now.questions.map((q) => q.key).join();
-        if (questionsText && asked !== lastQuestions) bars.log(`${questionsText}\n`);
+        if (questionsText && asked !== lastQuestions) say(questionsText);
         lastQuestions = asked;
         for (const call of now.calls) {
           const bar = shown.get(call.activityId) ?? bars.create(call.total ?? 1, 0, { label: '' });
