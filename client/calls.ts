@@ -11,6 +11,7 @@
 import os from 'node:os';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
+import { tenantNameProblem } from '../workflows/checks';
 import { Oz0Status, Oz0Tenant, answerCallUpdate, waitingCallsQuery } from '../workflows/definitions';
 import type { AnswerCallInput, CallAnswered, WaitingCall } from '../workflows/definitions';
 
@@ -44,6 +45,9 @@ export async function listWaitingCalls(
   client: Client,
   opts: { tenant?: string } = {},
 ): Promise<{ calls: ListedCall[]; unreachable: string[] }> {
+  // A tenant's name has no quote in it: checked, it cannot change the list's filter.
+  const problem = opts.tenant === undefined ? undefined : tenantNameProblem(opts.tenant);
+  if (problem) throw new Error(problem);
   const tenant = opts.tenant ? ` AND ${Oz0Tenant.name} = "${opts.tenant}"` : '';
   const jobs: { jobId: string; tenant?: string }[] = [];
   for await (const run of client.workflow.list({ query: `${Oz0Status.name} = "waiting"${tenant}` })) {

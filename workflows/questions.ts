@@ -60,6 +60,12 @@ export class Questions {
    * same key (K4), and it is the same call: it is not asked again. A call under another key always is.
    */
   private readonly approved = new Map<string, Answer>();
+  /**
+   * News that came before its question was asked: its node had the policy workflow watch the question, and a change
+   * was told before the node's answer reached the job. It is taken when the question is asked (at worst it makes the
+   * call look again once more).
+   */
+  private readonly early = new Map<string, PolicyNews>();
 
   constructor(
     /** Called when a call starts or stops waiting: the job's status and current details follow. */
@@ -79,7 +85,8 @@ export class Questions {
       policyChangedSignal,
       (news) => {
         const q = this.waiting.get(news.key);
-        if (q && !q.answer) q.news ??= news;
+        if (!q) this.early.set(news.key, news);
+        else if (!q.answer) q.news ??= news;
       },
       { description: "A4: the tenant's policy changed in a way that may end a call's wait: it looks again" },
     );
@@ -128,10 +135,14 @@ export class Questions {
       },
     };
     trace.pattern = asking.asks.pattern;
+    q.news = this.early.get(asking.key);
+    this.early.delete(asking.key);
     this.waiting.set(asking.key, q);
     this.changed();
     try {
-      const settled = await condition(() => q.answer !== undefined || q.news !== undefined, deadline - Date.now());
+      // At least 1 ms: a question asked again past its time limit ends at once, never waits for ever.
+      const left = Math.max(1, deadline - Date.now());
+      const settled = await condition(() => q.answer !== undefined || q.news !== undefined, left);
       if (q.answer) {
         trace.answer = q.answer;
         if (!q.answer.approved) return { refused: denied(q.answer) };
