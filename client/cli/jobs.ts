@@ -1,7 +1,7 @@
 /** `oz0 job start|status|trace|watch|cancel`. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { isSessionTrace } from '../../workflows/definitions';
+import { isSessionTrace, waitingCallsQuery } from '../../workflows/definitions';
 import type { StepTrace } from '../../workflows/definitions';
 import { formatTrace } from '../format';
 import { cancelJob, jobStatus, jobTrace, startJob } from '../jobs';
@@ -67,13 +67,32 @@ export function registerJobCommands(program: Command): void {
     });
 
   withConfig(job.command('status'))
-    .description("running, waiting (a call waits for a person's yes), cancelling, or Temporal's final status")
+    .description(
+      "running, waiting (a call waits for a person's yes: each such call follows), cancelling, or Temporal's final status",
+    )
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
       await withJobClient(config(opts), async (jc) => {
         const status = await jobStatus(jc.client, id);
-        print({ jobId: id, status }, opts.json, () => status);
+        // A4: what waits is named under the status: the call, its tool, its arguments (redacted), the answer.
+        const waiting =
+          status === 'waiting'
+            ? await jc.client.workflow
+                .getHandle(id)
+                .query(waitingCallsQuery)
+                .catch(() => [])
+            : [];
+        const json = { jobId: id, status, ...(status === 'waiting' ? { waiting } : {}) };
+        print(json, opts.json, () =>
+          [
+            status,
+            ...waiting.map(
+              (w) =>
+                `  ${w.activityId} ${w.tool} ${w.args} since ${w.askedAt}: oz0 call approve|deny ${id} ${w.activityId}`,
+            ),
+          ].join('\n'),
+        );
       });
     });
 

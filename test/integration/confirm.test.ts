@@ -129,7 +129,13 @@ test('A4/A5: a confirm call waits before its first attempt (Oz0Status, status, d
     expect(currentDetails).toContain(`\`ledger.refund\` · call \`c2\` · key \`${id}/c2\``);
     expect(currentDetails).toContain('[redacted]');
     expect(currentDetails).not.toContain('hunter2');
-    expect((await oz0(['job', 'status', id, '--config', file])).stdout.trim()).toBe('waiting');
+    // oz0 job status says waiting, then names what waits: the call, its tool, its arguments (redacted).
+    const status = (await oz0(['job', 'status', id, '--config', file])).stdout.trim().split('\n');
+    expect(status[0]).toBe('waiting');
+    expect(status[1]).toMatch(
+      /^ {2}c2 ledger\.refund \{"order_id":"o-1","amount":5,"memo":\{"password":"\[redacted\]"\}\} since /,
+    );
+    expect(status[1]).toContain(`oz0 call approve|deny ${id} c2`);
     const list = await oz0(['call', 'list', '--tenant', tenant, '--json', '--config', file]);
     expect(JSON.parse(list.stdout).calls).toEqual([
       expect.objectContaining({ jobId: id, tenant, activityId: 'c2', tool: 'ledger.refund', key: `${id}/c2` }),
