@@ -63,7 +63,25 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
   });
 }
 
+/** The server exited while it started: most often a port it was given, or one it picked itself, was taken. */
+class ExitedAtStart extends Error {}
+
+/**
+ * Starts a dev server on free ports. Ports are picked free, then given to the server, which picks more of its own
+ * (its internal services'): another process, or the server itself, may take one in between, and the server exits.
+ * That start is tried again with fresh ports (the gRPC port too, unless the caller fixed it), three times at most.
+ */
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(opts);
+    } catch (err) {
+      if (!(err instanceof ExitedAtStart) || attempt >= 3) throw err;
+    }
+  }
+}
+
+async function startOnce(opts: DevServerOptions): Promise<DevServer> {
   const ip = opts.ip ?? '127.0.0.1';
   const port = opts.port ?? (await freePort(ip));
   const namespace = opts.namespace ?? 'default';
@@ -99,8 +117,9 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   };
   const deadline = Date.now() + (opts.startTimeoutMs ?? 60_000);
   for (;;) {
-    if (child.exitCode !== null)
-      throw new Error(`temporal server start-dev exited with ${child.exitCode} (${args.join(' ')})`);
+    if (child.exitCode !== null) {
+      throw new ExitedAtStart(`temporal server start-dev exited with ${child.exitCode} (${args.join(' ')})`);
+    }
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1000 });
       try {
