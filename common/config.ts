@@ -14,12 +14,17 @@ import {
   eitherBy,
   formatPath,
 } from './schemas';
+import { ProtocolChoiceSchema } from './protocol';
 import type { ToolSettings } from '../workflows/definitions';
 import { splitTool } from '../workflows/checks';
+
+/** Which MCP revision oz0 speaks with the server: asked at connect (`auto`), or pinned. */
+const protocol = ProtocolChoiceSchema.default('auto');
 
 const StdioServerSchema = z.strictObject({
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
+  protocol,
   /** For a sandboxed server this is all the environment it gets. */
   env: z.record(z.string(), z.string()).default({}),
   sandbox: z.boolean().default(false),
@@ -29,6 +34,7 @@ const RemoteServerSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'a remote server url is http:// or https://' }),
   /** Values of the form `env:NAME` are read from the node's environment when the connection opens. */
   headers: z.record(z.string(), z.string()).default({}),
+  protocol,
 });
 
 const ServerSchema = eitherBy(

@@ -62,3 +62,18 @@ export function parseRetryAfter(header: string | null | undefined, now = Date.no
   const date = Date.parse(text);
   return Number.isNaN(date) ? undefined : Math.max(0, (date - now) / 1000);
 }
+
+/** The MCP revision of the stateless core (`server/discover`, a `_meta` envelope on every request, no session). */
+export const MODERN_PROTOCOL = '2026-07-28';
+/** The newest revision of the `initialize` handshake: oz0 speaks it, or an older one, to a server without 2026-07-28. */
+export const LEGACY_PROTOCOL = '2025-11-25';
+
+/**
+ * Which MCP revision oz0 speaks with a server (`servers.<name>.protocol`): `auto` asks the server with `server/discover`
+ * and speaks 2026-07-28 when it offers it, else the `initialize` handshake (2025-11-25 or older); a version pins it.
+ */
+export const ProtocolChoiceSchema = z.enum(['auto', MODERN_PROTOCOL, LEGACY_PROTOCOL]);
+export type ProtocolChoice = z.infer<typeof ProtocolChoiceSchema>;
+
+/** MCP tasks as an extension (SEP-2663): the id a server and a client declare in their capabilities' `extensions`. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';

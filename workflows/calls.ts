@@ -158,7 +158,8 @@ async function runCall(
     });
     for (const queue of out.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);
     const { _meta: meta, ...result } = out.result;
-    return { step: { ...base, result, attempts: out.attempts, node: out.node }, meta };
+    const protocol = out.protocol ? { protocol: out.protocol } : {};
+    return { step: { ...base, result, attempts: out.attempts, node: out.node, ...protocol }, meta };
   } catch (err) {
     const failed = describeFailure(err);
     for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
@@ -181,7 +182,8 @@ async function runCall(
         step: { ...base, result: errorResult(`oz0: the call was cancelled by its session: ${byCaller}`), attempts },
       };
     }
-    const step = { ...base, result: failed.result, attempts: failed.attempts };
+    const protocol = failed.protocol ? { protocol: failed.protocol } : {};
+    const step = { ...base, result: failed.result, attempts: failed.attempts, ...protocol };
     if (isCancellation(err)) throw new CallStopped(err, step);
     // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.
     log.info('call failed', { tool, key, message: failed.message });
@@ -221,6 +223,7 @@ function describeFailure(err: unknown): {
   message: string;
   type?: string;
   sandboxQueues: string[];
+  protocol?: string;
 } {
   let message = err instanceof Error ? err.message : String(err);
   let state: CallProgressState | undefined;
@@ -247,5 +250,6 @@ function describeFailure(err: unknown): {
   }
   const text = isCancellation(err) ? `oz0: the call was stopped: ${message}` : `oz0: the call failed: ${message}`;
   const sandboxQueues = Array.isArray(state?.sandboxQueues) ? state.sandboxQueues : [];
-  return { result: errorResult(text), attempts, message, type, sandboxQueues };
+  const protocol = typeof state?.protocol === 'string' ? { protocol: state.protocol } : {};
+  return { result: errorResult(text), attempts, message, type, sandboxQueues, ...protocol };
 }

@@ -115,6 +115,8 @@ interface Seen {
   cwd: string;
   pid: number;
   pgid: number;
+  /** The MCP revision the harness ended up speaking with the gateway. */
+  protocol: string;
   listed: string[];
   calls: Array<{
     name: string;
@@ -236,13 +238,22 @@ test('H1: a spec naming a harness the config lacks is refused before any workflo
   });
 });
 
+/** What the server's handler hears of a harness's cancel: the harness's words on 2025-11-25, none on 2026-07-28. */
+const HEARD = {
+  legacy: 'the harness gave up',
+  modern: 'the harness closed the call’s stream',
+  // oz0 speaks 2026-07-28 to the remote server too: its handler hears that the call's stream closed.
+  remote: 'Connection closed',
+};
+
 test.each([
-  ['stdio (a plugin server)', 'reader'],
-  ['Streamable HTTP (a remote server)', 'web'],
-  ['a sandboxed server, which is stopped too (C3)', 'box'],
-])(
-  'H5: the harness’s notifications/cancelled for a request stops that call: %s receives notifications/cancelled',
-  async (_kind, server) => {
+  ['stdio (a plugin server)', 'legacy', 'reader', HEARD.legacy],
+  ['stdio (a plugin server)', 'auto', 'reader', HEARD.modern],
+  ['Streamable HTTP (a remote server, 2026-07-28)', 'legacy', 'web', HEARD.remote],
+  ['a sandboxed server, which is stopped too (C3)', 'auto', 'box', HEARD.modern],
+] as const)(
+  'H5: the harness’s cancel for a request stops that call: %s, the harness speaking %s, hears it',
+  async (_kind, protocol, server, heard) => {
     const config = harnessConfig();
     const tenant = uniqueId('t');
     const node = await createNode({ config, logger });
@@ -254,7 +265,10 @@ test.each([
           tenant,
           // The harness stays a moment after its cancel: its notification must not die with its connection.
           steps: [
-            probe({ steps: [{ call: `${server}.sleep`, args: { ms: 60_000 }, cancelAfterMs: 1500 }, { sleep: 1000 }] }),
+            probe({
+              protocol,
+              steps: [{ call: `${server}.sleep`, args: { ms: 60_000 }, cancelAfterMs: 1500 }, { sleep: 1000 }],
+            }),
           ],
         },
       );
@@ -262,10 +276,11 @@ test.each([
     });
     const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
     expect(mine.map((r) => r.event)).toEqual(['start', 'cancelled']);
-    expect(String(mine[1].reason)).toContain('the harness gave up');
+    expect(String(mine[1].reason)).toContain(heard);
     const session = sessionOf(trace);
     expect(session.calls[0].attempts.at(-1)).toMatchObject({ outcome: 'cancelled' });
     expect(seenOf(session).calls[0].rejected).toBeDefined();
+    expect(seenOf(session).protocol).toBe(protocol === 'legacy' ? '2025-11-25' : '2026-07-28');
     if (server === 'box') expect(node.pool.hasSandbox(jobId)).toBe(false);
   },
 );

@@ -238,8 +238,10 @@ test('client capabilities: a function the server lists only to clients with samp
   const configFile = path.join(tmpDir(), 'oz0.config.json');
   fs.writeFileSync(configFile, JSON.stringify({ servers: { ev: everything(log) } }));
   const { report } = await pluginTestCli(configFile, 'ev');
+  expect(report.protocol).toBe('2025-11-25');
   expect(report.tasks).toEqual({
     offered: true,
+    form: 'SEP-1686',
     functions: [{ function: 'simulate-research-query', support: 'required' }],
   });
   expect(report.hidden).toEqual(

@@ -7,10 +7,9 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/client';
+import { InMemoryTransport, McpServer } from '@modelcontextprotocol/server';
+import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/server';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import {
@@ -270,7 +269,7 @@ describe('K1: keyedTool honours the key in a tool handler', () => {
     const server = new McpServer({ name: 'kit', version: '0.0.0' });
     server.registerTool(
       'charge',
-      { inputSchema: { amount: z.number() }, ...idempotentWrite() },
+      { inputSchema: z.object({ amount: z.number() }), ...idempotentWrite() },
       keyedTool(store, 'charge', async (args: { amount: number }, _extra, key) =>
         answer(`charged ${args.amount} (#${++charges}, ${key})`),
       ),
