@@ -320,19 +320,31 @@ test('H5/C4: a job cancel stops the harness’s running calls, then the harness 
   });
 });
 
-test('H6: a call’s progress reaches the harness as notifications/progress under its own token', async () => {
-  const config = harnessConfig();
-  const { trace } = await run(config, {
-    tenant: uniqueId('t'),
-    steps: [probe({ steps: [{ call: 'reader.read_pages', args: { pages: 4, page_ms: 200 }, progress: true }] })],
-  });
-  const call = seenOf(sessionOf(trace)).calls[0];
-  expect(call.isError).toBe(false);
-  expect(call.progress.length).toBeGreaterThanOrEqual(2);
-  const values = (call.progress as Array<{ progress: number; total: number }>).map((p) => p.progress);
-  expect(values).toEqual([...values].sort((a, b) => a - b));
-  expect(call.progress.at(-1)).toMatchObject({ total: 4 });
-});
+/** The two ways a harness may speak to its gateway: 2025-11-25's handshake, or 2026-07-28 (server/discover). */
+const HARNESS_PROTOCOLS = [
+  ['2025-11-25', 'legacy'],
+  ['2026-07-28', 'auto'],
+] as const;
+
+test.each(HARNESS_PROTOCOLS)(
+  'H6 (the harness on %s): a call’s progress reaches the harness as notifications/progress under its own token',
+  async (version, protocol) => {
+    const config = harnessConfig();
+    const { trace } = await run(config, {
+      tenant: uniqueId('t'),
+      steps: [
+        probe({ protocol, steps: [{ call: 'reader.read_pages', args: { pages: 4, page_ms: 200 }, progress: true }] }),
+      ],
+    });
+    expect(seenOf(sessionOf(trace)).protocol).toBe(version);
+    const call = seenOf(sessionOf(trace)).calls[0];
+    expect(call.isError).toBe(false);
+    expect(call.progress.length).toBeGreaterThanOrEqual(2);
+    const values = (call.progress as Array<{ progress: number; total: number }>).map((p) => p.progress);
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(call.progress.at(-1)).toMatchObject({ total: 4 });
+  },
+);
 
 test('H7: a non-zero exit, a crash and a harness past its time limit each end their session with an error result that says which; the job goes on; stderr reaches the node log without the token', async () => {
   const config = harnessConfig({ harnessTimeout: 3 });
@@ -362,65 +374,75 @@ test('H7: a non-zero exit, a crash and a harness past its time limit each end th
   expect(nodeLog).not.toContain(token);
 });
 
-test('H3: only a running session’s bearer token is answered (401), bad bodies cost the harness an error, a kill switch sends list_changed; the token dies with its session', async () => {
-  const config = harnessConfig();
-  const tenant = uniqueId('t');
-  const log = path.join(tmpDir(), 'harness.jsonl');
-  const initialize = JSON.stringify({
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'initialize',
-    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
-  });
-  const target = policyTargetOf(config, temporal.client);
-  let url = '';
-  const { trace } = await run(
-    config,
-    {
-      tenant,
-      steps: [
-        probe({
-          log,
-          tellToken: true,
-          steps: [
-            { raw: { token: 'not-a-token', body: initialize } },
-            { raw: { token: null, body: initialize } },
-            { raw: { size: 3 * 1024 * 1024 } },
-            { raw: { body: '{ not json' } },
-            { raw: { body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call' }) } },
-            { list: true },
-            { stdout: 'listed' },
-            { waitListChanged: 20_000 },
-            { list: true },
-          ],
-        }),
-      ],
-    },
-    async () => {
-      await eventually(() => (fs.existsSync(log) ? true : undefined), 30_000, 'the harness to start');
-      // The harness has listed once; a kill switch on one of its tools changes what it may call.
-      await new Promise((r) => setTimeout(r, 1500));
-      await changePolicy(target, tenant, killUpdate, ['ledger.charge']);
-    },
-  );
-  const seen = seenOf(sessionOf(trace));
-  expect(seen.raw).toEqual([401, 401, 413, 400, 400]);
-  expect(seen.listChanged).toBeGreaterThanOrEqual(1);
-  expect(seen.listed).not.toContain('ledger.charge');
-  expect(seen.listed).toContain('ledger.set_status');
-  const token = readReceived(log)[0].token as string;
-  url = (await createNode({ config, logger })).gateway.url;
-  const after = await fetch(url, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: initialize,
-  });
-  expect(after.status).toBe(401);
-});
+test.each(HARNESS_PROTOCOLS)(
+  'H3 (the harness on %s): only a running session’s bearer token is answered (401), bad bodies cost the harness an error, a kill switch sends list_changed; the token dies with its session',
+  async (version, protocol) => {
+    const config = harnessConfig();
+    const tenant = uniqueId('t');
+    const log = path.join(tmpDir(), 'harness.jsonl');
+    const initialize = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+    });
+    const target = policyTargetOf(config, temporal.client);
+    let url = '';
+    const { trace } = await run(
+      config,
+      {
+        tenant,
+        steps: [
+          probe({
+            log,
+            tellToken: true,
+            protocol,
+            steps: [
+              { raw: { token: 'not-a-token', body: initialize } },
+              { raw: { token: null, body: initialize } },
+              { raw: { size: 3 * 1024 * 1024 } },
+              { raw: { body: '{ not json' } },
+              { raw: { body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call' }) } },
+              { list: true },
+              { stdout: 'listed' },
+              { waitListChanged: 20_000 },
+              { list: true },
+            ],
+          }),
+        ],
+      },
+      async () => {
+        await eventually(() => (fs.existsSync(log) ? true : undefined), 30_000, 'the harness to start');
+        // The harness has listed once; a kill switch on one of its tools changes what it may call.
+        await new Promise((r) => setTimeout(r, 1500));
+        await changePolicy(target, tenant, killUpdate, ['ledger.charge']);
+      },
+    );
+    const seen = seenOf(sessionOf(trace));
+    expect(seen.protocol).toBe(version);
+    expect(seen.raw).toEqual([401, 401, 413, 400, 400]);
+    // On 2025-11-25 list_changed reaches the harness's session; on 2026-07-28, its listen stream.
+    expect(seen.listChanged).toBeGreaterThanOrEqual(1);
+    expect(seen.listed).not.toContain('ledger.charge');
+    expect(seen.listed).toContain('ledger.set_status');
+    const token = readReceived(log)[0].token as string;
+    // A node of its own, shut down after: a node left running would keep polling a Temporal server that is gone.
+    const other = await createNode({ config, logger });
+    url = other.gateway.url;
+    const after = await other.runUntil(() =>
+      fetch(url, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: initialize,
+      }),
+    );
+    expect(after.status).toBe(401);
+  },
+);
 
 test('H10: calls past jobs.maxCallsPerSession get error results that say so; continue-as-new waits for the end of a session (K6)', async () => {
   const config = harnessConfig({ jobs: { maxCallsPerSession: 2, continueAsNewAfterCalls: 1 } });

@@ -18,6 +18,7 @@ import {
   logger,
   runJob,
   startWorker,
+  workerConfig,
   startTemporal,
   testConfig,
   tmpDir,
@@ -64,19 +65,21 @@ async function runResearch(config: LoadedConfig, before?: (tenant: string) => Pr
 }
 
 test.each([
-  ['stdio (a plugin server)', 'stdio'],
-  ['Streamable HTTP (a remote server)', 'http'],
-])(
-  'tasks over %s: a function that requires a task runs as one: one tools/call with `task`, polled with tasks/get, fetched with tasks/result',
-  async (_kind, transport) => {
+  ['stdio (a plugin server)', 'auto', 'stdio'],
+  ['stdio (a plugin server)', '2025-11-25', 'stdio'],
+  ['Streamable HTTP (a remote server)', 'auto', 'http'],
+  ['Streamable HTTP (a remote server)', '2025-11-25', 'http'],
+] as const)(
+  'tasks over %s, protocol %s (the reference server speaks 2025-11-25 only): a function that requires a task runs as one: one tools/call with `task`, polled with tasks/get, fetched with tasks/result',
+  async (_kind, protocol, transport) => {
     const log = transport === 'http' ? remoteLog : path.join(tmpDir(), 'everything.jsonl');
-    const config = testConfig(temporal.server.address, {
-      servers: { ev: transport === 'http' ? { url: remote.url } : everything(log) },
-    });
+    const server = transport === 'http' ? { url: remote.url } : everything(log);
+    const config = testConfig(temporal.server.address, { servers: { ev: { ...server, protocol } } });
     const { trace, handle } = await runResearch(config, (tenant) =>
       transport === 'http' ? approve(temporal, config, tenant, 'ev') : Promise.resolve(),
     );
     const step = callsOf(trace)[0];
+    expect(step.protocol).toBe('2025-11-25');
     expect(step.result.isError).toBe(false);
     expect(JSON.stringify(step.result.content)).toContain('Research Report: durable tool calls');
     const taskId = /^task (\S+)$/.exec(step.attempts[0].note ?? '')?.[1];
@@ -137,6 +140,23 @@ test('tasks: a cancelled job sends tasks/cancel for its running task (C1, C2)', 
   });
 });
 
+test('the reference server pinned to 2026-07-28, which it does not speak: no call is made, and the step says why', async () => {
+  const log = path.join(tmpDir(), 'everything.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { ev: { ...everything(log), protocol: '2026-07-28' } },
+    tools: { '*': { maxAttempts: 1 } },
+  });
+  const { trace } = await runResearch(config);
+  expect(callsOf(trace)[0].attempts).toEqual([
+    {
+      attempt: 1,
+      outcome: 'failed',
+      note: expect.stringContaining('did not offer pinned protocol version 2026-07-28'),
+    },
+  ]);
+  expect(readReceived(log).map((r) => r.method)).toEqual(['server/discover']);
+});
+
 test('tasks: a function that requires a task, on a server that offers none, is refused before anything is sent', async () => {
   const log = path.join(tmpDir(), 'tasks.jsonl');
   const config = testConfig(temporal.server.address, {
@@ -183,12 +203,7 @@ test('tasks, T4: a node lost while its call’s task runs: the next attempt, on 
     TASK_MS: '8000',
   });
   try {
-    const dir = tmpDir();
-    const servers = { ts: { url: server.url } };
-    const node = { heartbeatTimeoutSeconds: 3, stateDir: path.join(dir, 'state') };
-    const config = testConfig(temporal.server.address, { servers, node });
-    const file = path.join(dir, 'oz0.config.json');
-    fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, node }));
+    const { config, file } = workerConfig(temporal, { ts: { url: server.url } });
     const tenant = uniqueId('t');
     const a = await startWorker(file, 'node-a', workers);
     await approve(temporal, config, tenant, 'ts');

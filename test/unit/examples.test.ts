@@ -292,6 +292,28 @@ describe('serveHttp', () => {
     expect(await gone.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
   });
 
+  it('serves a 2026-07-28 client on the same endpoint: no session, and a call’s stream closed is its cancel', async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(http.url));
+    const client = new Client(
+      { name: 'examples-http-test', version: '0.0.0' },
+      { versionNegotiation: { mode: 'auto' } },
+    );
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+    expect(transport.sessionId).toBeUndefined();
+    expect(text(await client.callTool({ name: 'echo', arguments: { text: 'modern' } }))).toBe('modern');
+
+    const abort = new AbortController();
+    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, { signal: abort.signal });
+    await eventually(() => findReceived({ tool: 'sleep', event: 'start' }), 5000, 'sleep to start');
+    abort.abort('cancelled over 2026-07-28');
+    await expect(call).rejects.toThrow(/cancelled over 2026-07-28/);
+    // No notification carries words on 2026-07-28: the handler hears that its exchange closed.
+    const cancelled = await eventually(() => findReceived({ tool: 'sleep', event: 'cancelled' }), 5000, 'cancel');
+    expect(cancelled.reason).toBe('Connection closed');
+  });
+
   it('refuses a POST without a session that is not initialize, and other paths', async () => {
     const noSession = await fetch(http.url, {
       method: 'POST',

@@ -349,6 +349,25 @@ describe('P3: progress with a resume token, and the resume request', () => {
     expect(resumeTokenOf((e.sent[0].params as { _meta?: unknown })._meta)).toEqual({ token: 'shard:2' });
   });
 
+  test('P3: progress and resumeRequest read the v2 SDK’s handler context (ctx.mcpReq) as they read 1.x’s extra', async () => {
+    const sent: unknown[] = [];
+    const ctx = {
+      mcpReq: {
+        _meta: { progressToken: 'p2', 'oz0/resume': { token: 'shard:1', progress: 1 } },
+        notify: async (n: unknown) => void sent.push(n),
+      },
+    };
+    await progress(ctx, 2, 4, 'shard:2');
+    expect(sent).toEqual([
+      {
+        method: 'notifications/progress',
+        params: { progressToken: 'p2', progress: 2, total: 4, _meta: { 'oz0/resume': 'shard:2' } },
+      },
+    ]);
+    expect(resumeRequest(ctx)).toEqual({ token: 'shard:1', progress: 1 });
+    expect(idempotencyKey({ mcpReq: { _meta: { 'oz0/idempotency_key': 'j/c1' } } })).toBe('j/c1');
+  });
+
   test('P1: no progress is sent when the request asked for none', async () => {
     const e = extra({});
     await progress(e, 1, 2, 'a');
