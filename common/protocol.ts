@@ -75,5 +75,18 @@ export const LEGACY_PROTOCOL = '2025-11-25';
 export const ProtocolChoiceSchema = z.enum(['auto', MODERN_PROTOCOL, LEGACY_PROTOCOL]);
 export type ProtocolChoice = z.infer<typeof ProtocolChoiceSchema>;
 
+/** The `_meta` keys MCP reserves for itself (`io.modelcontextprotocol/…`: the server's identity, a related task, …). */
+const MCP_RESERVED_META = 'io.modelcontextprotocol/';
+
+/**
+ * A result's `_meta` without the keys MCP reserves: they speak of the hop between one server and oz0 (2026-07-28
+ * stamps each result with its server's identity), not of the call, so they are neither kept nor passed on.
+ */
+export function withoutReservedMeta(meta: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!meta) return undefined;
+  const kept = Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith(MCP_RESERVED_META)));
+  return Object.keys(kept).length ? kept : undefined;
+}
+
 /** MCP tasks as an extension (SEP-2663): the id a server and a client declare in their capabilities' `extensions`. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';

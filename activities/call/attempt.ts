@@ -13,7 +13,14 @@ import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activ
 import type { ActivityCancellationDetails } from '@temporalio/common';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
 import type { Logger } from '../../common/logger';
-import { IDEMPOTENCY_KEY_META, RESUME_META, busyOf, declaresResume, resumeTokenOf } from '../../common/protocol';
+import {
+  IDEMPOTENCY_KEY_META,
+  RESUME_META,
+  busyOf,
+  declaresResume,
+  resumeTokenOf,
+  withoutReservedMeta,
+} from '../../common/protocol';
 import type { ResumeRequest } from '../../common/protocol';
 import type { CallProgressState, Outcome, Progress } from '../../common/schemas';
 import { splitTool } from '../../workflows/checks';
@@ -536,12 +543,13 @@ class Attempt {
 
   /** The job's view of an answer: content, structured content, isError, _meta; and the trace of its attempts. */
   private output(result: CallToolResult): CallOutput {
+    const meta = withoutReservedMeta(result._meta);
     return {
       result: {
         isError: result.isError === true,
         content: result.content ?? [],
         ...(result.structuredContent ? { structuredContent: result.structuredContent as Record<string, unknown> } : {}),
-        ...(result._meta ? { _meta: result._meta } : {}),
+        ...(meta ? { _meta: meta } : {}),
       },
       attempts: this.state.attempts,
       node: this.deps.node.id,

@@ -16,7 +16,7 @@ import type { LoadedConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
 import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../../common/mcp-http';
 import type { Era } from '../../common/mcp-http';
-import { IDEMPOTENCY_KEY_META } from '../../common/protocol';
+import { IDEMPOTENCY_KEY_META, MODERN_PROTOCOL } from '../../common/protocol';
 import { admitted, sessionCall } from '../../common/session-client';
 import { matchesAny, toolProblem } from '../../workflows/checks';
 import type { CallRelay } from '../call/relay';
@@ -50,6 +50,8 @@ export interface GatewayDeps {
 class Holder {
   closed = false;
   listed?: string;
+  /** The MCP revisions its harness has spoken, said once each in the node's log. */
+  readonly spoken = new Set<string>();
 
   constructor(
     readonly entry: HarnessEntry,
@@ -156,13 +158,32 @@ export class Gateway {
         instructions: `oz0 job ${holder.entry.jobId}, session ${holder.entry.session}: each call is made durably by oz0`,
       },
     );
+    // Which revision the harness speaks: said once in the node's log (the client's name with it, as it gave it).
+    const heard = () =>
+      this.spoke(
+        holder,
+        server.getNegotiatedProtocolVersion() ?? (era === 'modern' ? MODERN_PROTOCOL : undefined),
+        server.getClientVersion()?.name,
+      );
     server.setRequestHandler('tools/list', async () => {
+      heard();
       const tools = await harnessTools(holder.entry, this.deps);
       holder.listed = toolsDigest(tools);
       return { tools };
     });
-    server.setRequestHandler('tools/call', (request, ctx) => this.call(holder, request, ctx, era));
+    server.setRequestHandler('tools/call', (request, ctx) => {
+      heard();
+      return this.call(holder, request, ctx, era);
+    });
     return server;
+  }
+
+  /** Says in the node's log, once per revision, which MCP revision a session's harness speaks with the gateway. */
+  private spoke(holder: Holder, protocol: string | undefined, client: string | undefined): void {
+    if (!protocol || holder.spoken.has(protocol)) return;
+    holder.spoken.add(protocol);
+    const { jobId, session, sessionRun, harness } = holder.entry;
+    this.deps.logger.info({ jobId, session, sessionRun, harness, protocol, client }, 'gateway: the harness speaks MCP');
   }
 
   /** H4: one call of the harness, made by its job's workflow; H5, H6: its cancel and its progress. */
