@@ -163,12 +163,13 @@ async function runCall(
   } catch (err) {
     const failed = describeFailure(err);
     for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
+    const protocol = failed.protocol ? { protocol: failed.protocol } : {};
     const lost = place.lost?.() ?? (place.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
     if (lost) {
       const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
       attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: `oz0: ${lost}` });
       const text = `oz0: the call was lost with its node (${lost})`;
-      return { step: { ...base, result: errorResult(text), attempts }, lost };
+      return { step: { ...base, result: errorResult(text), attempts, ...protocol }, lost };
     }
     const byCaller = place.cancelledBy?.();
     if (byCaller !== undefined && (isCancellation(err) || failed.type === FailureType.callCancelled)) {
@@ -178,11 +179,9 @@ async function runCall(
         outcome: 'cancelled',
         note: `oz0: cancelled by its session: ${byCaller}`,
       });
-      return {
-        step: { ...base, result: errorResult(`oz0: the call was cancelled by its session: ${byCaller}`), attempts },
-      };
+      const result = errorResult(`oz0: the call was cancelled by its session: ${byCaller}`);
+      return { step: { ...base, result, attempts, ...protocol } };
     }
-    const protocol = failed.protocol ? { protocol: failed.protocol } : {};
     const step = { ...base, result: failed.result, attempts: failed.attempts, ...protocol };
     if (isCancellation(err)) throw new CallStopped(err, step);
     // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.

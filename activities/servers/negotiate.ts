@@ -17,10 +17,11 @@ import { ConnectRateLimited } from './remote';
 export const CLIENT_INFO: Implementation = { name: 'oz0', version: '0.1.0' };
 
 /**
- * How long a server has to answer `server/discover`. A stdio server that stays silent that long is taken for an older
- * one (the handshake follows on the same process); one over HTTP is taken for a dead one.
+ * How long a stdio server has to answer `server/discover`: one that stays silent that long is taken for an older one,
+ * and the handshake follows on the same process (once per node: the answer is remembered). A remote server has the
+ * connect's whole time, as for `initialize`: silence over HTTP is an outage, never an older server.
  */
-export const PROBE_TIMEOUT_MS = 10_000;
+export const STDIO_PROBE_TIMEOUT_MS = 10_000;
 
 /** What the client's `connect({ prior })` takes: the answer a server gave to the probe before. */
 type Prior = NonNullable<Parameters<Client['connect']>[1]>['prior'];
@@ -41,9 +42,10 @@ export interface ConnectOptions {
   onclose: (connection: ServerConnection) => void;
 }
 
-function negotiation(choice: ProtocolChoice) {
-  if (choice === MODERN_PROTOCOL) return { mode: { pin: MODERN_PROTOCOL } } as const;
-  if (choice === 'auto') return { mode: 'auto', probe: { timeoutMs: PROBE_TIMEOUT_MS } } as const;
+function negotiation(choice: ProtocolChoice, stdio: boolean) {
+  const probe = { timeoutMs: stdio ? STDIO_PROBE_TIMEOUT_MS : CONNECT_TIMEOUT_MS };
+  if (choice === MODERN_PROTOCOL) return { mode: { pin: MODERN_PROTOCOL }, probe } as const;
+  if (choice === 'auto') return { mode: 'auto', probe } as const;
   return { mode: 'legacy' } as const;
 }
 
@@ -77,7 +79,7 @@ async function attempt(
   const made: { connection?: ServerConnection } = {};
   const client = new Client(CLIENT_INFO, {
     capabilities: opts.capabilities,
-    versionNegotiation: negotiation(opts.choice),
+    versionNegotiation: negotiation(opts.choice, transport instanceof ProcessTransport),
     // oz0 has nobody to ask and no model to sample: an `input_required` answer comes back to the attempt, which ends
     // the call with an error result naming what the server asked for (issue 25.5), never a round of its own.
     inputRequired: { autoFulfill: false },
