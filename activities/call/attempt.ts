@@ -527,12 +527,7 @@ class Attempt {
     const note = [...this.notes, why].filter(Boolean).join('; ');
     this.state.attempts = [
       ...this.state.attempts,
-      {
-        attempt: this.n,
-        outcome,
-        ...(note ? { note } : {}),
-        ...(this.progress ? { progress: this.progress } : {}),
-      },
+      { attempt: this.n, outcome, ...(note ? { note } : {}), ...(this.progress ? { progress: this.progress } : {}) },
     ];
   }
 

@@ -15,6 +15,7 @@ import { NothingSent, OutcomeUnknown } from './errors';
 import { connectClient, rateLimited } from './negotiate';
 import type { EraVerdicts } from './negotiate';
 import { ProcessTransport } from './process-transport';
+import type { ProcessSpec } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
 import { besideConfig, launchProblem } from '../launch';
@@ -111,16 +112,10 @@ export class ServerPool {
     jobId: string,
     capabilities: ClientCapabilities = {},
   ): Promise<ServerConnection> {
-    const transportFor = (): Transport =>
-      isRemote(config)
-        ? createRemoteTransport(server, config, process.env)
-        : new ProcessTransport(this.processSpec(config, kind, server, jobId), {
-            // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
-            killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
-            stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
-            logger: this.opts.logger,
-            label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
-          });
+    // A server that cannot be launched at all is said as it is, before any connect (its problem names the script).
+    const transportFor = isRemote(config)
+      ? (): Transport => createRemoteTransport(server, config, process.env)
+      : this.processTransportFor(this.processSpec(config, kind, server, jobId), kind, server, jobId);
     const { logger } = this.opts;
     let opened: ServerConnection;
     try {
@@ -146,6 +141,17 @@ export class ServerPool {
     }
     logger.info({ server, kind, protocol: opened.protocol }, 'server connection open');
     return opened;
+  }
+
+  private processTransportFor(spec: ProcessSpec, kind: ServerKind, server: string, jobId: string): () => Transport {
+    return () =>
+      new ProcessTransport(spec, {
+        // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
+        killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
+        stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
+        logger: this.opts.logger,
+        label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
+      });
   }
 
   private processSpec(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
