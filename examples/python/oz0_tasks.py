@@ -5,8 +5,10 @@ Written from the extension's specification. A server that declares it decides pe
 becomes a task: here, a call of a function named in `task_tools`, from a client that declared the extension on that
 request, on a 2026-07-28 connection. The call is answered at once with the task (`resultType: "task"`), durably
 created before the answer; its work runs after that answer, in this process, and `tasks/get` reports it (the result,
-or the JSON-RPC error, inline once it ends). `tasks/cancel` asks it to stop (cooperative: an async function is
-cancelled where it awaits). Any other call runs as an ordinary one.
+or the JSON-RPC error, inline once it ends). Work that needs a person's answer awaits `task.ask(...)`: the task is
+`input_required`, its `inputRequests` in `tasks/get`, until a `tasks/update` brings the `inputResponses`.
+`tasks/cancel` asks it to stop (cooperative: an async function is cancelled where it awaits). Any other call runs as
+an ordinary one.
 
     from oz0_tasks import TaskStore, TasksExtension
     tasks = TasksExtension(TaskStore(), task_tools={"export_orders": export_orders_work})
@@ -34,8 +36,8 @@ from pydantic import Field
 TASKS = "io.modelcontextprotocol/tasks"
 MODERN = "2026-07-28"
 
-#: The work of a function run as a task: its arguments in, its result out (an exception: a failed task).
-Work = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
+#: The work of a function run as a task: its arguments and its task in, its result out (an exception: a failed task).
+Work = Callable[[dict[str, Any], "Task"], Awaitable[CallToolResult]]
 
 
 def _now() -> str:
@@ -53,7 +55,21 @@ class Task:
     poll_interval_ms: int = 200
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
     runner: asyncio.Task[None] | None = None
+    answered: asyncio.Future[dict[str, Any]] | None = None
+
+    async def ask(self, input_requests: dict[str, Any]) -> dict[str, Any]:
+        """Asks the client (an elicitation, a sampling, keyed as the work likes) and waits for its `tasks/update`."""
+        self.answered = asyncio.get_running_loop().create_future()
+        self.status, self.input_requests = "input_required", input_requests
+        self.last_updated_at = _now()
+        try:
+            return await self.answered
+        finally:
+            self.answered, self.input_requests = None, None
+            if self.status == "input_required":
+                self.status, self.last_updated_at = "working", _now()
 
     def wire(self) -> dict[str, Any]:
         """The task as `tools/call` and `tasks/get` answer it: its status, and what that status carries."""
@@ -71,6 +87,8 @@ class Task:
             out["result"] = self.result
         if self.status == "failed" and self.error is not None:
             out["error"] = self.error
+        if self.status == "input_required" and self.input_requests is not None:
+            out["inputRequests"] = self.input_requests
         return out
 
     def end(self, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> None:
@@ -105,7 +123,7 @@ class TaskIdParams(RequestParams):
 
 
 class TaskUpdateParams(TaskIdParams):
-    """`tasks/update` params: answers to a task's input requests (none of this server's tasks asks)."""
+    """`tasks/update` params: answers to a task's input requests, keyed as they were asked."""
 
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
 
@@ -170,7 +188,7 @@ class TasksExtension(Extension):
 
     async def _run(self, task: Task, work: Work, arguments: dict[str, Any]) -> None:
         try:
-            result = await work(arguments)
+            result = await work(arguments, task)
             task.end("completed", result=result.model_dump(by_alias=True, mode="json", exclude_none=True))
             self.on_event({"event": "task completed", "taskId": task.task_id})
         except asyncio.CancelledError:
@@ -187,8 +205,11 @@ class TasksExtension(Extension):
         return task.wire()
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: TaskUpdateParams) -> dict[str, Any]:
-        self.store.get(params.task_id)
-        return {}  # an acknowledgement: nothing here asks for input, so there is nothing to take
+        task = self.store.get(params.task_id)
+        self.on_event({"event": "tasks/update", "taskId": task.task_id, **seen_as(ctx)})
+        if task.answered is not None and not task.answered.done():
+            task.answered.set_result(params.input_responses)
+        return {}  # an acknowledgement
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         task = self.store.get(params.task_id)

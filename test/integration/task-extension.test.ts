@@ -61,6 +61,26 @@ function taskLog(log: string, taskId: string) {
   };
 }
 
+/** A plugin config of the reports server, logging to a fresh file, its rows `rowMs` apart. */
+function reportsPlugin(rowMs: number, tools: Record<string, unknown> = {}) {
+  const log = path.join(tmpDir(), 'reports.jsonl');
+  const servers = { rep: reports(log, { REPORT_ROW_MS: String(rowMs) }) };
+  return { log, config: testConfig(temporal.server.address, { servers, tools }) };
+}
+
+/** Waits for the server to say the task ended cancelled; the tasks/cancel it received came first. */
+async function cancelledOnServer(log: string, taskId: string) {
+  const ended = await eventually(
+    () => taskLog(log, taskId).ended.find((r) => r.event === 'task cancelled'),
+    10_000,
+    'the task cancelled',
+  );
+  const seen = taskLog(log, taskId);
+  const cancel = seen.all.find((r) => r.event === 'tasks/cancel' && r.taskId === taskId)!;
+  expect(cancel.t as number).toBeLessThanOrEqual(ended.t as number);
+  return { seen, cancel };
+}
+
 function taskIdOf(note: string | undefined): string {
   const id = /task ([0-9a-f]{32})/.exec(note ?? '')?.[1];
   if (!id) throw new Error(`no task in the note ${JSON.stringify(note)}`);
@@ -123,13 +143,9 @@ withPython.each([
 withPython(
   'SEP-2663, C6/P5: past its time limit, the next attempt polls the same task instead of calling again: a write made once, whatever its hints',
   async () => {
-    const log = path.join(tmpDir(), 'reports.jsonl');
     const name = uniqueId('report');
-    const config = testConfig(temporal.server.address, {
-      servers: { rep: reports(log, { REPORT_ROW_MS: '500' }) },
-      // Eight rows of 0.5 s; the first attempt stops at 2.7 s.
-      tools: { 'rep.export_orders': { timeoutSeconds: 3, maxAttempts: 3 } },
-    });
+    // Eight rows of 0.5 s; the first attempt stops at 2.7 s.
+    const { log, config } = reportsPlugin(500, { 'rep.export_orders': { timeoutSeconds: 3, maxAttempts: 3 } });
     const { trace } = await runJob(temporal, config, {
       tenant: 'acme',
       steps: [{ call: 'rep.export_orders', args: { rows: 8, name } }],
@@ -194,9 +210,8 @@ withPython(
 withPython(
   'SEP-2663, C1/C2: a cancelled job sends tasks/cancel for its running task, and the server stops its work',
   async () => {
-    const log = path.join(tmpDir(), 'reports.jsonl');
     const name = uniqueId('report');
-    const config = testConfig(temporal.server.address, { servers: { rep: reports(log, { REPORT_ROW_MS: '300' }) } });
+    const { log, config } = reportsPlugin(300);
     const node = await createNode({ config, logger });
     await node.runUntil(async () => {
       const handle = await temporal.client.workflow.start('job', {
@@ -208,19 +223,47 @@ withPython(
       await eventually(() => readReceived(log).find((r) => r.event === 'row' && r.row === 2), 30_000, 'row 2');
       await handle.cancel();
       await expect(handle.result()).rejects.toThrow();
-      const ended = await eventually(
-        () => taskLog(log, made.taskId as string).ended.find((r) => r.event === 'task cancelled'),
-        10_000,
-        'the task cancelled',
-      );
-      const seen = taskLog(log, made.taskId as string);
-      const cancel = seen.all.find((r) => r.event === 'tasks/cancel' && r.taskId === made.taskId)!;
-      expect(cancel.t as number).toBeLessThanOrEqual(ended.t as number);
+      const { seen } = await cancelledOnServer(log, made.taskId as string);
       const rows = seen.rows.filter((r) => r.name === name).length;
       await new Promise((r) => setTimeout(r, 1000));
       expect(readReceived(log).filter((r) => r.event === 'row' && r.name === name)).toHaveLength(rows);
       expect(rows).toBeLessThan(50);
     });
+  },
+);
+
+withPython(
+  'SEP-2663, issue 25.5: a task that turns input_required mid-way ends the call with an error result naming what it asked, and is cancelled: no hang, no work past the question',
+  async () => {
+    const name = uniqueId('import');
+    const { log, config } = reportsPlugin(200);
+    const { trace } = await runJob(temporal, config, {
+      tenant: 'acme',
+      steps: [{ call: 'rep.import_orders', args: { batches: 3, name } }],
+    });
+    const step = callsOf(trace)[0];
+    const taskId = taskIdOf(step.attempts[0].note);
+    const asked = `elicitation (${JSON.stringify(`Overwrite the orders already in ${name}?`)})`;
+    expect(step.attempts).toEqual([
+      {
+        attempt: 1,
+        outcome: 'error',
+        note: `task ${taskId}; the server asked for ${asked}: not offered; task ${taskId} cancelled`,
+      },
+    ]);
+    expect(step.result).toMatchObject({
+      isError: true,
+      content: [
+        { type: 'text', text: expect.stringContaining(`the server asked for ${asked}, which oz0 does not offer`) },
+      ],
+    });
+    // On the server's side: the task asked after its first batch, oz0 answered no tasks/update, the tasks/cancel
+    // came after the question, and the work ended there: no second batch.
+    const { seen, cancel } = await cancelledOnServer(log, taskId);
+    const question = seen.all.find((r) => r.event === 'asked' && r.taskId === taskId)!;
+    expect(question.t as number).toBeLessThanOrEqual(cancel.t as number);
+    expect(seen.all.filter((r) => r.event === 'tasks/update')).toEqual([]);
+    expect(seen.all.filter((r) => r.event === 'batch' && r.name === name).map((r) => r.batch)).toEqual([1]);
   },
 );
 
