@@ -15,6 +15,7 @@ import { startListening } from '../helpers/listening';
 import type { ListeningServer } from '../helpers/listening';
 import { python, pythonExample, withPython } from '../helpers/python';
 import { createNode } from '../../worker/node';
+import { STDIO_PROBE_TIMEOUT_MS } from '../../activities/servers/negotiate';
 import { approve, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
@@ -31,8 +32,11 @@ afterAll(async () => {
   await temporal?.close();
 });
 
-/** The probe server (test/fixtures/probe-server.js): both revisions, 2025-11-25 only, or one that exits on the probe. */
-function probe(log: string, protocol: 'both' | 'legacy' | 'exits-on-discover', sandbox = false) {
+/**
+ * The probe server (test/fixtures/probe-server.js): both revisions, 2025-11-25 only, or 2025-11-25 and it exits on the
+ * probe, or never answers it.
+ */
+function probe(log: string, protocol: 'both' | 'legacy' | 'exits-on-discover' | 'silent-on-discover', sandbox = false) {
   return {
     command: 'node',
     args: [path.relative(process.cwd(), fixture('probe-server.js'))],
@@ -116,14 +120,36 @@ test('25.1/25.6: a sandboxed server is one process per job, started once: the pr
   ]);
 });
 
-test('25.1: a server that exits on server/discover (as Rust SDK servers do) is started once more for the handshake, and not asked again', async () => {
+/** Two jobs on one node, each calling its own sandbox of an older probe server, which speaks 2025-11-25 with both. */
+async function twoOlderSandboxes(protocol: 'exits-on-discover' | 'silent-on-discover') {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, { servers: { box: probe(log, 'exits-on-discover', true) } });
+  const config = testConfig(temporal.server.address, { servers: { box: probe(log, protocol, true) } });
   const spec = { tenant: 'acme', steps: [{ call: 'box.probe' }] };
   for (const [step] of await jobsOnOneNode(config, [spec, spec])) {
     expect(step).toMatchObject({ protocol: '2025-11-25', result: { isError: false } });
   }
+  return log;
+}
+
+test('25.1: a server that exits on server/discover (as Rust SDK servers do) is started once more for the handshake, and not asked again', async () => {
+  const log = await twoOlderSandboxes('exits-on-discover');
   expect(processes(log).map((p) => p.received[0])).toEqual(['server/discover', 'initialize', 'initialize']);
+});
+
+test('25.1: a stdio server that never answers server/discover is taken for an older one after the probe time, on the same process; the node does not ask it again', async () => {
+  const log = await twoOlderSandboxes('silent-on-discover');
+  // On the server's side: two processes, one per job, each started once. The first was asked, waited out for the
+  // probe's time, and shaken hands with on the same process; the second was not asked.
+  const seen = processes(log);
+  expect(seen.map((p) => p.received.slice(0, 2))).toEqual([
+    ['server/discover', 'initialize'],
+    ['initialize', 'tools/list'],
+  ]);
+  const first = readReceived(log).filter((r) => r.pid === seen[0].pid && r.event === 'received');
+  const waited = (first[1].t as number) - (first[0].t as number);
+  // The probe is written as the process starts, and read once it has: its wait is counted from before that read.
+  expect(waited).toBeGreaterThanOrEqual(STDIO_PROBE_TIMEOUT_MS - 1000);
+  expect(waited).toBeLessThan(STDIO_PROBE_TIMEOUT_MS + 5000);
 });
 
 test.each([
