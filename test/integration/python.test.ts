@@ -16,6 +16,7 @@ import {
   alive,
   approve,
   eventually,
+  fixture,
   logger,
   runJob,
   startTemporal,
@@ -27,6 +28,7 @@ import type { TestTemporal } from '../helpers/temporal';
 import { python, pythonExample, pythonMissing, servePythonHttp, withPython } from '../helpers/python';
 import type { PythonHttp } from '../helpers/python';
 import { logFileOf } from '../logs';
+import { startListening } from '../helpers/listening';
 import { pluginTestCli } from '../helpers/cli';
 
 let temporal: TestTemporal;
@@ -62,6 +64,29 @@ function start(config: LoadedConfig, spec: JobSpec) {
     taskQueue: config.temporal.taskQueue,
     workflowId: uniqueId('py'),
     args: [spec],
+  });
+}
+
+/**
+ * A job calls the remote Bookshop's order_book and is cancelled while it holds a copy: what the server's log then
+ * says of that order (`hold`, then `cancelled` or `ordered`, then `released`).
+ */
+async function cancelMidOrder(url: string, revision: string, log: string): Promise<unknown[]> {
+  const config = testConfig(temporal.server.address, { servers: { shop: { url, protocol: revision } } });
+  const node = await createNode({ config, logger });
+  const tenant = uniqueId('t');
+  const title = uniqueId('book');
+  return node.runUntil(async () => {
+    await approve(temporal, config, tenant, 'shop');
+    const handle = await start(config, { tenant, steps: [{ call: 'shop.order_book', args: { title } }] });
+    await eventually(() => readReceived(log).find((r) => r.title === title), 30_000, 'the hold');
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow();
+    const events = await eventually(() => {
+      const mine = readReceived(log).filter((r) => r.title === title);
+      return mine.length >= 3 ? mine : undefined;
+    }, 10_000);
+    return events.map((r) => r.event);
   });
 }
 
@@ -238,22 +263,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
     withPython(
       'C2 over Streamable HTTP: a cancelled job reaches the Python handler, whose shielded cleanup runs',
       async () => {
-        const config = testConfig(temporal.server.address, { servers: { shop: { url: shop!.url, protocol } } });
-        const node = await createNode({ config, logger });
-        const tenant = uniqueId('t');
-        const title = uniqueId('book');
-        await node.runUntil(async () => {
-          await approve(temporal, config, tenant, 'shop');
-          const handle = await start(config, { tenant, steps: [{ call: 'shop.order_book', args: { title } }] });
-          await eventually(() => readReceived(log).find((r) => r.title === title), 30_000, 'the hold');
-          await handle.cancel();
-          await expect(handle.result()).rejects.toThrow();
-          const events = await eventually(() => {
-            const mine = readReceived(log).filter((r) => r.title === title);
-            return mine.length >= 3 ? mine : undefined;
-          }, 10_000);
-          expect(events.map((r) => r.event)).toEqual(['hold', 'cancelled', 'released']);
-        });
+        expect(await cancelMidOrder(shop!.url, protocol, log)).toEqual(['hold', 'cancelled', 'released']);
       },
     );
   });
@@ -282,3 +292,31 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
     },
   );
 });
+
+/**
+ * Which of the Python SDK's Streamable HTTP modes a cancel from oz0 reaches (the second seed's warning, measured):
+ * each serves the seed's Bookshop, and a job is cancelled while its order_book holds a copy.
+ */
+withPython.each([
+  // 2026-07-28: the call's stream closed is its cancel, and a JSON answer's stream is not watched.
+  ['2026-07-28', 'sse', 'stateless', 'cancelled'],
+  ['2026-07-28', 'json', 'stateless', 'ordered'],
+  // 2025-11-25: notifications/cancelled reaches the session that runs the call; a stateless server has none.
+  ['2025-11-25', 'json', 'stateful', 'cancelled'],
+  ['2025-11-25', 'sse', 'stateless', 'ordered'],
+] as const)(
+  'C2 on the Python SDK over Streamable HTTP, %s, %s responses, %s: order_book records `%s`',
+  async (revision, responses, state, outcome) => {
+    const log = path.join(tmpDir(), 'bookshop-modes.jsonl');
+    const shop = await startListening(python!, [fixture('bookshop_modes.py'), responses, state], {
+      OZ0_RECEIVED_LOG: log,
+      BOOKSHOP_PAY_SECONDS: '3',
+    });
+    try {
+      // On the server's side: the handler was cancelled, or it ran on to its end (3 s) unaware.
+      expect(await cancelMidOrder(shop.url, revision, log)).toEqual(['hold', outcome, 'released']);
+    } finally {
+      await shop.close();
+    }
+  },
+);
