@@ -4,8 +4,11 @@
  * (bench/frameworks/) lists its tools and makes one call through its framework's MCP client, without a model.
  *
  * The frameworks are not oz0's dependencies: install them where you like and say where.
- *   FRAMEWORKS_JS=DIR       a folder whose node_modules has @openai/agents and @ai-sdk/mcp
+ *   FRAMEWORKS_JS=DIR       a folder whose node_modules has @openai/agents, @ai-sdk/mcp, @langchain/mcp-adapters
+ *                           and @mastra/mcp
  *   FRAMEWORKS_PYTHON=FILE  a Python with openai-agents and pydantic-ai-slim[mcp]
+ *   FRAMEWORKS_PYTHON_LANGCHAIN=FILE  a Python with langchain-mcp-adapters (it needs the Python SDK 1.x: a venv of
+ *                           its own)
  * A framework that is not installed is reported as such.
  */
 import fs from 'node:fs';
@@ -40,16 +43,22 @@ function frameworks(): Framework[] {
     fs.copyFileSync(path.join(HERE, file), path.join(js, `oz0-${file}`));
     return { name: file, command: 'node', script: path.join(js, `oz0-${file}`) };
   };
-  const pyHarness = (file: string): Framework =>
-    python
-      ? { name: file, command: python, script: path.join(HERE, file) }
-      : { name: file, script: file, missing: 'FRAMEWORKS_PYTHON is not set' };
+  const pyHarness = (file: string, interpreter = python, variable = 'FRAMEWORKS_PYTHON'): Framework =>
+    interpreter
+      ? { name: file, command: interpreter, script: path.join(HERE, file) }
+      : { name: file, script: file, missing: `${variable} is not set` };
   return [
     { ...jsHarness('openai-agents.mjs'), name: '@openai/agents (JS)' },
     { ...jsHarness('ai-sdk.mjs'), name: '@ai-sdk/mcp (the AI SDK)' },
+    { ...jsHarness('langchain.mjs'), name: '@langchain/mcp-adapters (JS)' },
+    { ...jsHarness('mastra.mjs'), name: '@mastra/mcp' },
     { ...pyHarness('openai_agents.py'), name: 'openai-agents (Python)' },
     // Not pydantic_ai.py: Python runs a script with its folder first on the path, and that name would import itself.
     { ...pyHarness('pydantic_ai_harness.py'), name: 'pydantic-ai (Python)' },
+    {
+      ...pyHarness('langchain_harness.py', process.env.FRAMEWORKS_PYTHON_LANGCHAIN, 'FRAMEWORKS_PYTHON_LANGCHAIN'),
+      name: 'langchain-mcp-adapters (Python)',
+    },
   ];
 }
 
