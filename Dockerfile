@@ -37,6 +37,13 @@ FROM node:20.20.2-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 
+# SPEC I: every sandboxed server and harness runs in a bubblewrap sandbox. The node runs as the unprivileged `node`
+# user, so bwrap makes a user namespace: docker-compose.yml gives the container the three security options that
+# allow it (docs/deploy.md says why each). util-linux (prlimit) is in the base image.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends bubblewrap \
+  && rm -rf /var/lib/apt/lists/*
+
 # Only what a node runs: the compiled code, its runtime dependencies, the CLI wrapper and the example
 # job specs. Owned by root, so the node user can read but not change them.
 COPY --from=build /app/package.json ./package.json

@@ -50,6 +50,28 @@ export function spawnGroup(spec: GroupSpec): Promise<ChildProcess> {
   });
 }
 
+/** A started process group and how to stop it: a plain one, or a sandbox (../sandbox). */
+export interface Started {
+  child: ChildProcess;
+  /** Whether it runs in a sandbox of its own (false: a plain process, e.g. `node.isolation: "none"`). */
+  isolated: boolean;
+  /** The limit a sandbox went past and was stopped for (I4), in words. */
+  stoppedFor(): string | undefined;
+  /** Stops the whole group (stdin closed, SIGTERM, SIGKILL after the grace) and removes what it left. */
+  stop(graceMs: number, stdinGraceMs?: number): Promise<void>;
+}
+
+/** Starts a plain process group (a plugin server's, or any process where isolation is off). */
+export async function startGroup(spec: GroupSpec): Promise<Started> {
+  const child = await spawnGroup(spec);
+  return {
+    child,
+    isolated: false,
+    stoppedFor: () => undefined,
+    stop: (graceMs, stdinGraceMs) => stopGroup(child, graceMs, stdinGraceMs),
+  };
+}
+
 export function groupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
@@ -67,13 +89,35 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/** The processes of a group but its leader, from /proc (Linux). */
+export function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === pgid) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      // pid (comm) state ppid pgrp …: comm may hold spaces and parentheses, so count from the last ')'.
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) === pgid) members.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return members;
+}
+
 /**
  * Stops a process's whole group the way MCP's stdio transport says: stdin closed, and `stdinGraceMs` to exit on its
  * own (a server reads the cancels queued before it, runs its handlers' cleanup, and exits); then SIGTERM, and SIGKILL
  * after `graceMs`. Resolves once the leader has exited and the group is gone (or a second after SIGKILL, for a
- * grandchild the kernel is still reaping).
+ * grandchild the kernel is still reaping). `spareLeader`: SIGTERM goes to every process of the group but its leader
+ * — a sandbox's bwrap, whose death would take the sandbox down at once (`--die-with-parent`) before its cleanup.
  */
-export async function stopGroup(child: ChildProcess, graceMs: number, stdinGraceMs = 0): Promise<void> {
+export async function stopGroup(
+  child: ChildProcess,
+  graceMs: number,
+  stdinGraceMs = 0,
+  spareLeader = false,
+): Promise<void> {
   const pgid = child.pid;
   if (!pgid) return;
   const exited =
@@ -89,7 +133,15 @@ export async function stopGroup(child: ChildProcess, graceMs: number, stdinGrace
   child.stdin?.end();
   if (stdinGraceMs > 0) await waitFor(stdinGraceMs);
   if (leaderAlive() || groupAlive(pgid)) {
-    signalGroup(pgid, 'SIGTERM');
+    if (spareLeader) {
+      for (const pid of groupMembers(pgid)) {
+        try {
+          process.kill(pid, 'SIGTERM');
+        } catch {
+          // gone meanwhile
+        }
+      }
+    } else signalGroup(pgid, 'SIGTERM');
     await waitFor(graceMs);
     signalGroup(pgid, 'SIGKILL');
   }

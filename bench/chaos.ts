@@ -44,7 +44,7 @@ import type { JobTrace } from '../workflows/definitions';
 import { startBusyProxy } from '../examples/busy-proxy';
 import { listOption, machine, sleep, table, writeResults } from './common';
 import type { Row } from './common';
-import { descendants, killTree, startWorker } from '../worker/processes';
+import { descendants, killTree, processesIn, startWorker } from '../worker/processes';
 import type { CallStep, JobSpec } from '../common/schemas';
 import type { LocalCluster } from '../deploy/local-cluster';
 
@@ -210,12 +210,26 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
 
   const taskQueue = 'oz0-chaos';
   const serverEnv = { LEDGER_FILE: ledger, OZ0_RECEIVED_LOG: received };
+  // The sandboxed ledger keeps a key store and a log of its own (I2: a plugin's files are never in a sandbox's view),
+  // in a folder its sandbox may write; the counts read both.
+  const boxDir = path.join(dir, 'box');
+  fs.mkdirSync(boxDir, { mode: 0o777 });
+  fs.chmodSync(boxDir, 0o777);
+  const boxLedger = path.join(boxDir, 'ledger.db');
+  const boxReceived = path.join(boxDir, 'received.jsonl');
+  const allReceived = () =>
+    [...readReceived(received), ...readReceived(boxReceived)].sort((a, b) => (a.t as number) - (b.t as number));
   const ledgerJs = path.join(root, 'dist', 'examples', 'ledger.js');
   const input = {
     temporal: { address: server.address, taskQueue },
     servers: {
       ledger: { command: 'node', args: [ledgerJs], env: serverEnv },
-      box: { command: 'node', args: [ledgerJs], env: serverEnv, sandbox: true },
+      box: {
+        command: 'node',
+        args: [ledgerJs],
+        env: { LEDGER_FILE: boxLedger, OZ0_RECEIVED_LOG: boxReceived },
+        sandbox: { read: ['dist', 'node_modules'], write: [boxDir] },
+      },
       remote: { url: proxy.url },
     },
     tools: { '*': { timeoutSeconds: 30, maxAttempts: 5 } },
@@ -226,6 +240,7 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
         args: [path.join(root, 'dist', 'bench', 'writer-harness.js')],
         tools: ['ledger.*', 'box.*'],
         timeoutSeconds: 300,
+        sandbox: { read: ['dist', 'node_modules'] },
       },
     },
     node: { heartbeatTimeoutSeconds: HEARTBEAT_TIMEOUT_S, killGraceSeconds: 2, stateDir: path.join(dir, 'state') },
@@ -359,21 +374,28 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
     let liveSandboxes: number[] = [];
     let unreachable = new Set<number>();
     const settled = await settle(h, 120_000, () => {
-      liveSandboxes = readReceived(received)
-        .filter((r) => r.key === `${id}/c1` && !r.event)
-        .map((r) => r.pid as number)
-        .filter(alive);
+      // A sandbox's processes, seen from here: those working in its folder (their pids inside are its namespace's).
+      const folder = `sandbox_box_${id.replace(/[^A-Za-z0-9_.-]/g, '_')}`;
+      liveSandboxes = processesIn(path.join(dir, 'state', 'sandboxes'))
+        .filter(alive)
+        .filter((pid) => {
+          try {
+            return fs.readlinkSync(`/proc/${pid}/cwd`).includes(folder);
+          } catch {
+            return false;
+          }
+        });
       unreachable = new Set(cutOff ? descendants(cutOff.pid!) : []);
     });
     count(tally, id, settled);
     if (settled.kind !== 'cancelled') return;
     const closeTime = (await h.describe()).closeTime!.getTime();
-    const records = readReceived(received).filter((r) => typeof r.key === 'string' && r.key.startsWith(`${id}/`));
+    const records = allReceived().filter((r) => typeof r.key === 'string' && r.key.startsWith(`${id}/`));
     const ended = (s: Record<string, unknown>) =>
       records.some(
         (r) =>
           r.key === s.key &&
-          r.pid === s.pid &&
+          r.instance === s.instance &&
           (r.event === 'answered' || r.event === 'cancelled') &&
           (r.t as number) >= (s.t as number) &&
           (r.t as number) <= closeTime,
@@ -473,6 +495,7 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
       cutOff = undefined;
       // Its servers kept running while it was stopped: what they answered then reached the node too late.
       const servers = new Set(descendants(victim!.pid!));
+      // The plugin ledger's records (host pids); a sandbox's pids are its namespace's and are not compared here.
       const late = readReceived(received).filter(
         (r) =>
           r.event === 'answered' &&
@@ -581,10 +604,13 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
     await server.close();
   }
 
-  // The key store keeps one record per key (its table says so), shared by the three ledgers; what is checked here
+  // A key store keeps one record per key (its table says so): the plugin's and the remote ledger's, and the sandboxed
+  // one's; a key in both would be a write made twice. What is checked here
   // is that every answered key is in it, and no key that gave up busy.
   const perKey = new Map<string, number>();
-  for (const { key } of readKeyStore(ledger)) perKey.set(key, (perKey.get(key) ?? 0) + 1);
+  for (const { key } of [...readKeyStore(ledger), ...(fs.existsSync(boxLedger) ? readKeyStore(boxLedger) : [])]) {
+    perKey.set(key, (perKey.get(key) ?? 0) + 1);
+  }
   const twice = [...perKey].filter(([, n]) => n > 1).map(([k]) => k);
   const missing = [...expectedKeys].filter((k) => !perKey.has(k));
   const gaveUpButWritten = [...gaveUpKeys].filter((k) => perKey.has(k));

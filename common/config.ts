@@ -18,6 +18,54 @@ import { ProtocolChoiceSchema } from './protocol';
 import type { ToolSettings } from '../workflows/definitions';
 import { splitTool } from '../workflows/checks';
 
+/**
+ * I3: a destination a sandbox may reach, `host:port` — a name, an IPv4 address or a bracketed IPv6 one, and a port.
+ */
+const HostPortSchema = z
+  .string()
+  .regex(
+    /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*):\d{1,5}$/,
+    'a network grant is "host:port" (a name, an IPv4 address or [an IPv6 one], and a port)',
+  )
+  .refine((value) => {
+    const port = Number(value.slice(value.lastIndexOf(':') + 1));
+    return port >= 1 && port <= 65535;
+  }, 'a port is 1 to 65535');
+
+/**
+ * I1-I5: what a sandboxed server or a harness may reach beyond its own folder and a private /tmp, and its limits.
+ * Paths are the config folder's when relative.
+ */
+export const SandboxSchema = z.strictObject({
+  /** Files and folders it may read (I2). */
+  read: z.array(z.string().min(1)).default([]),
+  /** Files and folders it may read and write (I2). */
+  write: z.array(z.string().min(1)).default([]),
+  /** I3: no network (the default), exactly these `host:port` destinations, or `"host"`: the node's own network. */
+  network: z
+    .union([z.literal('host'), z.array(HostPortSchema)], {
+      error: 'sandbox.network is a list of "host:port" grants, or "host" for the node\'s own network',
+    })
+    .default([]),
+  /** I4: memory of the whole sandbox (its processes and its /tmp), in MiB. */
+  memoryMiB: z
+    .number()
+    .int()
+    .min(32)
+    .max(1024 * 1024)
+    .default(1024),
+  /** I4: processes and threads at once. */
+  pids: z.number().int().min(16).max(1_000_000).default(512),
+  /** I4: CPU time of the whole sandbox over its life, in seconds. */
+  cpuSeconds: z
+    .number()
+    .positive()
+    .max(30 * 24 * 3600)
+    .default(3600),
+});
+
+export type SandboxConfig = z.infer<typeof SandboxSchema>;
+
 /** Which MCP revision oz0 speaks with the server: asked at connect (`auto`), or pinned. */
 const protocol = ProtocolChoiceSchema.default('auto');
 
@@ -27,7 +75,10 @@ const StdioServerSchema = z.strictObject({
   protocol,
   /** For a sandboxed server this is all the environment it gets. */
   env: z.record(z.string(), z.string()).default({}),
-  sandbox: z.boolean().default(false),
+  /** A process of the job's own, isolated (I1-I5): `true` for the defaults, or what it is granted. */
+  sandbox: z
+    .preprocess((v) => (v === true ? {} : v === false || v === undefined ? null : v), SandboxSchema.nullable())
+    .transform((v) => v ?? false),
 });
 
 const RemoteServerSchema = z.strictObject({
@@ -58,6 +109,8 @@ const HarnessSchema = z.strictObject({
     .positive()
     .max(7 * 24 * 3600)
     .default(600),
+  /** A harness always runs isolated (I1-I5): what it is granted beyond its folder and its gateway. */
+  sandbox: SandboxSchema.prefault({}),
 });
 
 const ToolSettingsSchema = z.strictObject({
@@ -133,6 +186,14 @@ export const ConfigSchema = z.strictObject({
        * admits 10 Updates in flight per workflow by default (`history.maxInFlightUpdates`), and cancels need room.
        */
       gatewayCallsPerJob: z.number().int().min(1).max(1000).default(8),
+      /**
+       * I6: `bwrap` isolates every sandboxed server and harness with bubblewrap, and refuses to start one where it
+       * cannot; `none` runs them as plain processes (one tenant only: the node warns at start, the trace says so).
+       */
+      isolation: z.enum(['bwrap', 'none']).default('bwrap'),
+      /** I1: the unprivileged user and group a sandbox runs as when the node runs as root. */
+      sandboxUid: z.number().int().min(1).max(4_294_967_294).default(65534),
+      sandboxGid: z.number().int().min(1).max(4_294_967_294).default(65534),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
       sandboxIdleSeconds: z
         .number()

@@ -96,32 +96,57 @@ export function replyError(res: http.ServerResponse, status: number, code: numbe
 }
 
 /**
+ * The lingering close of HTTP servers: after a 413, what the client still sends is read and dropped (Node's server
+ * does so for a request it answered, the connection kept) — up to a bound, for a while, then it is cut — so a client
+ * still sending reads the 413 rather than a reset, also through a sandbox's forwarder, whose write to a closed socket
+ * would lose the answer waiting behind it.
+ */
+function discardRest(req: http.IncomingMessage, maxBytes: number): void {
+  let dropped = 0;
+  const cut = setTimeout(() => req.destroy(), 5000);
+  req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > 4 * maxBytes) req.destroy();
+  });
+  req.once('close', () => clearTimeout(cut));
+}
+
+/**
  * Reads a request's body, and its JSON. Undefined, with the answer sent, when it is over `maxBytes` (413) or not
  * JSON (400): neither reaches a server.
  */
-export async function readJsonBody(
+export function readJsonBody(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   maxBytes: number,
 ): Promise<{ raw: Buffer; value: unknown } | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > maxBytes) {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on('data', (chunk: Buffer) => {
+      if (over) return;
+      size += chunk.length;
+      if (size <= maxBytes) return void chunks.push(chunk);
+      over = true;
+      chunks.length = 0;
       replyError(res, 413, -32000, `request body over ${maxBytes} bytes`);
-      req.destroy();
-      return undefined;
-    }
-    chunks.push(chunk as Buffer);
-  }
-  const raw = Buffer.concat(chunks);
-  try {
-    return { raw, value: JSON.parse(raw.toString('utf8')) };
-  } catch {
-    replyError(res, 400, -32700, 'parse error: the body is not JSON');
-    return undefined;
-  }
+      discardRest(req, maxBytes);
+      resolve(undefined);
+    });
+    req.once('end', () => {
+      if (over) return;
+      const raw = Buffer.concat(chunks);
+      try {
+        resolve({ raw, value: JSON.parse(raw.toString('utf8')) });
+      } catch {
+        replyError(res, 400, -32700, 'parse error: the body is not JSON');
+        resolve(undefined);
+      }
+    });
+    // A client gone mid-body: nothing to answer.
+    req.once('error', () => resolve(undefined));
+  });
 }
 
 /**

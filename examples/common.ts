@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
@@ -142,16 +143,19 @@ export async function runMain(factory: ServerFactory, argv: string[] = process.a
   process.once('SIGTERM', stop);
 }
 
+/** This process among others: in a sandbox a pid is its namespace's, the same in every sandbox. */
+const instance = randomBytes(4).toString('hex');
+
 /**
- * Appends `{ t, pid, ...entry }` as one JSON line to the file named by env `OZ0_RECEIVED_LOG`, if set. Synchronous so
- * that the line is on disk before the handler goes on (and before a deliberate `process.exit`). Tests read the file
- * with {@link readReceived} to see what a server was actually sent.
+ * Appends `{ t, pid, instance, ...entry }` as one JSON line to the file named by env `OZ0_RECEIVED_LOG`, if set.
+ * Synchronous so that the line is on disk before the handler goes on (and before a deliberate `process.exit`). Tests
+ * read the file with {@link readReceived} to see what a server was actually sent.
  */
 export function recordReceived(entry: object): void {
   const file = process.env.OZ0_RECEIVED_LOG;
   if (!file) return;
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.appendFileSync(file, JSON.stringify({ t: Date.now(), pid: process.pid, ...entry }) + '\n');
+  fs.appendFileSync(file, JSON.stringify({ t: Date.now(), pid: process.pid, instance, ...entry }) + '\n');
 }
 
 /** Parses a file written by {@link recordReceived}. A missing file is `[]`; a torn last line is skipped. */

@@ -15,6 +15,7 @@ import { createLogger } from '../common/logger';
 import { createNode } from '../worker/node';
 import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
+import { findPython } from '../worker/python';
 import { startReaderServer } from './reader';
 import type { JobSpec } from '../common/schemas';
 
@@ -49,34 +50,26 @@ async function main(): Promise<void> {
     logFile: path.join(state, 'temporal-server.log'),
   });
   const remote = await startReaderServer(0, { stateFile: path.join(state, 'remote-seen.json') });
-  const reader = path.join(root, 'dist', 'examples', 'reader.js');
+  // The repository's oz0.config.json, as `oz0 dev` reads it: its servers, with the grants the sandboxed one needs, and
+  // its harnesses (I2); the demo keeps its state in a folder of its own and adds the remote server it runs.
+  const base = parseConfig(JSON.parse(fs.readFileSync(path.join(root, 'oz0.config.json'), 'utf8')));
+  const python = 'python' in findPython({ root, install: false, env: {} });
   const config = {
     ...parseConfig({
+      ...base,
       temporal: { address: server.address, namespace: 'default', taskQueue: 'oz0' },
       servers: {
-        ledger: {
-          command: 'node',
-          args: ['dist/examples/ledger.js'],
-          env: { LEDGER_FILE: path.join(state, 'ledger.db') },
-        },
-        reader: { command: 'node', args: [reader], env: { READER_STATE: path.join(state, 'reader-seen.json') } },
-        notes: { command: 'node', args: [reader], sandbox: true, env: { READER_STATE: 'seen.json' } },
+        ...base.servers,
+        ledger: { ...base.servers.ledger, env: { LEDGER_FILE: path.join(state, 'ledger.db') } },
+        reader: { ...base.servers.reader, env: { READER_STATE: path.join(state, 'reader-seen.json') } },
         search: { url: remote.url },
       },
-      tools: { 'ledger.charge': { timeoutSeconds: 30, maxAttempts: 5 }, '*': { timeoutSeconds: 60, maxAttempts: 3 } },
-      // A live session's agent (H1): it decides its calls from the answers, speaking only MCP to the node's gateway.
-      harnesses: {
-        refunds: {
-          command: 'node',
-          args: ['dist/examples/agents/refunds.js'],
-          tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
-          timeoutSeconds: 120,
-        },
-      },
-      node: { stateDir: path.join(state, 'node') },
+      // The Python agent runs on the project's venv (`npm run python:install`); without it, the demo leaves it out.
+      harnesses: python ? base.harnesses : { refunds: base.harnesses.refunds },
+      node: { ...base.node, stateDir: path.join(state, 'node') },
     }),
     baseDir: root,
-    source: 'demo',
+    source: path.join(root, 'oz0.config.json'),
   };
   const node = await createNode({ config, logger });
   const running = node.run();
@@ -102,8 +95,16 @@ async function main(): Promise<void> {
           { call: 'ledger.set_status', args: { id: order, status: 'open' } },
         ],
       },
-      // The refunds agent finds the order charged, so it refunds it, and cancels its own slow check at 1 s.
+      // The refunds agent finds the order charged, so it refunds it, and cancels its own slow check at 1 s; it runs in a
+      // sandbox of its own (I1), reaching only its gateway.
       { session: { harness: 'refunds', input: { order_id: order, deadline_ms: 1000 } } },
+      // The same agent in Python, on the MCP Python SDK, when the project's venv is there: an order of its own to refund.
+      ...(python
+        ? [
+            { call: 'ledger.charge', args: { order_id: `${order}-py`, amount: 300 } },
+            { session: { harness: 'refunds_py', input: { order_id: `${order}-py`, deadline_ms: 1000 } } },
+          ]
+        : []),
       { call: 'ledger.charge', args: { order_id: order, amount: -1 } },
     ],
   };

@@ -39,6 +39,8 @@ export interface DevServerOptions {
 
 export interface DevServer {
   address: string;
+  /** Temporal's HTTP API (`host:port`), where the server has one. */
+  httpAddress?: string;
   namespace: string;
   uiUrl?: string;
   pid: number;
@@ -67,7 +69,8 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   const namespace = opts.namespace ?? 'default';
   if (!opts.cli) return startDownloadedDevServer(opts, ip, port, namespace);
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'warn'];
-  args.push('--http-port', String(await freePort(ip)), '--metrics-port', String(await freePort(ip)));
+  const httpPort = await freePort(ip);
+  args.push('--http-port', String(httpPort), '--metrics-port', String(await freePort(ip)));
   if (namespace !== 'default') args.push('--namespace', namespace);
   for (const [key, value] of Object.entries(opts.dynamicConfig ?? DEV_SERVER_DYNAMIC_CONFIG)) {
     args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
@@ -116,6 +119,7 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
   }
   return {
     address,
+    httpAddress: `${ip}:${httpPort}`,
     namespace,
     uiUrl: uiPort ? `http://${ip}:${uiPort}` : undefined,
     pid: child.pid ?? -1,

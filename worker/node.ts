@@ -11,6 +11,7 @@ import type { WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { NodeIdentity } from '../activities';
 import { ServerPool } from '../activities/servers/pool';
+import { Isolation } from '../activities/sandbox';
 import { launchProblems } from '../activities/launch';
 import { PolicyGate } from '../activities/policy/gate';
 import { CallRelay } from '../activities/call/relay';
@@ -78,8 +79,12 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     id: name,
     queue: `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`,
   };
+  // I1-I6: how this node isolates sandboxed servers and harnesses, said at start (or why it cannot).
+  const isolation = new Isolation(config, logger.child({ node: name }));
+  for (const line of isolation.startupLines()) logger[line.level]({ node: name }, line.text);
   const pool = new ServerPool({
     config,
+    isolation,
     logger: logger.child({ node: name }),
     sandboxRoot: path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', identity.queue.replace(/\//g, '_')),
     killGraceMs: config.node.killGraceSeconds * 1000,
@@ -108,6 +113,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     policyMaxAgeMs: config.node.policyMaxAgeMs,
     harness: {
       gateway,
+      isolation,
       killGraceMs: config.node.killGraceSeconds * 1000,
       sessionRoot: path.join(stateRoot, 'sessions', identity.queue.replace(/\//g, '_')),
     },
@@ -173,6 +179,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       await gateway.close();
       gate.close();
       await pool.close();
+      await isolation.close();
       if (ownConnection) await connection.close();
     }
   };

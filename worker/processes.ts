@@ -63,6 +63,24 @@ export function descendants(pid: number): number[] {
   return out;
 }
 
+/**
+ * The processes working in `dir` or below it (by their working directory, read from the node's side): a sandbox's,
+ * whose pids inside are its namespace's and say nothing here.
+ */
+export function processesIn(dir: string): number[] {
+  const out: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cwd = fs.readlinkSync(`/proc/${entry}/cwd`);
+      if (cwd === dir || cwd.startsWith(`${dir}/`)) out.push(Number(entry));
+    } catch {
+      // gone already, or not ours to read
+    }
+  }
+  return out;
+}
+
 /** A machine lost: kill -9 a node and everything it started, at once. */
 export function killTree(pid: number): void {
   for (const p of [pid, ...descendants(pid)]) {

@@ -64,6 +64,8 @@ export interface CallDeps {
 export const MAX_RESULT_BYTES = 1024 * 1024;
 
 const IGNORED_TOKEN = 'ignored an invalid resume token';
+/** I6: the trace's word for a call on a sandboxed server that ran as a plain process. */
+export const UNISOLATED = 'ran unisolated (node.isolation: "none")';
 
 /** Why an attempt's request was stopped, in the trace's words; the first cause wins. */
 interface StopCause {
@@ -210,6 +212,8 @@ class Attempt {
     }
     const { connection } = this.lease;
     this.state.protocol = connection.protocol;
+    // I6: a sandboxed server that is not isolated is said on every attempt it serves.
+    if (connection.kind === 'sandbox' && !connection.isolated) this.notes.push(UNISOLATED);
     if (connection.kind === 'sandbox' && !this.state.sandboxQueues?.includes(deps.node.queue)) {
       // Said at once, in a heartbeat: a node cut off before its answer arrives still gets its sandbox stopped.
       this.state.sandboxQueues = [...(this.state.sandboxQueues ?? []), deps.node.queue];
@@ -447,7 +451,9 @@ class Attempt {
     if (err instanceof AttemptEnd) return this.fail(err.outcome, err.note, err.failure);
     if (this.stopCause) return this.stopped(this.stopCause);
     if (err instanceof TaskGone) return this.taskGone(err);
-    const message = (err as Error).message ?? String(err);
+    // I4: the server's sandbox went past a limit and was stopped: said by name, not as a closed connection.
+    const limit = this.lease?.connection.stoppedFor();
+    const message = limit ? `its sandbox was stopped: past ${limit}` : ((err as Error).message ?? String(err));
     this.deps.logger.warn({ tool: this.input.tool, key: this.input.key, err: message }, 'attempt failed');
     return this.fail('failed', `outcome unknown: ${message}`, {
       type: FailureType.attemptFailed,

@@ -9,6 +9,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import { Server } from '@modelcontextprotocol/server';
 import type { CallToolRequest, CallToolResult, ServerContext } from '@modelcontextprotocol/server';
@@ -75,6 +76,8 @@ export class Gateway {
   private readonly http: http.Server;
   private readonly unlisten: () => void;
   url = '';
+  /** Its port on 127.0.0.1: a sandboxed harness reaches it at the same address inside (I3). */
+  port = 0;
 
   private constructor(private readonly deps: GatewayDeps) {
     this.http = http.createServer((req, res) => {
@@ -94,8 +97,14 @@ export class Gateway {
       gateway.http.once('error', reject);
       gateway.http.listen(deps.config.node.gatewayPort, '127.0.0.1', () => resolve());
     });
-    gateway.url = `http://127.0.0.1:${(gateway.http.address() as AddressInfo).port}/mcp`;
+    gateway.port = (gateway.http.address() as AddressInfo).port;
+    gateway.url = `http://127.0.0.1:${gateway.port}/mcp`;
     return gateway;
+  }
+
+  /** Serves a connection that came another way: a sandboxed harness's, through its Unix socket (I3). */
+  accept(socket: Duplex): void {
+    this.http.emit('connection', socket);
   }
 
   /** Lets a harness run in with `token` until the result's `close()`: then the token answers 401. */

@@ -1,11 +1,13 @@
 /**
- * A harness run on this node (H2, H7): its process — its own process group, its session's folder, exactly the
- * environment its config names plus OZ0_MCP_URL, OZ0_MCP_TOKEN, OZ0_JOB, OZ0_SESSION, OZ0_SESSION_RUN and OZ0_INPUT —,
+ * A harness run on this node (H2, H7): its process — in a sandbox of its own (I1-I5), its own process group, its
+ * session's folder, exactly the environment its config names plus OZ0_MCP_URL, OZ0_MCP_TOKEN, OZ0_JOB, OZ0_SESSION,
+ * OZ0_SESSION_RUN and OZ0_INPUT —,
  * its token on the node's gateway, its heartbeat (the session's lease: it stops when the node is lost, T4), and how
  * it ended: its last line on stdout when it exits 0, else an error result that says which way it failed.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
@@ -13,7 +15,8 @@ import type { HarnessConfig, LoadedConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
 import { FailureType } from '../../workflows/definitions';
 import type { HarnessInput, HarnessOutcome, ToolResult } from '../../workflows/definitions';
-import { spawnGroup, stopGroup } from '../process-group';
+import type { Started } from '../process-group';
+import type { Isolation } from '../sandbox';
 import { resolveEnvRefs } from '../servers/env';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';
@@ -27,6 +30,8 @@ export interface HarnessDeps {
   killGraceMs: number;
   /** Where this node keeps its sessions' folders. */
   sessionRoot: string;
+  /** How the harness is isolated (I1-I6). */
+  isolation: Isolation;
 }
 
 /** The last stdout line is the result; a longer one is cut here (it would not fit the job's history anyway). */
@@ -72,9 +77,11 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
     `${input.jobId}-${input.session}-${input.sessionRun}`.replace(/[^A-Za-z0-9_.-]/g, '_'),
   );
   fs.mkdirSync(cwd, { recursive: true });
-  let child: ChildProcess | undefined;
+  let started: Started;
   try {
-    child = await spawnGroup({
+    started = await deps.isolation.start({
+      who: `harness "${input.harness}" (${input.jobId} ${input.session})`,
+      field: `harnesses.${input.harness}.sandbox`,
       ...launch,
       cwd,
       env: {
@@ -86,16 +93,20 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
         OZ0_SESSION_RUN: String(input.sessionRun),
         OZ0_INPUT: JSON.stringify(input.input ?? null),
       },
+      grants: harness.sandbox,
+      gateway: { port: deps.gateway.port, accept: (socket) => deps.gateway.accept(socket) },
     });
   } catch (err) {
     await entry.close();
     fs.rmSync(cwd, { recursive: true, force: true });
     return failed(`the harness could not start: ${(err as Error).message}`, 'could not start');
   }
-  log.info({ pid: child.pid }, 'harness started');
+  const { child } = started;
+  log.info({ pid: child.pid, isolated: started.isolated }, 'harness started');
+  if (!started.isolated) log.warn('the harness runs unisolated (node.isolation: "none")');
   const output = readOutput(child, log, secrets);
-  const ended = await endOf(child, ctx, harness, deps);
-  await stopGroup(child, deps.killGraceMs);
+  const ended = await endOf(child, ctx, harness, deps, started);
+  await started.stop(deps.killGraceMs);
   await entry.close();
   fs.rmSync(cwd, { recursive: true, force: true });
   log.info({ ended: ended.why }, 'harness ended');
@@ -117,12 +128,27 @@ type End =
   | { cause: 'timeout' | 'cancelled' | 'shutdown'; why: string };
 
 /** Heartbeats (the session's lease) until the harness exits, runs past its time limit, or Temporal stops it. */
-async function endOf(child: ChildProcess, ctx: Context, harness: HarnessConfig, deps: HarnessDeps): Promise<End> {
+async function endOf(
+  child: ChildProcess,
+  ctx: Context,
+  harness: HarnessConfig,
+  deps: HarnessDeps,
+  started: Started,
+): Promise<End> {
   const timers: NodeJS.Timeout[] = [];
   try {
     return await new Promise<End>((resolve) => {
-      const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
-        resolve({ cause: 'exit', code, why: signal ? `was killed by ${signal}` : `exited with code ${code}` });
+      const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+        const limit = started.stoppedFor();
+        // A sandbox's bwrap passes a signal's death on as 128 + its number, as a shell does.
+        const killedBy = signal ?? (started.isolated ? signalOf(code) : undefined);
+        const why = limit
+          ? `was stopped: its sandbox went past ${limit}`
+          : killedBy
+            ? `was killed by ${killedBy}`
+            : `exited with code ${code}`;
+        resolve({ cause: 'exit', code: killedBy || limit ? null : code, why });
+      };
       if (child.exitCode !== null || child.signalCode !== null) onExit(child.exitCode, child.signalCode);
       child.once('exit', onExit);
       timers.push(
@@ -148,6 +174,14 @@ async function endOf(child: ChildProcess, ctx: Context, harness: HarnessConfig, 
   }
 }
 
+/** The signal a code of 128 + n stands for, if n is one. */
+function signalOf(code: number | null): NodeJS.Signals | undefined {
+  if (code === null || code <= 128) return undefined;
+  return (Object.entries(os.constants.signals) as Array<[NodeJS.Signals, number]>).find(
+    ([, n]) => n === code - 128,
+  )?.[0];
+}
+
 /** Keeps the harness's last stdout line; its stderr goes to the node's log, line by line, secrets cut out. */
 function readOutput(child: ChildProcess, log: Logger, secrets: string[]) {
   let stdout = '';
@@ -155,6 +189,8 @@ function readOutput(child: ChildProcess, log: Logger, secrets: string[]) {
   const stderrLines: string[] = [];
   let stderr = '';
   const redact = (line: string) => secrets.reduce((l, s) => (s ? l.split(s).join('[redacted]') : l), line);
+  // stdio are socket pairs: a harness killed with bytes unread makes a read fail (ECONNRESET); its exit says the rest.
+  for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.on('error', () => undefined);
   child.stdout?.on('data', (chunk: Buffer) => {
     stdout += chunk.toString('utf8');
     const lines = stdout.split('\n');

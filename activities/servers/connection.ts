@@ -64,6 +64,8 @@ export class ServerConnection {
     readonly client: Client,
     private readonly transport: Transport,
     private readonly identity: { clientInfo: Implementation; capabilities: ClientCapabilities },
+    /** A stdio server's process: whether it is isolated, and the limit it was stopped for (I1, I4). */
+    private readonly process?: { readonly isolated: boolean; stoppedFor(): string | undefined },
   ) {}
 
   /** The revision this connection speaks: 2026-07-28, or what the `initialize` handshake agreed. */
@@ -268,6 +270,16 @@ export class ServerConnection {
       },
     };
     this.transport.send(notification).catch(() => undefined);
+  }
+
+  /** Whether the server runs in a sandbox of its own; false for a plugin's or a remote server. */
+  get isolated(): boolean {
+    return this.process?.isolated ?? false;
+  }
+
+  /** The limit the server's sandbox went past and was stopped for (I4), in words. */
+  stoppedFor(): string | undefined {
+    return this.process?.stoppedFor();
   }
 
   get busy(): boolean {

@@ -103,10 +103,14 @@ async function attempt(
     const negotiationFailed = error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed;
     return { error, closedOnProbe: probed && negotiationFailed && ended };
   }
-  const connection = new ServerConnection(server, kind, client, transport, {
-    clientInfo: CLIENT_INFO,
-    capabilities: opts.capabilities,
-  });
+  const connection = new ServerConnection(
+    server,
+    kind,
+    client,
+    transport,
+    { clientInfo: CLIENT_INFO, capabilities: opts.capabilities },
+    transport instanceof ProcessTransport ? transport : undefined,
+  );
   made.connection = connection;
   const sdkOnMessage = transport.onmessage;
   transport.onmessage = (message, extra) => {

@@ -1,7 +1,7 @@
 /**
  * The node's MCP servers (SPEC "Words"): one shared process per plugin, one process per job for a sandboxed
- * server, one Streamable HTTP session per remote server. Connections start on first use and start again
- * after they die.
+ * server, one Streamable HTTP connection per remote server (with a session on 2025-11-25 and older, none on
+ * 2026-07-28). Connections start on first use and start again after they die.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -15,10 +15,10 @@ import { NothingSent, OutcomeUnknown } from './errors';
 import { connectClient, rateLimited } from './negotiate';
 import type { EraVerdicts } from './negotiate';
 import { ProcessTransport } from './process-transport';
-import type { ProcessSpec } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
 import { besideConfig, launchProblem } from '../launch';
+import { Isolation } from '../sandbox';
 
 export type { ServerKind };
 export { ServerConnection };
@@ -26,6 +26,8 @@ export { ServerConnection };
 export interface PoolOptions {
   config: LoadedConfig;
   logger: Logger;
+  /** How sandboxed servers start (I1-I6); by default one of the pool's own. */
+  isolation?: Isolation;
   /** Root of this node's sandbox folders. */
   sandboxRoot: string;
   killGraceMs?: number;
@@ -44,8 +46,11 @@ export class ServerPool {
   /** What each stdio server answered to the protocol probe: its next process (a restart, a sandbox) is not asked. */
   private readonly verdicts: EraVerdicts = new Map();
   private reaper?: NodeJS.Timeout;
+  readonly isolation: Isolation;
 
   constructor(private readonly opts: PoolOptions) {
+    // A pool that made its own isolation (a CLI command's) closes it; a node closes the one it shares.
+    this.isolation = opts.isolation ?? new Isolation(opts.config, opts.logger);
     const idleMs = opts.config.node.sandboxIdleSeconds * 1000;
     this.reaper = setInterval(() => void this.reapIdleSandboxes(idleMs), Math.min(idleMs, 60_000));
     this.reaper.unref();
@@ -115,7 +120,7 @@ export class ServerPool {
     // A server that cannot be launched at all is said as it is, before any connect (its problem names the script).
     const transportFor = isRemote(config)
       ? (): Transport => createRemoteTransport(server, config, process.env)
-      : this.processTransportFor(this.processSpec(config, kind, server, jobId), kind, server, jobId);
+      : this.processTransportFor(this.processSource(config, kind, server, jobId), kind, server, jobId);
     const { logger } = this.opts;
     let opened: ServerConnection;
     try {
@@ -143,9 +148,14 @@ export class ServerPool {
     return opened;
   }
 
-  private processTransportFor(spec: ProcessSpec, kind: ServerKind, server: string, jobId: string): () => Transport {
+  private processTransportFor(
+    source: ConstructorParameters<typeof ProcessTransport>[0],
+    kind: ServerKind,
+    server: string,
+    jobId: string,
+  ): () => Transport {
     return () =>
-      new ProcessTransport(spec, {
+      new ProcessTransport(source, {
         // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
         killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
         stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
@@ -154,17 +164,30 @@ export class ServerPool {
       });
   }
 
-  private processSpec(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
+  /** A plugin's plain process (the platform's own code, I), or how the job's sandbox starts. */
+  private processSource(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
     // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
     const { baseDir } = this.opts.config;
     const launch = besideConfig(baseDir, config);
     const problem = launchProblem(`server "${server}"`, this.opts.config, launch);
     if (problem) throw new Error(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
-    if (kind === 'plugin') return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
-    const cwd = this.sandboxDir(sandboxId(server, jobId));
-    fs.mkdirSync(cwd, { recursive: true });
-    return { ...launch, cwd, env };
+    if (kind === 'plugin' || !config.sandbox) {
+      return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
+    }
+    const grants = config.sandbox;
+    return async () => {
+      const cwd = this.sandboxDir(sandboxId(server, jobId));
+      fs.mkdirSync(cwd, { recursive: true });
+      return this.isolation.start({
+        who: `server "${server}" (sandbox of ${jobId})`,
+        field: `servers.${server}.sandbox`,
+        ...launch,
+        cwd,
+        env,
+        grants,
+      });
+    };
   }
 
   /** Stops every sandboxed server of a job on this node (its whole process trees). */
@@ -219,6 +242,7 @@ export class ServerPool {
     clearInterval(this.reaper);
     await Promise.all([...this.connections.keys()].map((id) => this.stop(id)));
     fs.rmSync(this.opts.sandboxRoot, { recursive: true, force: true });
+    if (!this.opts.isolation) await this.isolation.close();
   }
 }
 

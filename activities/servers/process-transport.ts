@@ -1,18 +1,18 @@
 /**
  * An MCP stdio transport over a child process that leads its own process group, so the node can stop the
- * server's whole tree (C3). The SDK's StdioClientTransport neither isolates the environment nor kills more
- * than the direct child, which is why oz0 has its own. It also keeps each server to one process: the SDK's own
- * stdio transport (exactly that class) asks for the protocol version on a throwaway copy of the server
- * (@modelcontextprotocol/client 2.4.0, `negotiateStdioViaSibling`), which would start every plugin and sandbox twice;
- * any other transport is asked in place, on the one process.
+ * server's whole tree (C3) — a plain process, or a sandbox (../sandbox). The SDK's StdioClientTransport neither
+ * isolates the server nor kills more than the direct child, which is why oz0 has its own. It also keeps each server
+ * to one process: the SDK's own stdio transport (exactly that class) asks for the protocol version on a throwaway copy
+ * of the server (@modelcontextprotocol/client 2.4.0, `negotiateStdioViaSibling`), which would start every plugin and
+ * sandbox twice; any other transport is asked in place, on the one process.
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/client';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import type { Logger } from '../../common/logger';
-import { resolveCommand, spawnGroup, stopGroup } from '../process-group';
-import type { GroupSpec } from '../process-group';
+import { resolveCommand, startGroup } from '../process-group';
+import type { GroupSpec, Started } from '../process-group';
 
 export { resolveCommand };
 
@@ -37,12 +37,14 @@ export class ProcessTransport implements Transport {
   onmessage?: (message: JSONRPCMessage) => void;
 
   private child?: ChildProcess;
+  private started?: Started;
   private readonly lines: LineBuffer;
   private closing?: Promise<void>;
   private closedNotified = false;
 
+  /** `source`: a plain process's spec, or how to start it (a sandbox). */
   constructor(
-    private readonly spec: ProcessSpec,
+    private readonly source: ProcessSpec | (() => Promise<Started>),
     private readonly opts: ProcessTransportOptions = {},
   ) {
     this.lines = new LineBuffer(opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES);
@@ -67,11 +69,23 @@ export class ProcessTransport implements Transport {
     return this.child?.stderr ?? null;
   }
 
+  /** Whether the server runs in a sandbox of its own (I1). */
+  get isolated(): boolean {
+    return this.started?.isolated ?? false;
+  }
+
+  /** The limit its sandbox went past and was stopped for (I4), in words. */
+  stoppedFor(): string | undefined {
+    return this.started?.stoppedFor();
+  }
+
   async start(): Promise<void> {
     if (this.child) throw new Error('ProcessTransport already started');
     let child: ChildProcess;
     try {
-      child = await spawnGroup(this.spec);
+      const { source } = this;
+      this.started = await (typeof source === 'function' ? source() : startGroup(source));
+      child = this.started.child;
     } catch (err) {
       this.onerror?.(err as Error);
       this.notifyClosed();
@@ -84,6 +98,10 @@ export class ProcessTransport implements Transport {
       this.notifyClosed();
     });
     child.stdin?.on('error', (err) => this.onerror?.(err));
+    // stdio are socket pairs: a server killed with bytes of ours unread makes a read fail (ECONNRESET). That ends
+    // this session (its exit closes it), never the node.
+    child.stdout?.on('error', (err) => this.onerror?.(err));
+    child.stderr?.on('error', () => undefined);
     child.stdout?.on('data', (chunk: Buffer) => this.onData(chunk));
     child.stderr?.on('data', (chunk: Buffer) => {
       this.opts.logger?.debug({ server: this.opts.label, stderr: chunk.toString('utf8', 0, 2000) }, 'server stderr');
@@ -116,9 +134,8 @@ export class ProcessTransport implements Transport {
   }
 
   private async stopGroup(): Promise<void> {
-    const child = this.child;
-    if (!child?.pid) return this.notifyClosed();
-    await stopGroup(child, this.opts.killGraceMs ?? 5000, this.opts.stdinGraceMs ?? 2000);
+    if (!this.started?.child.pid) return this.notifyClosed();
+    await this.started.stop(this.opts.killGraceMs ?? 5000, this.opts.stdinGraceMs ?? 2000);
     this.lines.clear();
     this.notifyClosed();
   }

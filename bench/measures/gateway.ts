@@ -57,6 +57,7 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
         args: [`${env.root}/dist/bench/writer-harness.js`],
         tools: ['reader.*'],
         timeoutSeconds: 600,
+        sandbox: { read: ['dist', 'node_modules'] },
       },
     },
     jobs: { continueAsNewAfterCalls: 10_000, maxCallsPerSession: 10_000 },

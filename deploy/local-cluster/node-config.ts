@@ -5,7 +5,8 @@
  * state folder, and `http://search:8931/mcp` the search server started here. One ledger for every node, as in
  * compose: the plugin kit's key store is safe across processes, so a write a lost node made is answered from it on
  * the node that takes the call over.
- * The stdio servers also get OZ0_RECEIVED_LOG, so the checks can tell which node's server received a call.
+ * The plugin servers also get OZ0_RECEIVED_LOG, so the checks can tell which node's server received a call (a
+ * sandboxed one may not see a plugin's files, I2: it keeps its own in its folder).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -47,11 +48,11 @@ export function nodeConfig(root: string, place: NodePlace): Record<string, unkno
   };
   const input = moved(compose, swap) as Record<string, unknown> & {
     temporal: object;
-    servers: Record<string, { env?: Record<string, string>; url?: string }>;
+    servers: Record<string, { env?: Record<string, string>; url?: string; sandbox?: unknown }>;
   };
   input.temporal = { ...input.temporal, address: place.address, namespace: place.namespace };
   for (const server of Object.values(input.servers)) {
-    if (!server.url) server.env = { ...server.env, OZ0_RECEIVED_LOG: place.receivedLog };
+    if (!server.url && !server.sandbox) server.env = { ...server.env, OZ0_RECEIVED_LOG: place.receivedLog };
   }
   parseConfig(input);
   return input;

@@ -11,6 +11,7 @@ import asyncio
 import atexit
 import json
 import os
+import secrets
 import socket
 import sqlite3
 import sys
@@ -26,17 +27,21 @@ RETRYABLE = "oz0/retryable"
 RETRY_AFTER = "oz0/retry_after"
 RESUME = "oz0/resume"
 
+_INSTANCE = secrets.token_hex(4)
+
 
 def record(entry: dict[str, Any]) -> None:
-    """Appends `{t, pid, ...entry}` as a JSON line to OZ0_RECEIVED_LOG, if set: what this server received and did.
+    """Appends `{t, pid, instance, ...entry}` as a JSON line to OZ0_RECEIVED_LOG, if set: what this server received
+    and did.
 
     The tests read it (the same format as the TypeScript examples' `recordReceived`). Written at once, so the line is
-    on disk before the handler goes on.
+    on disk before the handler goes on. `instance` tells processes apart where a pid cannot: in a sandbox the pid is
+    its namespace's, the same in every sandbox.
     """
     file = os.environ.get("OZ0_RECEIVED_LOG")
     if not file:
         return
-    line = json.dumps({"t": int(time.time() * 1000), "pid": os.getpid(), **entry})
+    line = json.dumps({"t": int(time.time() * 1000), "pid": os.getpid(), "instance": _INSTANCE, **entry})
     with open(file, "a", encoding="utf-8") as out:
         out.write(line + "\n")
 

@@ -53,6 +53,19 @@ class OpenServer implements DrillTarget {
     });
   }
 
+  /**
+   * I6: how this server's sandbox is isolated here, in words: bubblewrap and how its limits are held, or that it runs
+   * unisolated (`node.isolation: "none"`); undefined for a plugin's or a remote server.
+   */
+  isolation(): string | undefined {
+    if (this.kind !== 'sandbox') return undefined;
+    const status = this.pool.isolation.check();
+    if (status.mode === 'none')
+      return 'none: runs unisolated, with the node\'s files, network and processes in reach (node.isolation: "none")';
+    if (status.problem) return `refused: ${status.problem}`;
+    return `bubblewrap, limits by ${status.limits!.kind}${status.limits!.gaps.length ? ` (${status.limits!.gaps.join('; ')})` : ''}`;
+  }
+
   private async connection() {
     if (!this.lease || this.lease.connection.closed) {
       this.lease?.release();
@@ -323,10 +336,12 @@ export async function pluginTest(
     const report = opts.drill ? await runDrill(open, tools, drill) : undefined;
     const sampledNames = new Set(Object.keys(drill.samples));
     for (const [name, asked] of open.asked) if (!sampledNames.has(name)) findings.push(askedFinding(name, asked));
+    const isolation = open.isolation();
     return {
       server,
       kind: open.kind,
       protocol,
+      ...(isolation && { isolation }),
       functions: tools.map((t) => t.name),
       tasks: { offered, ...(form && { form }), functions: tasks },
       hidden,

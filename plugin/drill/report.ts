@@ -10,6 +10,8 @@ export interface PluginTestReport {
   kind: ServerKind;
   /** The MCP revision the server speaks with oz0: 2026-07-28, or what the `initialize` handshake agreed. */
   protocol: string;
+  /** I6: a sandboxed server's isolation on this machine, in words (`none: runs unisolated…` where it is off). */
+  isolation?: string;
   functions: string[];
   /**
    * MCP tasks: whether the server offers them, in which form (the extension of 2026-07-28, where the server decides
@@ -44,6 +46,7 @@ export function formatReport(report: PluginTestReport): string {
   const out = [
     `${report.server} (${report.kind} server, MCP ${report.protocol}): ${report.functions.length} functions`,
   ];
+  if (report.isolation) out.push(`isolation: ${report.isolation}`);
   if (report.drillFile) out.push(`drill file: ${report.drillFile}`);
   const tasks = report.tasks.functions.map((t) => `${t.function} (${t.support})`);
   const offered = report.tasks.offered

@@ -11,7 +11,8 @@ import { startSearchServer } from '../../examples/search';
 import { readKeyStore } from '../../plugin';
 import { DRILL_CANCEL_REASON } from '../../plugin/drill/drill';
 import type { PluginTestReport } from '../../plugin/drill/report';
-import { example, fixture, tmpDir } from '../helpers/temporal';
+import { ROOT, example, fixture, tmpDir } from '../helpers/temporal';
+import { NODE_PROGRAM, writableDir } from '../helpers/sandbox';
 import { oz0, pluginTestCli } from '../helpers/cli';
 
 jest.setTimeout(90_000);
@@ -19,7 +20,8 @@ jest.setTimeout(90_000);
 const dir = tmpDir('oz0-drill-');
 const configFile = path.join(dir, 'oz0.config.json');
 const ledgerFile = path.join(dir, 'ledger.db');
-const sandboxLedger = path.join(dir, 'sandbox-ledger.db');
+const boxDir = writableDir('oz0-drill-box-');
+const sandboxLedger = path.join(boxDir, 'sandbox-ledger.db');
 const received = path.join(dir, 'received.jsonl');
 const bank = (name: string) => ({
   command: 'node',
@@ -37,7 +39,12 @@ beforeAll(() => {
           args: [example('ledger')],
           env: { LEDGER_FILE: ledgerFile, OZ0_RECEIVED_LOG: received },
         },
-        boxed: { command: 'node', args: [example('ledger')], sandbox: true, env: { LEDGER_FILE: sandboxLedger } },
+        boxed: {
+          command: 'node',
+          args: [example('ledger')],
+          sandbox: { read: NODE_PROGRAM.map((p) => path.join(ROOT, p)), write: [boxDir] },
+          env: { LEDGER_FILE: sandboxLedger },
+        },
         ignores: bank('ignores-key'),
         memory: bank('memory-keys'),
         byargs: bank('dedupes-by-args'),
@@ -108,8 +115,23 @@ test('CLI plugin test --drill: the example ledger passes every case, and wrote e
 test('CLI plugin test --drill: the ledger as a sandboxed server passes too (its store outside its folder)', async () => {
   const { code, report } = await pluginTest('boxed', '--drill', '--drill-file', 'examples/ledger.drill.json');
   expect(report.kind).toBe('sandbox');
+  // I6: how it runs here is said.
+  expect(report.isolation).toMatch(/^bubblewrap, limits by /);
   expect(results(report, 'slow_charge')).toEqual(allPass);
   expect(code).toBe(0);
+});
+
+test('I6: with node.isolation "none", oz0 plugin test says a sandboxed server runs unisolated', async () => {
+  const config = JSON.parse(fs.readFileSync(configFile, 'utf8')) as { servers: Record<string, unknown> };
+  const unisolated = path.join(dir, 'unisolated.config.json');
+  fs.writeFileSync(
+    unisolated,
+    JSON.stringify({ servers: { boxed: config.servers.boxed }, node: { isolation: 'none' } }),
+  );
+  const { report } = await pluginTestCli(unisolated, 'boxed');
+  expect(report.isolation).toMatch(/^none: runs unisolated/);
+  const text = await oz0(['plugin', 'test', 'boxed', '--config', unisolated]);
+  expect(text.stdout).toContain('isolation: none: runs unisolated');
 });
 
 test('CLI plugin test --drill: a server that ignores the key fails same-key, restart and other-args', async () => {

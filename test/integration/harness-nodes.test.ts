@@ -58,6 +58,8 @@ function setup() {
       env: { NODE_PATH: path.join(ROOT, 'node_modules') },
       tools: ['ledger.*', 'reader.*'],
       timeoutSeconds: 120,
+      // I2: what it loads (the MCP SDK); this config lives in a folder of its own, so the path is absolute.
+      sandbox: { read: [path.join(ROOT, 'node_modules')] },
     },
   };
   const node = { heartbeatTimeoutSeconds: 4 };

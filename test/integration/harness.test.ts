@@ -25,7 +25,6 @@ import { isSessionTrace } from '../../workflows/definitions';
 import type { JobTrace, SessionTrace } from '../../workflows/definitions';
 import {
   ROOT,
-  alive,
   approve,
   eventually,
   example,
@@ -37,6 +36,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import { hostProcesses, sandboxed, writableDir } from '../helpers/sandbox';
 import { logFileOf } from '../logs';
 import { python, withPython } from '../helpers/python';
 
@@ -44,6 +44,8 @@ let temporal: TestTemporal;
 let remote: HttpHandle;
 const dir = tmpDir();
 const received = path.join(dir, 'received.jsonl');
+const boxReceived = path.join(writableDir(), 'box-received.jsonl');
+const harnessLogs = writableDir();
 
 beforeAll(async () => {
   temporal = await startTemporal();
@@ -56,14 +58,26 @@ afterAll(async () => {
   await temporal?.close();
 });
 
+/** What the servers received, the plugins' log and the sandboxed server's together, in time order. */
+function allReceived(): Array<Record<string, unknown>> {
+  return [...readReceived(received), ...readReceived(boxReceived)].sort((a, b) => (a.t as number) - (b.t as number));
+}
+
 /** Servers of every kind, and harnesses: the probe (test/fixtures/harness.js) and the refunds agent. */
 function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
   const env = { OZ0_RECEIVED_LOG: received, LEDGER_FILE: path.join(tmpDir(), 'ledger.jsonl') };
+  // I2: a sandbox has its own log (a plugin's files are never in its view) and the harnesses' logs may be written.
+  const testFiles = { read: [fixture('harness.js')], write: [harnessLogs] };
   const config = testConfig(temporal.server.address, {
     servers: {
       ledger: { command: 'node', args: [example('ledger')], env },
       reader: { command: 'node', args: [example('reader')], env },
-      box: { command: 'node', args: [example('reader')], sandbox: true, env: { OZ0_RECEIVED_LOG: received } },
+      box: {
+        command: 'node',
+        args: [example('reader')],
+        sandbox: sandboxed({ write: [path.dirname(boxReceived)] }),
+        env: { OZ0_RECEIVED_LOG: boxReceived },
+      },
       web: { url: remote.url },
       ev: { command: 'node', args: [fixture('everything.mjs')] },
     },
@@ -75,12 +89,14 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         env: { HARNESS_MARK: 'x', NODE_PATH: path.join(ROOT, 'node_modules') },
         tools: ['ledger.*', 'reader.*', 'box.*', 'web.*'],
         timeoutSeconds: extra.harnessTimeout ?? 120,
+        sandbox: sandboxed(testFiles),
       },
       refunds: {
         command: 'node',
         args: [path.join(ROOT, 'dist', 'examples', 'agents', 'refunds.js')],
         tools: ['ledger.*', 'reader.echo', 'reader.sleep'],
         timeoutSeconds: 120,
+        sandbox: sandboxed(),
       },
       tasks: {
         command: 'node',
@@ -88,6 +104,7 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         env: { NODE_PATH: path.join(ROOT, 'node_modules') },
         tools: ['ev.simulate-research-query'],
         timeoutSeconds: 120,
+        sandbox: sandboxed(testFiles),
       },
       // The same agent in Python, on the MCP Python SDK's client, run by the project's venv (test/global-setup.ts).
       ...(python && {
@@ -178,7 +195,7 @@ test('H1-H4: a harness decides its calls; each is one call of the job with its k
     `${jobId}/s1/set_status#${open}/2`,
   ];
   // What the servers received, in the order the harness made the calls.
-  const got = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+  const got = allReceived().filter((r) => (r.key as string | undefined)?.startsWith(jobId));
   expect(got.map((r) => r.key)).toEqual(keys);
   // The harness got the same keys back with each result, and the trace holds the calls in order, in its session.
   expect(seen.calls.map((c) => c.key)).toEqual(keys);
@@ -191,8 +208,9 @@ test('H1-H4: a harness decides its calls; each is one call of the job with its k
     [3, 'ledger.set_status', keys[2], 1],
     [4, 'ledger.set_status', keys[3], 1],
   ]);
-  // H2: its own process group and folder, and exactly its configured environment plus OZ0_*.
-  expect(seen.pgid).toBe(seen.pid);
+  // H2: its own process group and folder, and exactly its configured environment plus OZ0_*. The group is led by its
+  // sandbox's bwrap, outside its pid namespace: 0 from inside (I1; the node's view is in isolation.test.ts).
+  expect(seen.pgid).toBe(0);
   expect(seen.cwd.startsWith(path.resolve(config.baseDir, config.node.stateDir, 'sessions'))).toBe(true);
   expect(seen.env).toEqual(
     [
@@ -274,7 +292,7 @@ test.each([
       );
       return { trace: (await handle.result()) as JobTrace, jobId: handle.workflowId };
     });
-    const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+    const mine = allReceived().filter((r) => (r.key as string | undefined)?.startsWith(jobId));
     expect(mine.map((r) => r.event)).toEqual(['start', 'cancelled']);
     expect(String(mine[1].reason)).toContain(heard);
     const session = sessionOf(trace);
@@ -287,7 +305,7 @@ test.each([
 
 test('H5/C4: a job cancel stops the harness’s running calls, then the harness (SIGTERM); cancelling until all stopped, then CANCELED', async () => {
   const config = harnessConfig();
-  const log = path.join(tmpDir(), 'harness.jsonl');
+  const log = path.join(harnessLogs, `${uniqueId('harness')}.jsonl`);
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     const handle = await startJob(
@@ -302,7 +320,7 @@ test('H5/C4: a job cancel stops the harness’s running calls, then the harness 
       },
     );
     const jobId = handle.workflowId;
-    const mine = () => readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+    const mine = () => allReceived().filter((r) => (r.key as string | undefined)?.startsWith(jobId));
     await eventually(() => mine().find((r) => r.event === 'start'), 30_000, 'the harness’s call to start');
     await handle.cancel();
     expect(await jobStatus(temporal.client, jobId)).toMatch(/cancelling|CANCELED/);
@@ -315,7 +333,7 @@ test('H5/C4: a job cancel stops the harness’s running calls, then the harness 
     expect(sigterm).toBeDefined();
     // Calls first, then the harness.
     expect(sigterm!.t as number).toBeGreaterThanOrEqual(cancelled!.t as number);
-    expect(alive(harness[0].pid as number)).toBe(false);
+    expect(hostProcesses(`oz0-harness ${harness[0].instance as string}`)).toEqual([]);
     expect(mine().some((r) => r.tool === 'echo')).toBe(false);
   });
 });
@@ -348,7 +366,7 @@ test.each(HARNESS_PROTOCOLS)(
 
 test('H7: a non-zero exit, a crash and a harness past its time limit each end their session with an error result that says which; the job goes on; stderr reaches the node log without the token', async () => {
   const config = harnessConfig({ harnessTimeout: 3 });
-  const log = path.join(tmpDir(), 'harness.jsonl');
+  const log = path.join(harnessLogs, `${uniqueId('harness')}.jsonl`);
   const { trace } = await run(config, {
     tenant: uniqueId('t'),
     steps: [
@@ -379,7 +397,7 @@ test.each(HARNESS_PROTOCOLS)(
   async (version, protocol) => {
     const config = harnessConfig();
     const tenant = uniqueId('t');
-    const log = path.join(tmpDir(), 'harness.jsonl');
+    const log = path.join(harnessLogs, `${uniqueId('harness')}.jsonl`);
     const initialize = JSON.stringify({
       jsonrpc: '2.0',
       id: 1,
@@ -405,6 +423,7 @@ test.each(HARNESS_PROTOCOLS)(
               { raw: { body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call' }) } },
               { list: true },
               { stdout: 'listed' },
+              { note: 'listed' },
               { waitListChanged: 20_000 },
               { list: true },
             ],
@@ -412,9 +431,8 @@ test.each(HARNESS_PROTOCOLS)(
         ],
       },
       async () => {
-        await eventually(() => (fs.existsSync(log) ? true : undefined), 30_000, 'the harness to start');
-        // The harness has listed once; a kill switch on one of its tools changes what it may call.
-        await new Promise((r) => setTimeout(r, 1500));
+        // Once the harness has listed, a kill switch on one of its tools changes what it may call.
+        await eventually(() => readReceived(log).find((r) => r.event === 'listed'), 30_000, 'the harness to list');
         await changePolicy(target, tenant, killUpdate, ['ledger.charge']);
       },
     );
@@ -426,7 +444,7 @@ test.each(HARNESS_PROTOCOLS)(
     expect(seen.listed).not.toContain('ledger.charge');
     expect(seen.listed).toContain('ledger.set_status');
     const token = readReceived(log)[0].token as string;
-    // A node of its own, shut down after: a node left running would keep polling a Temporal server that is gone.
+    // Another node, run while it is asked and shut down after (its gateway closes with it).
     const other = await createNode({ config, logger });
     url = other.gateway.url;
     const after = await other.runUntil(() =>
@@ -480,7 +498,7 @@ async function refundsAgent(harness: string) {
     check: 'cancelled at its deadline',
   });
   // On the ledger's and the reader's side: the keys of this job, one charge, and the slow check cancelled.
-  const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+  const mine = allReceived().filter((r) => (r.key as string | undefined)?.startsWith(jobId));
   expect(mine.filter((r) => r.tool === 'charge')).toHaveLength(1);
   expect(mine.find((r) => r.tool === 'charge')?.args).toEqual({ order_id: orderId, amount: 700 });
   expect(mine.find((r) => r.tool === 'sleep' && r.event === 'cancelled')).toBeDefined();
@@ -552,7 +570,7 @@ test('H9: a harness outside the node — another process with plain @temporalio/
     expect(seen.calls[2].text).toContain('cancelled by its session');
     expect(seen.progress.length).toBeGreaterThanOrEqual(1);
     // What the servers received: the keys, and the cancel of the call the client gave up on.
-    const mine = readReceived(received).filter((r) => (r.key as string | undefined)?.startsWith(jobId));
+    const mine = allReceived().filter((r) => (r.key as string | undefined)?.startsWith(jobId));
     expect([...new Set(mine.map((r) => r.key))]).toEqual([...seen.calls.map((c) => c.key), `${jobId}/c4`]);
     expect(mine.find((r) => r.tool === 'sleep' && r.event === 'cancelled')).toBeDefined();
     const session = sessionOf(trace);

@@ -355,8 +355,11 @@ test('Config: a copied oz0.config.json starts its servers from its own folder; a
       temporal: { address: temporal.server.address, taskQueue: uniqueId('oz0-test') },
       servers: {
         probe: { command: 'node', args: ['servers/probe.js'] },
-        // A relative command, for a server that runs in a sandbox folder of its own.
-        box: { command: './bin/probe', sandbox: true },
+        // A relative command, for a server that runs in a sandbox folder of its own; what its script runs is granted.
+        box: {
+          command: './bin/probe',
+          sandbox: { read: [path.dirname(fixture('probe-server.js')), path.join(ROOT, 'node_modules')] },
+        },
         // There in the working directory (the repository), not beside the config.
         gone: { command: 'node', args: ['dist/examples/reader.js'] },
       },

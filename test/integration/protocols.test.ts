@@ -18,6 +18,7 @@ import { createNode } from '../../worker/node';
 import { STDIO_PROBE_TIMEOUT_MS } from '../../activities/servers/negotiate';
 import { approve, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import { sandboxed, writableDir } from '../helpers/sandbox';
 
 let temporal: TestTemporal;
 let legacyRemote: ListeningServer;
@@ -41,18 +42,25 @@ function probe(log: string, protocol: 'both' | 'legacy' | 'exits-on-discover' | 
     command: 'node',
     args: [path.relative(process.cwd(), fixture('probe-server.js'))],
     env: { PROBE_LOG: log, PROBE_PROTOCOL: protocol },
-    ...(sandbox && { sandbox: true }),
+    // I2: a sandbox writes its log only where it is granted to.
+    ...(sandbox && { sandbox: sandboxed({ write: [path.dirname(log)] }) }),
   };
 }
 
-/** What each process of the probe server received, in order, by pid: how many started, and what each was asked. */
-function processes(log: string): Array<{ pid: number; received: string[] }> {
-  const byPid = new Map<number, string[]>();
+/**
+ * What each process of the probe server received, in order, by its instance (in a sandbox a pid is its namespace's,
+ * the same in every sandbox): how many started, and what each was asked.
+ */
+function processes(log: string): Array<{ instance: string; received: string[] }> {
+  const byInstance = new Map<string, string[]>();
   for (const r of readReceived(log)) {
-    if (r.event === 'process start') byPid.set(r.pid as number, []);
-    if (r.event === 'received') byPid.get(r.pid as number)?.push(r.method as string);
+    if (r.event === 'process start') byInstance.set(r.instance as string, []);
+    if (r.event === 'received') byInstance.get(r.instance as string)?.push(r.method as string);
   }
-  return [...byPid].map(([pid, received]) => ({ pid, received: received.filter((m) => !m.startsWith('notif')) }));
+  return [...byInstance].map(([instance, received]) => ({
+    instance,
+    received: received.filter((m) => !m.startsWith('notif')),
+  }));
 }
 
 /** Jobs one after the other on one node: each job's calls. */
@@ -107,7 +115,7 @@ test('25.1: a plugin server of 2025-11-25 only is asked on its one process, then
 });
 
 test('25.1/25.6: a sandboxed server is one process per job, started once: the probe never starts a copy of it', async () => {
-  const log = path.join(tmpDir(), 'probe.jsonl');
+  const log = path.join(writableDir(), 'probe.jsonl');
   const config = testConfig(temporal.server.address, { servers: { box: probe(log, 'legacy', true) } });
   const spec = { tenant: 'acme', steps: [{ call: 'box.probe' }, { call: 'box.probe' }] };
   const jobs = await jobsOnOneNode(config, [spec, spec]);
@@ -122,7 +130,7 @@ test('25.1/25.6: a sandboxed server is one process per job, started once: the pr
 
 /** Two jobs on one node, each calling its own sandbox of an older probe server, which speaks 2025-11-25 with both. */
 async function twoOlderSandboxes(protocol: 'exits-on-discover' | 'silent-on-discover') {
-  const log = path.join(tmpDir(), 'probe.jsonl');
+  const log = path.join(writableDir(), 'probe.jsonl');
   const config = testConfig(temporal.server.address, { servers: { box: probe(log, protocol, true) } });
   const spec = { tenant: 'acme', steps: [{ call: 'box.probe' }] };
   for (const [step] of await jobsOnOneNode(config, [spec, spec])) {
@@ -145,7 +153,7 @@ test('25.1: a stdio server that never answers server/discover is taken for an ol
     ['server/discover', 'initialize'],
     ['initialize', 'tools/list'],
   ]);
-  const first = readReceived(log).filter((r) => r.pid === seen[0].pid && r.event === 'received');
+  const first = readReceived(log).filter((r) => r.instance === seen[0].instance && r.event === 'received');
   const waited = (first[1].t as number) - (first[0].t as number);
   // The probe is written as the process starts, and read once it has: its wait is counted from before that read.
   expect(waited).toBeGreaterThanOrEqual(STDIO_PROBE_TIMEOUT_MS - 1000);

@@ -13,7 +13,6 @@ import { callsOf } from '../../workflows/definitions';
 import type { JobTrace } from '../../workflows/definitions';
 import {
   ROOT,
-  alive,
   approve,
   eventually,
   fixture,
@@ -30,6 +29,7 @@ import type { PythonHttp } from '../helpers/python';
 import { logFileOf } from '../logs';
 import { startListening } from '../helpers/listening';
 import { pluginTestCli } from '../helpers/cli';
+import { hostProcesses, writableDir } from '../helpers/sandbox';
 
 let temporal: TestTemporal;
 
@@ -50,7 +50,9 @@ if (!python) test.skip(`Python servers: skipped, ${pythonMissing}`, () => undefi
 function stdio(name: string, env: Record<string, string>, sandbox = false) {
   if (!sandbox) return { command: python!, args: [pythonExample(name)], env, protocol };
   const relative = (file: string) => (file.startsWith(`${ROOT}/`) ? path.relative(ROOT, file) : file);
-  return { command: relative(python!), args: [relative(pythonExample(name))], env, sandbox: true, protocol };
+  // I2: the venv comes with its command; the kit beside the example, and the folder of its log, are granted.
+  const grants = { read: ['examples/python'], write: env.OZ0_RECEIVED_LOG ? [path.dirname(env.OZ0_RECEIVED_LOG)] : [] };
+  return { command: relative(python!), args: [relative(pythonExample(name))], env, sandbox: grants, protocol };
 }
 
 /**
@@ -98,7 +100,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
   withPython(
     'C2/C3 on a sandboxed Python server: a cancelled order_book runs its finally and its shielded cleanup, and the server exits on its own before the node signals it',
     async () => {
-      const log = path.join(tmpDir(), 'bookshop.jsonl');
+      const log = path.join(writableDir(), 'bookshop.jsonl');
       const config = testConfig(temporal.server.address, {
         servers: { shop: stdio('bookshop', { OZ0_RECEIVED_LOG: log }, true) },
       });
@@ -111,12 +113,12 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
         const hold = await eventually(() => readReceived(log).find((r) => r.event === 'hold'), 30_000, 'the hold');
         await handle.cancel();
         await expect(handle.result()).rejects.toThrow();
-        const events = readReceived(log).filter((r) => r.pid === hold.pid);
+        const events = readReceived(log).filter((r) => r.instance === hold.instance);
         // On the server's side, in order: the handler was cancelled, its shielded release ran to its end (the hold is
         // gone), and the process exited by itself (atexit ran: no signal killed it).
         expect(events.map((r) => r.event)).toEqual(['hold', 'cancelled', 'released', 'exit']);
         expect(events[2].held).toEqual([]);
-        expect(alive(hold.pid as number)).toBe(false);
+        expect(hostProcesses(pythonExample('bookshop'))).toEqual([]);
         expect(node.pool.hasSandbox(handle.workflowId)).toBe(false);
       });
     },
@@ -125,7 +127,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
   withPython(
     'C2/C3 on a sandboxed Python server: a plain def tool that asks check_cancelled stops between books and puts search back online',
     async () => {
-      const log = path.join(tmpDir(), 'bookshop.jsonl');
+      const log = path.join(writableDir(), 'bookshop.jsonl');
       const config = testConfig(temporal.server.address, {
         servers: { shop: stdio('bookshop', { OZ0_RECEIVED_LOG: log, BOOKSHOP_SECONDS_PER_BOOK: '0.3' }, true) },
       });
@@ -157,12 +159,13 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
   withPython(
     'C6/C7 on a sandboxed Python server: a read past its time limit is tried again in a fresh server, only after the first one exited',
     async () => {
-      const log = path.join(tmpDir(), 'search.jsonl');
+      const dir = writableDir();
+      const log = path.join(dir, 'search.jsonl');
       const config = testConfig(temporal.server.address, {
         servers: {
           find: stdio(
             'search',
-            { OZ0_RECEIVED_LOG: log, SEARCH_STALL_AT: '1', SEARCH_SEEN: path.join(tmpDir(), 'seen.json') },
+            { OZ0_RECEIVED_LOG: log, SEARCH_STALL_AT: '1', SEARCH_SEEN: path.join(dir, 'seen.json') },
             true,
           ),
         },
@@ -174,8 +177,8 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
       });
       const events = readReceived(log);
       const [first, second] = events.filter((r) => r.tool === 'search' && r.event === undefined);
-      const exit = events.find((r) => r.event === 'exit' && r.pid === first.pid)!;
-      expect(second.pid).not.toBe(first.pid);
+      const exit = events.find((r) => r.event === 'exit' && r.instance === first.instance)!;
+      expect(second.instance).not.toBe(first.instance);
       expect(second.t as number).toBeGreaterThanOrEqual(exit.t as number);
       // A sandboxed server takes no resume token (P3): the second attempt starts over.
       expect(second.from).toBe(0);

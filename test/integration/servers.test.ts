@@ -23,6 +23,8 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../common/schemas';
+import type { JobTrace } from '../../workflows/definitions';
+import { cmdlineOf, hostProcesses, sandboxed } from '../helpers/sandbox';
 import { callsOf } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
@@ -36,10 +38,12 @@ afterAll(async () => {
 
 interface Probe {
   pid: number;
+  instance: string;
   pgid: number;
   cwd: string;
   env: Record<string, string>;
   child?: number;
+  childMarker?: string;
 }
 
 const probeOf = (step: { result: { structuredContent?: Record<string, unknown> } }) =>
@@ -51,7 +55,7 @@ test('sandbox: one process per job, in its own folder, own process group, only i
       box: {
         command: 'node',
         args: [path.relative(process.cwd(), fixture('probe-server.js'))],
-        sandbox: true,
+        sandbox: sandboxed(),
         env: { ONLY: 'this' },
       },
     },
@@ -59,30 +63,49 @@ test('sandbox: one process per job, in its own folder, own process group, only i
   process.env.OZ0_TEST_SECRET = 'must-not-leak';
   const spec: JobSpec = {
     tenant: 'acme',
-    steps: [{ call: 'box.probe' }, { call: 'box.spawn_child' }, { call: 'box.probe' }],
+    steps: [
+      { call: 'box.probe' },
+      { call: 'box.spawn_child' },
+      { call: 'box.probe' },
+      { call: 'box.hang_read', args: { ms: 2000 } },
+    ],
   };
   const node = await createNode({ config, logger });
-  const { a, b } = await node.runUntil(async () => {
+  const { a, b, seen } = await node.runUntil(async () => {
     const run = async () => {
       const handle = await temporal.client.workflow.start('job', {
         taskQueue: config.temporal.taskQueue,
         workflowId: uniqueId('sandbox'),
         args: [spec],
       });
-      return handle.result();
+      // While its last call waits, the node's view of the job's sandbox: the server and its child.
+      const first = await eventually(async () => {
+        const calls = callsOf(await handle.query<JobTrace>('trace'));
+        return calls.length >= 3 ? calls.map(probeOf) : undefined;
+      });
+      const server = hostProcesses(`oz0-probe ${first[0].instance}`);
+      const child = hostProcesses(first[1].childMarker!);
+      const leader = cmdlineOf(server[0]?.pgid ?? 0);
+      return { trace: await handle.result(), server, child, leader };
     };
     const [a, b] = await Promise.all([run(), run()]);
-    return { a, b };
+    return { a: a.trace, b: b.trace, seen: a };
   });
   const [a1, a2, a3] = callsOf(a).map(probeOf);
   const [b1] = callsOf(b).map(probeOf);
   // One process per job: the same one for all of a job's calls, another for the other job.
-  expect(a1.pid).toBe(a3.pid);
-  expect(a2.pid).toBe(a1.pid);
-  expect(b1.pid).not.toBe(a1.pid);
-  // Its own process group, led by itself.
-  expect(a1.pgid).toBe(a1.pid);
-  expect(a1.pgid).not.toBe(process.pid);
+  expect(a1.instance).toBe(a3.instance);
+  expect(a2.instance).toBe(a1.instance);
+  expect(b1.instance).not.toBe(a1.instance);
+  // I1: a namespace of its own (its pid there is not the node's view of it), and a process group of its own, led by
+  // its sandbox's bwrap, that its child is in too.
+  expect(seen.server).toHaveLength(1);
+  expect(seen.child).toHaveLength(1);
+  const [server] = seen.server;
+  expect(a1.pid).not.toBe(server.pid);
+  expect(server.pgid).not.toBe(process.pid);
+  expect(seen.leader).toMatch(/^\S*bwrap /);
+  expect(seen.child[0].pgid).toBe(server.pgid);
   // Its own working directory under the node's state folder, not the node's.
   expect(a1.cwd).not.toBe(process.cwd());
   expect(a1.cwd).toContain(`${path.sep}sandboxes${path.sep}`);
@@ -93,7 +116,12 @@ test('sandbox: one process per job, in its own folder, own process group, only i
   expect(a1.env.PATH).toBeUndefined();
   // When the job ended, the server and its child were stopped, and its folder removed.
   await eventually(
-    () => (!alive(a1.pid) && !alive(a2.child!) && !alive(b1.pid) ? true : undefined),
+    () =>
+      hostProcesses(`oz0-probe ${a1.instance}`).length === 0 &&
+      hostProcesses(a2.childMarker!).length === 0 &&
+      hostProcesses(`oz0-probe ${b1.instance}`).length === 0
+        ? true
+        : undefined,
     10_000,
     'sandbox stopped',
   );

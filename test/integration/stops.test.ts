@@ -10,7 +10,6 @@ import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
 import type { JobTrace } from '../../workflows/definitions';
 import {
-  alive,
   approve,
   eventually,
   fixture,
@@ -22,6 +21,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import { hostProcesses, sandboxed, sharedFile } from '../helpers/sandbox';
 import type { JobSpec } from '../../common/schemas';
 import { callsOf, traceQuery } from '../../workflows/definitions';
 
@@ -63,7 +63,12 @@ test('C1/C6: a call past its time limit stops: with a 5 s limit the server sees 
 test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL after the grace when it ignores SIGTERM', async () => {
   const config = testConfig(temporal.server.address, {
     servers: {
-      box: { command: 'node', args: [fixture('probe-server.js')], sandbox: true, env: { PROBE_IGNORE_TERM: '1' } },
+      box: {
+        command: 'node',
+        args: [fixture('probe-server.js')],
+        sandbox: sandboxed(),
+        env: { PROBE_IGNORE_TERM: '1' },
+      },
     },
     tools: { 'box.hang': { timeoutSeconds: 4, maxAttempts: 1 } },
   });
@@ -71,25 +76,36 @@ test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL a
     tenant: 'acme',
     steps: [{ call: 'box.spawn_child' }, { call: 'box.hang', args: { ms: 30_000 } }, { call: 'box.probe' }],
   });
-  const first = callsOf(trace)[0].result.structuredContent as { pid: number; child: number };
-  const after = callsOf(trace)[2].result.structuredContent as { pid: number };
+  const first = callsOf(trace)[0].result.structuredContent as { instance: string; childMarker: string };
+  const after = callsOf(trace)[2].result.structuredContent as { instance: string };
   expect(callsOf(trace)[1].attempts[0].outcome).toBe('timeout');
-  // The stopped server and its child are gone; the job's next call got a fresh sandboxed server.
-  await eventually(() => (!alive(first.pid) && !alive(first.child) ? true : undefined), 10_000, 'tree stopped');
-  expect(after.pid).not.toBe(first.pid);
+  // The stopped server and its child are gone (seen from the node); the job's next call got a fresh sandboxed server.
+  const gone = () => hostProcesses(`oz0-probe ${first.instance}`).length + hostProcesses(first.childMarker).length;
+  await eventually(() => (gone() === 0 ? true : undefined), 10_000, 'tree stopped');
+  expect(after.instance).not.toBe(first.instance);
 });
 
+/**
+ * A sandboxed probe (`box`) and a plugin one (`probe`), each with a log of its own: a plugin's files are never in a
+ * sandbox's view (I2), even in a folder it may write.
+ */
 function probeConfig(env: Record<string, string>, tools: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  const { dir, file: boxLog } = sharedFile('box.jsonl');
   const log = path.join(tmpDir(), 'probe.jsonl');
   const config = testConfig(temporal.server.address, {
     servers: {
-      box: { command: 'node', args: [fixture('probe-server.js')], sandbox: true, env: { PROBE_LOG: log, ...env } },
+      box: {
+        command: 'node',
+        args: [fixture('probe-server.js')],
+        sandbox: sandboxed({ write: [dir] }),
+        env: { PROBE_LOG: boxLog, ...env },
+      },
       probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } },
     },
     tools,
     ...extra,
   });
-  return { config, log };
+  return { config, log, boxLog };
 }
 
 function start(config: LoadedConfig, spec: JobSpec, id = uniqueId('stop')) {
@@ -159,7 +175,7 @@ test('C3: a cancel never stops a shared plugin server: it keeps answering other 
 test('C4: a job shows cancelling until its sandboxed server (3 s to die) has stopped, then CANCELED, closed after the death', async () => {
   // A kill grace well past the 3 s it takes to die, so a loaded machine does not turn its clean exit into a SIGKILL
   // (which leaves no exit record to time the close against).
-  const { config, log } = probeConfig({ PROBE_DIE_MS: '3000' }, {}, { node: { killGraceSeconds: 10 } });
+  const { config, boxLog: log } = probeConfig({ PROBE_DIE_MS: '3000' }, {}, { node: { killGraceSeconds: 10 } });
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     const handle = await start(config, { tenant: 'acme', steps: [{ call: 'box.hang', args: { ms: 60_000 } }] });
@@ -209,7 +225,7 @@ test('C6: the time limit counts from when the attempt got its slot: a call that 
 });
 
 test('C7: a timed-out call is tried again only after its cancel was sent and its sandboxed server stopped', async () => {
-  const { config, log } = probeConfig(
+  const { config, boxLog: log } = probeConfig(
     { PROBE_DIE_MS: '1000' },
     { 'box.hang_read': { timeoutSeconds: 3, maxAttempts: 2 } },
   );
@@ -219,10 +235,10 @@ test('C7: a timed-out call is tried again only after its cancel was sent and its
   );
   const events = readReceived(log);
   const [first, second] = events.filter((r) => r.event === 'start');
-  const cancel = events.find((r) => r.event === 'cancelled' && r.pid === first.pid)!;
-  const death = events.find((r) => r.event === 'exit' && r.pid === first.pid)!;
+  const cancel = events.find((r) => r.event === 'cancelled' && r.instance === first.instance)!;
+  const death = events.find((r) => r.event === 'exit' && r.instance === first.instance)!;
   expect(cancel.reason).toContain('time limit');
-  expect(second.pid).not.toBe(first.pid);
+  expect(second.instance).not.toBe(first.instance);
   expect(second.t as number).toBeGreaterThan(death.t as number);
   expect(death.t as number).toBeGreaterThanOrEqual(cancel.t as number);
   expect(callsOf(trace)[0].attempts.map((a) => a.outcome)).toEqual(['timeout', 'timeout']);

@@ -25,6 +25,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import { sandboxed, sharedFile } from '../helpers/sandbox';
 import { startListening } from '../helpers/listening';
 import type { ListeningServer } from '../helpers/listening';
 import { logFileOf } from '../logs';
@@ -269,14 +270,15 @@ test('client capabilities: a function the server lists only to clients with samp
 });
 
 test('tasks: a task its server no longer knows is not made again, whatever the next attempt may do (a sandboxed server stopped at its time limit takes its tasks with it, C3)', async () => {
-  const log = path.join(tmpDir(), 'tasks.jsonl');
+  const { dir, file: log } = sharedFile('tasks.jsonl');
   const config = testConfig(temporal.server.address, {
     servers: {
       ts: {
         command: 'node',
         args: [fixture('task-server.js')],
         env: { TASK_LOG: log, TASK_MS: '8000' },
-        sandbox: true,
+        // It loads its sibling fixtures (./serve-http): their folder is granted too.
+        sandbox: sandboxed({ read: [path.dirname(fixture('task-server.js'))], write: [dir] }),
       },
     },
     tools: { 'ts.slow_write': { timeoutSeconds: 3, maxAttempts: 3 } },

@@ -104,7 +104,10 @@ async function shoot(name: string): Promise<void> {
     // Configure Columns: the job's search attributes in, the type and times out (the UI keeps it in the browser).
     await page.click('[data-testid=workflows-summary-table-configuration-button]');
     const columns = [...['Type', 'Start', 'End'].map((c) => `Remove ${c}`), ...Oz0Columns.map((c) => `Add ${c}`)];
-    for (const button of columns) await (await page.waitForSelector(`[aria-label="${button} column"]`))!.click();
+    // The drawer slides in: on a loaded machine a button may be there but not yet clickable, so each waits to be visible.
+    for (const button of columns) {
+      await (await page.waitForSelector(`[aria-label="${button} column"]`, { visible: true }))!.click();
+    }
     await page.click('[data-testid=drawer-close-button]');
     await page.waitForSelector('[data-testid=drawer-close-button]', { hidden: true });
     const rows = async () =>

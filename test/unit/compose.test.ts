@@ -36,6 +36,9 @@ interface Service {
   init?: boolean;
   stop_grace_period?: string;
   restart?: string;
+  security_opt?: string[];
+  cap_add?: string[];
+  privileged?: boolean;
 }
 
 interface Compose {
@@ -291,6 +294,20 @@ describe('docker-compose.yml', () => {
     for (const name of refs) expect({ name, value: nodeEnv[name] }).toEqual({ name, value: expect.any(String) });
   });
 
+  test('I8: the node may make bubblewrap sandboxes: the three security options it needs, no capability, not privileged', () => {
+    expect([...(node.security_opt ?? [])].sort()).toEqual([
+      'apparmor=unconfined',
+      'seccomp=unconfined',
+      'systempaths=unconfined',
+    ]);
+    expect(node.cap_add).toBeUndefined();
+    expect(node.privileged).toBeUndefined();
+    // Only the node starts sandboxes: the other services keep Docker's defaults.
+    for (const [name, service] of Object.entries(services)) {
+      if (name !== 'node') expect(service.security_opt).toBeUndefined();
+    }
+  });
+
   test("stop_grace_period outlasts the config's node.shutdownGraceSeconds with room for cancels", () => {
     expect(node.stop_grace_period).toBeDefined();
     expect(seconds(node.stop_grace_period as string)).toBeGreaterThanOrEqual(
@@ -305,7 +322,7 @@ describe('deploy/oz0.cluster.json', () => {
     const { ledger, reader, notes, search } = clusterConfig.servers;
     expect(!isRemote(ledger) && ledger.env.LEDGER_FILE).toBe('/var/lib/oz0/ledger/ledger.db');
     expect(!isRemote(reader) && reader.sandbox).toBe(false);
-    expect(!isRemote(notes) && notes.sandbox).toBe(true);
+    expect(!isRemote(notes) && notes.sandbox).toMatchObject({ network: [], read: expect.any(Array) });
     expect(isRemote(search) && search.headers).toEqual({ Authorization: 'env:SEARCH_TOKEN' });
     expect(clusterConfig.node.slots).toBeGreaterThan(0);
     expect(Object.keys(clusterConfig.tenants)).toContain('acme');
@@ -366,6 +383,11 @@ describe('Dockerfile and .dockerignore', () => {
     const at = (re: RegExp) => runs.findIndex((r) => re.test(r));
     expect(at(/npm rebuild better-sqlite3\b/)).toBeGreaterThan(at(/npm ci\b/));
     expect(at(/apt-get install .*\bg\+\+/)).toBeLessThan(at(/npm rebuild better-sqlite3\b/));
+  });
+
+  test('I8: the final stage installs bubblewrap, for the sandboxes the node starts', () => {
+    const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(runs.some((r) => /apt-get install -y --no-install-recommends bubblewrap/.test(r))).toBe(true);
   });
 
   test('the final stage runs as a user that is not root', () => {

@@ -47,7 +47,8 @@ describe('Config: parseConfig', () => {
       command: 'node',
       args: ['examples/files.js'],
       env: { ROOT: '/tmp/x' },
-      sandbox: true,
+      // I1-I5: `true` is a sandbox with the defaults: no grants, no network, the default limits.
+      sandbox: { read: [], write: [], network: [], memoryMiB: 1024, pids: 512, cpuSeconds: 3600 },
       protocol: 'auto',
     });
     expect(config.servers.search).toEqual({
@@ -59,6 +60,50 @@ describe('Config: parseConfig', () => {
     expect(config.tenants.acme.policy).toEqual({ 'ledger.*': 'allow', 'search.*': 'ask' });
     expect(config.jobs.continueAsNewAfterCalls).toBe(1000);
     expect(config.node.slots).toBe(100);
+  });
+
+  test.each<[string, unknown, string]>([
+    ['a grant that is not host:port', { network: ['example.com'] }, 'servers.box.sandbox.network'],
+    ['a port past 65535', { network: ['example.com:70000'] }, 'a port is 1 to 65535'],
+    ['a network that is neither a list nor "host"', { network: 'none' }, 'servers.box.sandbox.network'],
+    ['memory under 32 MiB', { memoryMiB: 8 }, 'servers.box.sandbox.memoryMiB'],
+    ['an unknown field', { mounts: ['/'] }, 'servers.box.sandbox'],
+  ])('I1-I5: a sandbox block with %s is refused, naming the field', (_what, sandbox, named) => {
+    const err = configError(() =>
+      parseConfig({ servers: { box: { command: 'node', args: ['x.js'], sandbox } } }, 'oz0.config.json'),
+    );
+    expect(err.message).toContain(named);
+  });
+
+  test('I1-I5: a sandbox block keeps its grants and fills in the limits; a harness always has one', () => {
+    const config = parseConfig({
+      servers: {
+        box: {
+          command: 'node',
+          sandbox: { read: ['dist'], network: ['api.example.com:443', '[::1]:8080', '127.0.0.1:5432'] },
+        },
+        shared: { command: 'node', sandbox: { network: 'host', memoryMiB: 256 } },
+      },
+      harnesses: { agent: { command: 'node', tools: ['*'] } },
+    });
+    expect(config.servers.box).toMatchObject({
+      sandbox: {
+        read: ['dist'],
+        write: [],
+        network: ['api.example.com:443', '[::1]:8080', '127.0.0.1:5432'],
+        pids: 512,
+      },
+    });
+    expect(config.servers.shared).toMatchObject({ sandbox: { network: 'host', memoryMiB: 256 } });
+    expect(config.harnesses.agent.sandbox).toEqual({
+      read: [],
+      write: [],
+      network: [],
+      memoryMiB: 1024,
+      pids: 512,
+      cpuSeconds: 3600,
+    });
+    expect(config.node.isolation).toBe('bwrap');
   });
 
   test.each<[string, unknown]>([

@@ -84,6 +84,7 @@ test('H1/H7: a harness whose script is missing ends its session with an error re
     {
       config,
       gateway: undefined as never,
+      isolation: undefined as never,
       logger: createLogger({ level: 'silent' }),
       heartbeatMs: 200,
       killGraceMs: 100,

@@ -1,0 +1,147 @@
+/**
+ * The bubblewrap command line of one sandbox (I1-I3, I5), from what it is granted: pure, so every rule of what a
+ * sandbox sees is unit-tested on its own. The file system is asked through {@link PathProbe}, never read here.
+ *
+ * What a sandbox sees: the system's read-only folders, its program, its grants, a fresh /proc (its own processes
+ * only), a minimal /dev, a private /tmp and its own folder. The node's config, state folder and key stores are
+ * hidden even inside a granted folder. Traps this avoids, each found by trying it:
+ * - bwrap's `--uid` as root maps the sandbox's uid to root outside (owner of every root file): as root the node
+ *   makes no user namespace and drops to an unprivileged uid with setpriv inside the namespaces instead;
+ * - folders bwrap makes on its way to a mount point are mode 0700 (unreadable once the uid is dropped): each one is
+ *   made first with `--dir` (0755);
+ * - `--die-with-parent` kills the sandbox when its bwrap dies, so a SIGTERM must spare bwrap (./stop.ts), or the
+ *   server's own cleanup never runs.
+ */
+import path from 'node:path';
+
+/** What a path is on the node, as a sandbox's plan needs to know. */
+export type PathKind = { kind: 'dir' } | { kind: 'file' } | { kind: 'symlink'; target: string } | { kind: 'missing' };
+export type PathProbe = (p: string) => PathKind;
+
+/** A listener inside the sandbox's network (127.0.0.1:port) and the node's Unix socket it leads to. */
+export interface Listener {
+  port: number;
+  /** The socket's name in the sandbox's run folder. */
+  socket: string;
+}
+
+export interface SandboxPlan {
+  /** The program, absolute, and its arguments. */
+  command: string;
+  args: string[];
+  /** Its own folder (read-write, its working directory). */
+  cwd: string;
+  /** Read-only: the program's files and `sandbox.read`, absolute. */
+  read: string[];
+  /** Read-write: `sandbox.write`, absolute. */
+  write: string[];
+  /** Never visible, even inside a granted folder: the node's config, state folder, key stores. */
+  hidden: string[];
+  /** I3: `none` — its own network with only loopback; `host` — the node's. */
+  network: 'none' | 'host';
+  /** Set when the node runs as root: the sandbox drops to this unprivileged user (setpriv), no user namespace. */
+  dropTo?: { uid: number; gid: number; setpriv: string };
+  /** The node's folder of Unix sockets for this sandbox, bound at {@link RUN_DIR}. */
+  runDir?: string;
+  /** bwrap sets PWD; the program gets only its config's environment (I5), so `env -u PWD` (this path) runs it. */
+  env?: string;
+  /** A forwarder inside (node, its script): it listens on loopback ports and leads each to a socket, then runs the program. */
+  forwarder?: { node: string; script: string; listeners: Listener[] };
+}
+
+/** Where a sandbox finds its sockets. */
+export const RUN_DIR = '/run/oz0';
+
+/** The system's read-only folders (I2): binaries, libraries, /etc. A merged-/usr system has symlinks for some. */
+export const SYSTEM_PATHS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc'];
+
+/** Whether `inner` is `outer` or inside it. */
+export function within(inner: string, outer: string): boolean {
+  const rel = path.relative(outer, inner);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+/** The `bwrap` arguments, then `--`, then the program (dropped to its user, behind its forwarder). */
+export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
+  const args: string[] = [];
+  /** Mount points so far, and whether each shows a folder of the node (`bind`) or an empty one (`tmpfs`). */
+  const mounts = new Map<string, 'bind' | 'tmpfs'>([['/', 'tmpfs']]);
+  const made = new Set<string>(['/']);
+  const holder = (p: string) =>
+    [...mounts.keys()].filter((m) => within(p, m)).sort((a, b) => b.length - a.length)[0] ?? '/';
+  // Folders on the way to a mount point that a bound folder does not already hold are made first, 0755.
+  const parentsOf = (target: string) => {
+    const chain: string[] = [];
+    for (let dir = path.dirname(target); !made.has(dir) && dir !== '/'; dir = path.dirname(dir)) chain.unshift(dir);
+    for (const dir of chain) {
+      made.add(dir);
+      if (mounts.get(holder(dir)) === 'tmpfs') args.push('--dir', dir);
+    }
+  };
+  const mount = (flag: string, source: string, target = source) => {
+    parentsOf(target);
+    // --proc, --dev and --tmpfs name only where they mount.
+    if (['--proc', '--dev', '--tmpfs'].includes(flag)) args.push(flag, target);
+    else args.push(flag, source, target);
+    mounts.set(target, flag === '--tmpfs' ? 'tmpfs' : 'bind');
+    made.add(target);
+  };
+
+  args.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
+  if (plan.network === 'none') args.push('--unshare-net');
+  // Root makes the namespaces itself and drops to its user inside (see above); anyone else needs a user namespace.
+  if (!plan.dropTo) args.push('--unshare-user', '--disable-userns', '--cap-drop', 'ALL');
+  args.push('--hostname', 'oz0-sandbox');
+  for (const p of SYSTEM_PATHS) {
+    const kind = probe(p);
+    if (kind.kind === 'symlink') {
+      args.push('--symlink', kind.target, p);
+      made.add(p);
+    } else if (kind.kind === 'dir') mount('--ro-bind', p);
+  }
+  mount('--proc', '/proc');
+  mount('--dev', '/dev');
+  args.push('--perms', '1777');
+  mount('--tmpfs', '/tmp');
+  for (const p of sorted(plan.read)) if (!SYSTEM_PATHS.some((s) => within(p, s))) mount('--ro-bind', p);
+  for (const p of sorted(plan.write)) mount('--bind', p);
+  // Hidden paths inside anything bound are covered: a folder by an empty tmpfs, a file by /dev/null.
+  const masked: string[] = [];
+  for (const hidden of sorted(plan.hidden)) {
+    if (mounts.get(holder(hidden)) !== 'bind') continue;
+    const kind = probe(hidden);
+    if (kind.kind === 'dir') {
+      mount('--tmpfs', hidden);
+      masked.push(hidden);
+    } else if (kind.kind !== 'missing') args.push('--ro-bind', '/dev/null', hidden);
+  }
+  mount('--bind', plan.cwd);
+  if (plan.runDir) mount('--ro-bind', plan.runDir, RUN_DIR);
+  for (const m of masked) args.push('--remount-ro', m);
+  args.push('--chdir', plan.cwd, '--');
+  if (plan.dropTo) {
+    const { uid, gid, setpriv } = plan.dropTo;
+    args.push(
+      setpriv,
+      `--reuid=${uid}`,
+      `--regid=${gid}`,
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+      '--',
+    );
+  }
+  if (plan.forwarder) {
+    const { node, script, listeners } = plan.forwarder;
+    args.push(node, script, ...listeners.map((l) => `${l.port}=${RUN_DIR}/${l.socket}`), '--');
+  }
+  if (plan.env) args.push(plan.env, '-u', 'PWD');
+  args.push(plan.command, ...plan.args);
+  return args;
+}
+
+/** Absolute paths without repeats, a folder before what is inside it (bwrap mounts in order). */
+function sorted(paths: string[]): string[] {
+  return [...new Set(paths.map((p) => path.resolve(p)))].sort();
+}
