@@ -13,6 +13,10 @@ export {
   LEGACY_STATUS,
 } from './workflows/definitions';
 export type { JobTrace, JobStatus, StepTrace, ToolResult } from './workflows/definitions';
+export { answerCall, listWaitingCalls, AnswerRefused } from './client/calls';
+export type { ListedCall } from './client/calls';
+export { answerCallUpdate, waitingCallsQuery } from './workflows/definitions';
+export type { AnswerCallInput, CallAnswered, WaitingCall, QuestionTrace, Answer } from './workflows/definitions';
 export {
   JobSpecSchema,
   CallStepSchema,

@@ -7,6 +7,7 @@ import type { LoadedConfig } from '../common/config';
 import { Context } from '@temporalio/activity';
 import { toolsOf } from '../workflows/definitions';
 import type {
+  CallAsks,
   CallInput,
   CallOutput,
   HarnessInput,
@@ -32,8 +33,8 @@ export interface ActivityDeps extends CallDeps {
 
 export function createActivities(deps: ActivityDeps) {
   return {
-    /** One attempt of one call (T1). */
-    async callTool(input: CallInput): Promise<CallOutput> {
+    /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
+    async callTool(input: CallInput): Promise<CallOutput | CallAsks> {
       return callToolAttempt(deps, input);
     },
 

@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway,sandbox,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -19,8 +19,9 @@ import { measureGateway } from './measures/gateway';
 import { measureLongJob } from './measures/long-job';
 import { measureMemory } from './measures/memory';
 import { measureThroughput } from './measures/throughput';
+import { measureSandbox } from './measures/sandbox';
 
-const MEASURES = ['cost', 'throughput', 'cancel', 'long', 'memory', 'gateway', 'default'] as const;
+const MEASURES = ['cost', 'throughput', 'cancel', 'long', 'memory', 'gateway', 'sandbox', 'default'] as const;
 
 const OptionsSchema = z.strictObject({
   quick: z.boolean().default(false),
@@ -55,6 +56,7 @@ async function main(): Promise<void> {
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
     memory: { calls: quick ? 100 : 500 },
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
+    sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
   };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
@@ -76,9 +78,11 @@ async function main(): Promise<void> {
                 ? await measureLongJob(env, settings.long)
                 : name === 'gateway'
                   ? await measureGateway(env, settings.gateway)
-                  : name === 'default'
-                    ? await onDefaultServer(settings.cost)
-                    : await measureMemory(env, settings.memory);
+                  : name === 'sandbox'
+                    ? await measureSandbox(settings.sandbox)
+                    : name === 'default'
+                      ? await onDefaultServer(settings.cost)
+                      : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -2,7 +2,7 @@
 import type { TenantState } from '../common/schemas';
 import { contentText, table } from '../common/text';
 import { callsOf, isSessionTrace } from '../workflows/definitions';
-import type { SessionTrace, StepTrace, ToolResult } from '../workflows/definitions';
+import type { QuestionTrace, SessionTrace, StepTrace, ToolResult } from '../workflows/definitions';
 import type { ShownTrace } from './jobs';
 
 /** A result as one line of at most 80 characters: its text parts, `[image]` for others; ERROR first for an error. */
@@ -17,6 +17,17 @@ function resultText(step: StepTrace): string {
 
 function attemptsText(step: StepTrace): string {
   return step.attempts.map((a) => `${a.attempt}:${a.outcome}`).join(' ') || '-';
+}
+
+/** A4-A6: a call's question and how it ended, as one line of the notes. */
+export function questionText(q: QuestionTrace): string {
+  const asked = `asked ${q.askedAt} (${q.pattern}: confirm)`;
+  const a = q.answer;
+  if (a) {
+    const how = `${a.approved ? 'approved' : 'denied'} by ${a.by} at ${a.at}${a.reason ? `: ${a.reason}` : ''}`;
+    return `${asked}, ${how}`;
+  }
+  return q.ended ? `${asked}, ${q.ended}` : `${asked}, waiting`;
 }
 
 /** A live session's line above its calls: what it runs, its runs and nodes, and how it ended. */
@@ -51,9 +62,10 @@ export function formatTrace(trace: ShownTrace): string {
     if (isSessionTrace(step)) out.push(sessionLine(step), ...lines.slice(next, (next += step.calls.length)));
     else out.push(lines[next++]);
   }
-  const notes = calls.flatMap((s) =>
-    s.attempts.filter((a) => a.note).map((a) => `  #${s.n} attempt ${a.attempt} (${a.outcome}): ${a.note}`),
-  );
+  const notes = calls.flatMap((s) => [
+    ...(s.question ? [`  #${s.n} question: ${questionText(s.question)}`] : []),
+    ...s.attempts.filter((a) => a.note).map((a) => `  #${s.n} attempt ${a.attempt} (${a.outcome}): ${a.note}`),
+  ]);
   if (notes.length) out.push('', 'notes:', ...notes);
   return out.join('\n');
 }

@@ -59,8 +59,8 @@ export async function startJob(
 
 /**
  * What `oz0 job status` shows, from Temporal's status of the run and the job's own word (its `status` query, when
- * the run is open and answered): `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED,
- * TERMINATED, TIMED_OUT). Pure, so every case is table-tested.
+ * the run is open and answered): `running`, `waiting` (a call waits for a person's yes, A4), `cancelling`, or
+ * Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). Pure, so every case is table-tested.
  */
 export function shownStatus(temporalStatus: string, own: JobStatus | string | undefined): string {
   // The TS client spells it CANCELLED; Temporal's API, UI and CLI say CANCELED.
@@ -71,6 +71,7 @@ export function shownStatus(temporalStatus: string, own: JobStatus | string | un
   // A job that has done its work says so in the task that closes it; until Temporal has recorded the close, it is
   // still running (or cancelling, C4), and the final word is Temporal's own status. No answer: no worker yet. An
   // older node may still answer `cancelled`.
+  if (own === 'waiting') return 'waiting';
   return own === 'cancelling' || own === 'CANCELED' || own === LEGACY_STATUS.CANCELED ? 'cancelling' : 'running';
 }
 
@@ -83,7 +84,7 @@ export function statusFilter(status: JobStatus): string {
   return legacy ? `${Oz0Status.name} IN ("${status}", "${legacy}")` : `${Oz0Status.name} = "${status}"`;
 }
 
-/** `running`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). */
+/** `running`, `waiting`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). */
 export async function jobStatus(client: Client, jobId: string): Promise<string> {
   const handle = client.workflow.getHandle(jobId);
   const description = await handle.describe();

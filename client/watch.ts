@@ -6,7 +6,8 @@ import cliProgress from 'cli-progress';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { callsOf, isSessionTrace, traceQuery } from '../workflows/definitions';
+import { callsOf, isSessionTrace, traceQuery, waitingCallsQuery } from '../workflows/definitions';
+import type { WaitingCall } from '../workflows/definitions';
 import { jobStatus } from './jobs';
 import type { CallProgressState } from '../common/schemas';
 
@@ -41,6 +42,8 @@ export interface WatchSnapshot {
   calls: WatchedCall[];
   /** H9/point 9: the job's live sessions, their calls appearing as they are made. */
   sessions: WatchedSession[];
+  /** A4: its calls that wait for a person's yes, oldest first. */
+  questions: WaitingCall[];
 }
 
 function details(payloads: temporal.api.common.v1.IPayloads | null | undefined): CallProgressState | undefined {
@@ -61,11 +64,13 @@ function toDate(ts: { seconds?: unknown; nanos?: number | null } | null | undefi
 /** One look at the job: its status and every running call. */
 export async function snapshot(client: Client, jobId: string): Promise<WatchSnapshot> {
   const handle = client.workflow.getHandle(jobId);
-  const [description, status, trace] = await Promise.all([
+  const [description, status, trace, questions] = await Promise.all([
     handle.describe(),
     jobStatus(client, jobId),
     // The trace names calls whose heartbeat has not said yet, and holds the live sessions; a closed job has none.
     handle.query(traceQuery).catch(() => undefined),
+    // A waiting call has no activity yet: the job itself says it waits (a job of an older oz0 has no such query).
+    handle.query(waitingCallsQuery).catch((): WaitingCall[] => []),
   ]);
   const steps = trace ? callsOf(trace).filter((s) => s.running) : [];
   const pending = description.raw.pendingActivities ?? [];
@@ -99,7 +104,13 @@ export async function snapshot(client: Client, jobId: string): Promise<WatchSnap
       running: s.calls.filter((c) => c.running).length,
     }),
   );
-  return { jobId, status, calls, sessions };
+  return { jobId, status, calls, sessions, questions };
+}
+
+/** A4: a waiting call as the watch says it: what waits, since when, and the command that answers it. */
+export function questionLabel(jobId: string, q: WaitingCall, now = Date.now()): string {
+  const waited = Math.max(0, Math.round((now - Date.parse(q.askedAt)) / 1000));
+  return `${q.activityId} ${q.tool} waits for a person's yes (${waited} s): ${q.args.slice(0, 80)} — oz0 call approve ${jobId} ${q.activityId}`;
 }
 
 function sessionLabel(s: WatchedSession): string {
@@ -109,7 +120,7 @@ function sessionLabel(s: WatchedSession): string {
 }
 
 function done(status: string): boolean {
-  return !['running', 'cancelling'].includes(status);
+  return !['running', 'waiting', 'cancelling'].includes(status);
 }
 
 function label(call: WatchedCall): string {
@@ -141,6 +152,7 @@ export async function watchJob(
   const shown = new Map<string, cliProgress.SingleBar>();
   let last = '';
   let lastSessions = '';
+  let lastQuestions = '';
   try {
     for (;;) {
       const now = await snapshot(client, jobId);
@@ -148,8 +160,15 @@ export async function watchJob(
       if (bars) {
         // A live session's line is said above the bars when it changes (its calls appear as they are made).
         const sessionsText = now.sessions.map(sessionLabel).join('\n');
-        if (sessionsText && sessionsText !== lastSessions) bars.log(`${sessionsText}\n`);
+        // MultiBar prints its log when it redraws its bars: with none yet, a line goes straight out.
+        const say = (text: string) => (shown.size ? bars.log(`${text}\n`) : out.write(`${text}\n`));
+        if (sessionsText && sessionsText !== lastSessions) say(sessionsText);
         lastSessions = sessionsText;
+        // A4: a question is said above the bars when it is asked (a waiting call has no bar: nothing runs yet).
+        const questionsText = now.questions.map((q) => questionLabel(jobId, q)).join('\n');
+        const asked = now.questions.map((q) => q.key).join();
+        if (questionsText && asked !== lastQuestions) say(questionsText);
+        lastQuestions = asked;
         for (const call of now.calls) {
           const bar = shown.get(call.activityId) ?? bars.create(call.total ?? 1, 0, { label: '' });
           shown.set(call.activityId, bar);
@@ -165,10 +184,12 @@ export async function watchJob(
         }
       } else if (text !== last) {
         const sessions = now.sessions.filter((s) => s.status !== 'ended').map(sessionLabel);
+        const questions = now.questions.map((q) => questionLabel(jobId, q));
+        const calls = now.calls.map((c) => `${label(c)} ${c.progress ?? 0}/${c.total ?? '?'}`);
         out.write(
           opts.json
             ? `${text}\n`
-            : `${now.status}: ${[...sessions, ...now.calls.map((c) => `${label(c)} ${c.progress ?? 0}/${c.total ?? '?'}`)].join(', ') || 'no running calls'}\n`,
+            : `${now.status}: ${[...sessions, ...questions, ...calls].join(', ') || 'no running calls'}\n`,
         );
       }
       last = text;

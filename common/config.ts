@@ -15,6 +15,7 @@ import {
   formatPath,
 } from './schemas';
 import { ProtocolChoiceSchema } from './protocol';
+import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../workflows/definitions';
 import type { ToolSettings } from '../workflows/definitions';
 import { splitTool } from '../workflows/checks';
 
@@ -120,6 +121,12 @@ const ToolSettingsSchema = z.strictObject({
     .max(7 * 24 * 3600)
     .optional(),
   maxAttempts: z.number().int().min(1).max(100).optional(),
+  /** A4-A6: how long a call whose verdict is `confirm` waits for a person's answer before it is refused. */
+  confirmTimeoutSeconds: z
+    .number()
+    .positive()
+    .max(365 * 24 * 3600)
+    .optional(),
 });
 
 const TenantSchema = z.strictObject({
@@ -194,6 +201,11 @@ export const ConfigSchema = z.strictObject({
       /** I1: the unprivileged user and group a sandbox runs as when the node runs as root. */
       sandboxUid: z.number().int().min(1).max(4_294_967_294).default(65534),
       sandboxGid: z.number().int().min(1).max(4_294_967_294).default(65534),
+      /**
+       * A7: how often a harness's call that waits for a person's yes tells it so (a progress notification), so a client
+       * that resets its timeout on progress keeps waiting; well under the MCP TypeScript SDK's 60 s default.
+       */
+      waitingNoticeMs: z.number().int().min(100).max(600_000).default(10_000),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
       sandboxIdleSeconds: z
         .number()
@@ -219,7 +231,11 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-export const DEFAULT_TOOL_SETTINGS: ToolSettings = { timeoutSeconds: 60, maxAttempts: 3 };
+export const DEFAULT_TOOL_SETTINGS: ToolSettings = {
+  timeoutSeconds: 60,
+  maxAttempts: 3,
+  confirmTimeoutSeconds: DEFAULT_CONFIRM_TIMEOUT_SECONDS,
+};
 
 /** Validates a parsed config object; the error names every bad field. */
 export function parseConfig(input: unknown, source = 'config'): Config {
@@ -266,6 +282,7 @@ export function toolSettings(config: Pick<Config, 'tools'>, tool: string): ToolS
   for (const layer of layers) {
     if (layer?.timeoutSeconds !== undefined) out.timeoutSeconds = layer.timeoutSeconds;
     if (layer?.maxAttempts !== undefined) out.maxAttempts = layer.maxAttempts;
+    if (layer?.confirmTimeoutSeconds !== undefined) out.confirmTimeoutSeconds = layer.confirmTimeoutSeconds;
   }
   return out;
 }

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import {
   DECISIONS,
   approvalProblem,
+  watchedQuestionProblem,
   patternProblem,
   serverNameProblem,
   tenantNameProblem,
@@ -275,11 +276,29 @@ export const TenantStateSchema = z.strictObject({
 });
 export type TenantState = z.infer<typeof TenantStateSchema>;
 
+/**
+ * A4: a call that waits for a person's yes, as its tenant's policy workflow (and the all-tenants one) keeps it: a
+ * change of the policy or a kill switch that matches its tool is told to its job, which then looks again.
+ */
+export const WatchedQuestionSchema = z.custom<{
+  jobId: string;
+  /** The call's idempotency key: one call, one question. */
+  key: string;
+  tool: string;
+  /** When its wait ends at the latest (ms since the epoch): a question past it is dropped unsaid. */
+  until: number;
+}>((value) => watchedQuestionProblem(value) === undefined, {
+  error: (issue) => watchedQuestionProblem(issue.input) ?? 'not a question',
+});
+export type WatchedQuestion = z.infer<typeof WatchedQuestionSchema>;
+
 /** The policy workflow's input: its first run's seed, or the state a run before it carried over. */
 export const PolicyInputSchema = z.object({
   tenant: z.string(),
   /** The config's policy: used only when the workflow starts for the first time. */
   seed: z.record(PatternSchema, DecisionSchema).optional(),
   state: TenantStateSchema.optional(),
+  /** A4: the questions a run before it was watching. */
+  waiting: z.array(WatchedQuestionSchema).optional(),
 });
 export type PolicyInput = z.infer<typeof PolicyInputSchema>;

@@ -1,14 +1,19 @@
 /**
  * `npm run demo`: the embedded default (a Temporal dev server with a SQLite file and the Web UI, plus one
  * node), one job against the example servers — a plugin, a sandboxed and a remote one — then its trace and
- * where to watch it in the UI. `--keep` leaves it all running until Ctrl-C.
+ * where to watch it in the UI. A refund waits for a person's yes (A4): the demo prints the command a person would
+ * type, then answers it itself. `--keep` leaves it all running until Ctrl-C.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { answerCall } from '../client/calls';
 import { connectJobClient, jobTrace, startJob } from '../client/jobs';
 import { formatTrace } from '../client/format';
 import { approveListing, readListing } from '../client/approve';
-import { policyTargetOf } from '../common/policy-client';
+import { changePolicy, policyTargetOf } from '../common/policy-client';
+import { waitingCallsQuery } from '../workflows/definitions';
+import { setPolicyUpdate } from '../workflows/policy';
 import { parseConfig } from '../common/config';
 import { freePort, startDevServer } from '../worker/dev-server';
 import { createLogger } from '../common/logger';
@@ -26,6 +31,39 @@ async function portOr(preferred: number): Promise<number> {
     srv.listen(preferred, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
   return free ? preferred : freePort();
+}
+
+/**
+ * A4/A5: answers each call of the job that waits for a person's yes, as a person would with `oz0 call approve`,
+ * after printing that command; until `done` resolves.
+ */
+async function approveAsAsked(
+  client: Client,
+  jobId: string,
+  say: (line: string) => void,
+  done: Promise<unknown>,
+): Promise<void> {
+  let over = false;
+  const stop = () => {
+    over = true;
+  };
+  void done.then(stop, stop);
+  const answered = new Set<string>();
+  while (!over) {
+    const waiting = await client.workflow
+      .getHandle(jobId)
+      .query(waitingCallsQuery)
+      .catch(() => []);
+    for (const call of waiting.filter((c) => !answered.has(c.key))) {
+      answered.add(call.key);
+      const where = call.session ? ` in session ${call.session}` : '';
+      say(`${call.tool} ${call.args}${where} waits for a person's yes (policy ${call.pattern}: confirm)`);
+      say(`  a person would type: ./bin/oz0 call approve ${jobId} ${call.activityId} --by <you>`);
+      const yes = await answerCall(client, jobId, { call: call.activityId, approve: true, by: 'the demo' });
+      say(`  approved by ${yes.by} at ${yes.at}: ${call.key} runs now, once`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 async function main(): Promise<void> {
@@ -79,12 +117,17 @@ async function main(): Promise<void> {
   const listing = await readListing(config, logger, 'search');
   await approveListing(policyTargetOf(config, jc.client), 'acme', listing);
   say(`approved the listing of search for acme (digest ${listing.digest.slice(0, 16)}…)`);
+  // A refund needs a person's yes (A4), as `oz0 policy set acme ledger.refund confirm` would say.
+  await changePolicy(policyTargetOf(config, jc.client), 'acme', setPolicyUpdate, ['ledger.refund', 'confirm']);
+  say("ledger.refund needs a person's yes for acme (policy: confirm)");
 
   const order = `o-${Date.now().toString(36)}`;
   const spec: JobSpec = {
     tenant: 'acme',
     steps: [
       { call: 'ledger.charge', args: { order_id: order, amount: 500 } },
+      // Waits for a person's yes (the demo gives it, below).
+      { call: 'ledger.refund', args: { order_id: order, amount: 100 } },
       { call: 'reader.read_pages', args: { pages: 3, page_ms: 150 } },
       { call: 'notes.echo', args: { text: 'from a sandboxed server of this job' } },
       { call: 'search.echo', args: { text: 'from a remote server over Streamable HTTP' } },
@@ -95,8 +138,8 @@ async function main(): Promise<void> {
           { call: 'ledger.set_status', args: { id: order, status: 'open' } },
         ],
       },
-      // The refunds agent finds the order charged, so it refunds it, and cancels its own slow check at 1 s; it runs in a
-      // sandbox of its own (I1), reaching only its gateway.
+      // The refunds agent finds 400 of the order not refunded yet, so it refunds it (its refund waits for a yes
+      // too), and cancels its own slow check at 1 s; it runs in a sandbox of its own (I1), reaching only its gateway.
       { session: { harness: 'refunds', input: { order_id: order, deadline_ms: 1000 } } },
       // The same agent in Python, on the MCP Python SDK, when the project's venv is there: an order of its own to refund.
       ...(python
@@ -113,7 +156,9 @@ async function main(): Promise<void> {
     const handle = await startJob(jc, spec);
     const link = `${server.uiUrl}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`;
     say(`job ${handle.workflowId} started; watch it in the Temporal UI: ${link}`);
-    await handle.result();
+    const result = handle.result();
+    await approveAsAsked(jc.client, handle.workflowId, say, result);
+    await result;
     const trace = await jobTrace(jc.client, handle.workflowId);
     process.stdout.write(`${formatTrace(trace)}\n\nWatch it in the Temporal UI: ${link}\n`);
     failed = trace.status !== 'COMPLETED';

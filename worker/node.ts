@@ -16,7 +16,7 @@ import { launchProblems } from '../activities/launch';
 import { PolicyGate } from '../activities/policy/gate';
 import { CallRelay } from '../activities/call/relay';
 import { Gateway } from '../activities/harness/gateway';
-import { seedsOf } from '../common/policy-client';
+import { policyTargetOf } from '../common/policy-client';
 import { Client } from '@temporalio/client';
 import type { LoadedConfig } from '../common/config';
 import { workflowBundle } from './bundle';
@@ -93,10 +93,10 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   for (const problem of launchProblems(config)) logger.warn({ node: name }, problem);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   const gate = new PolicyGate(
-    { client, seeds: seedsOf(config.tenants) },
+    policyTargetOf(config, client),
     logger,
     config.node.policyRefreshMs,
-    config.node.policyWatch ? { taskQueue: config.temporal.policyTaskQueue } : undefined,
+    config.node.policyWatch,
   );
   const relay = new CallRelay();
   // H3: the node's MCP gateway for the harnesses its sessions run.

@@ -1,6 +1,7 @@
 /**
  * The project's own Python for the Python examples and their tests: a venv in `.tools/python/` with the MCP Python SDK
- * at the version `examples/python/requirements.txt` pins, made with the machine's `python3 -m venv` and pip (PyPI).
+ * (and the OpenAI Agents SDK, for the agent harness on it) at the versions `examples/python/requirements.txt` pins,
+ * made with the machine's `python3 -m venv` and pip (PyPI).
  * `OZ0_PYTHON` names another interpreter that already has them. Run directly, it installs and prints the path.
  */
 import { execFileSync } from 'node:child_process';

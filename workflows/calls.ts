@@ -1,7 +1,7 @@
 /**
  * The workflow's part of one call's life (T1): its place in the job (its number and activity id), its activity on
- * the right queue, and its step in the trace, whatever happened. Plain calls, scripted sessions and live sessions
- * all make their calls through here.
+ * the right queue, its question to a person when its verdict is `confirm` (A4-A6, ./questions), and its step in the
+ * trace, whatever happened. Plain calls, scripted sessions and live sessions all make their calls through here.
  */
 import {
   ActivityCancellationType,
@@ -14,15 +14,20 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../activities';
 import type { AttemptRecord, CallProgressState, CallStep } from '../common/schemas';
-import { FailureType } from './definitions';
-import type { CallInput, JobSettings, StepTrace, ToolResult, ToolSettings } from './definitions';
+import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from './definitions';
+import type { CallInput, JobSettings, QuestionTrace, StepTrace, ToolResult, ToolSettings } from './definitions';
 import { callSummary } from './details';
 import type { RunningCall } from './details';
+import type { Questions } from './questions';
 
 /** Time an attempt gets beyond its own limit to stop cleanly (cancel sent, sandbox stopped) before Temporal's backstop. */
 const BACKSTOP_SLACK_SECONDS = 10;
 /** A tool the job's settings do not name (a live session's, before its node described it): one attempt, 60 s. */
-const UNKNOWN_TOOL_SETTINGS: ToolSettings = { timeoutSeconds: 60, maxAttempts: 1 };
+const UNKNOWN_TOOL_SETTINGS: ToolSettings = {
+  timeoutSeconds: 60,
+  maxAttempts: 1,
+  confirmTimeoutSeconds: DEFAULT_CONFIRM_TIMEOUT_SECONDS,
+};
 
 /** What every call of a job shares: who and where, and the counters that place each call. */
 export interface JobContext {
@@ -38,6 +43,8 @@ export interface JobContext {
   running: Map<string, RunningCall>;
   /** Shows the job's current details again, after a change. */
   show(): void;
+  /** A4: its calls that wait for a person's yes. */
+  questions: Questions;
 }
 
 /** A call's place in the job: its number in the whole job and its activity id in this run (`c1`, `c2`, …). */
@@ -75,6 +82,8 @@ export interface CallEnd {
   lost?: string;
   /** The answer's `_meta`, for a live session's caller. */
   meta?: Record<string, unknown>;
+  /** Nothing of it reached its server (it ended while it waited for a person): a lost session may make it again. */
+  unsent?: true;
 }
 
 /**
@@ -136,40 +145,71 @@ async function runCall(
     activityId: placed.activityId,
     ...(place.sessionRun ? { sessionRun: place.sessionRun } : {}),
   };
-  ctx.running.set(placed.activityId, {
+  const running: RunningCall = {
     activityId: placed.activityId,
     tool,
     key,
     session: place.session,
     ...(place.sessionRun ? { sessionRun: place.sessionRun } : {}),
-  });
+  };
+  ctx.running.set(placed.activityId, running);
   ctx.show();
+  const confirmTimeoutSeconds = settings.confirmTimeoutSeconds ?? DEFAULT_CONFIRM_TIMEOUT_SECONDS;
+  const input: CallInput = {
+    jobId: ctx.jobId,
+    tenant: ctx.tenant,
+    tool,
+    args: call.args ?? {},
+    key,
+    session: place.session,
+    timeoutSeconds: settings.timeoutSeconds,
+    maxAttempts: settings.maxAttempts,
+    confirmTimeoutSeconds,
+    ...(place.relay ? { relay: place.relay } : {}),
+  };
+  let question: QuestionTrace | undefined;
+  let waiting = false;
   try {
-    const out = await callTool({
-      jobId: ctx.jobId,
-      tenant: ctx.tenant,
-      tool,
-      args: call.args ?? {},
-      key,
-      session: place.session,
-      timeoutSeconds: settings.timeoutSeconds,
-      maxAttempts: settings.maxAttempts,
-      ...(place.relay ? { relay: place.relay } : {}),
-    });
-    for (const queue of out.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);
-    const { _meta: meta, ...result } = out.result;
-    const protocol = out.protocol ? { protocol: out.protocol } : {};
-    return { step: { ...base, result, attempts: out.attempts, node: out.node, ...protocol }, meta };
+    for (;;) {
+      const out = await callTool(input);
+      for (const queue of out.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);
+      if ('asks' in out) {
+        // A4: nothing was sent; the call waits for a person's yes before its first attempt.
+        question ??= { askedAt: new Date().toISOString(), pattern: out.asks.pattern };
+        ctx.running.delete(placed.activityId);
+        waiting = true;
+        const settled = await ctx.questions.ask(
+          { ...base, tenant: ctx.tenant, timeoutSeconds: confirmTimeoutSeconds, asks: out.asks },
+          question,
+        );
+        waiting = false;
+        ctx.running.set(placed.activityId, running);
+        if ('refused' in settled) {
+          const attempts = [{ attempt: 1, outcome: 'refused' as const, note: settled.refused.note }];
+          return { step: { ...base, question, result: errorResult(settled.refused.text), attempts }, unsent: true };
+        }
+        // A5: a yes goes with this call's attempts, under its one key; after a change of policy, it looks again.
+        if ('approved' in settled) input.confirmed = { key, by: settled.approved.by, at: settled.approved.at };
+        continue;
+      }
+      const { _meta: meta, ...result } = out.result;
+      const protocol = out.protocol ? { protocol: out.protocol } : {};
+      const withQuestion = question ? { question } : {};
+      const step = { ...base, ...withQuestion, result, attempts: out.attempts, node: out.node, ...protocol };
+      return { step, meta };
+    }
   } catch (err) {
+    if (waiting) return whileWaiting(err, base, question!, place);
     const failed = describeFailure(err);
     for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
     const protocol = failed.protocol ? { protocol: failed.protocol } : {};
+    const withQuestion = question ? { question } : {};
     const lost = place.lost?.() ?? (place.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
     if (lost) {
       const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
       attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: `oz0: ${lost}` });
       const text = `oz0: the call was lost with its node (${lost})`;
-      return { step: { ...base, result: errorResult(text), attempts, ...protocol }, lost };
+      return { step: { ...base, ...withQuestion, result: errorResult(text), attempts, ...protocol }, lost };
     }
     const byCaller = place.cancelledBy?.();
     if (byCaller !== undefined && (isCancellation(err) || failed.type === FailureType.callCancelled)) {
@@ -180,9 +220,9 @@ async function runCall(
         note: `oz0: cancelled by its session: ${byCaller}`,
       });
       const result = errorResult(`oz0: the call was cancelled by its session: ${byCaller}`);
-      return { step: { ...base, result, attempts, ...protocol } };
+      return { step: { ...base, ...withQuestion, result, attempts, ...protocol } };
     }
-    const step = { ...base, result: failed.result, attempts: failed.attempts, ...protocol };
+    const step = { ...base, ...withQuestion, result: failed.result, attempts: failed.attempts, ...protocol };
     if (isCancellation(err)) throw new CallStopped(err, step);
     // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.
     log.info('call failed', { tool, key, message: failed.message });
@@ -191,6 +231,39 @@ async function runCall(
     ctx.running.delete(placed.activityId);
     ctx.show();
   }
+}
+
+/**
+ * A4/A6/A7: a call stopped while it waited for a person: its question is withdrawn and nothing was sent. Its session's
+ * cancel ends it; its session's lost node leaves it to the next run; a job cancel is thrown on.
+ */
+function whileWaiting(
+  err: unknown,
+  base: Omit<StepTrace, 'result' | 'attempts'>,
+  question: QuestionTrace,
+  place: CallPlace,
+): CallEnd {
+  const nothing = "it waited for a person's yes; nothing was sent";
+  const lost = place.lost?.();
+  const byCaller = place.cancelledBy?.();
+  const end = (outcome: 'lost' | 'cancelled', why: string, text: string): CallEnd => {
+    question.ended ??= why;
+    const attempts = [{ attempt: 1, outcome, note: `oz0: ${why}; ${nothing}` }];
+    return { step: { ...base, question, result: errorResult(`oz0: ${text}; ${nothing}`), attempts }, unsent: true };
+  };
+  if (lost) return { ...end('lost', lost, `the call's session was lost (${lost})`), lost };
+  if (byCaller !== undefined) {
+    return end(
+      'cancelled',
+      `withdrawn by its session: ${byCaller}`,
+      `the call was cancelled by its session: ${byCaller}`,
+    );
+  }
+  if (!isCancellation(err)) throw err;
+  throw new CallStopped(
+    err,
+    end('cancelled', 'the job was cancelled', 'the call was stopped: the job was cancelled').step,
+  );
 }
 
 /** A job cancel that stopped a call, with the step it left; makeCall records the step and throws the cancel on. */

@@ -13,7 +13,8 @@ export const SERVER_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const SERVER_WILDCARD = /^[A-Za-z0-9_-]+\.\*$/;
 const DIGEST = /^[0-9a-f]{64}$/;
 
-export const DECISIONS = ['allow', 'deny', 'ask'] as const;
+/** A1, A4: a tenant's verdict for a tool pattern; `confirm` makes each call wait for a person's yes. */
+export const DECISIONS = ['allow', 'deny', 'ask', 'confirm'] as const;
 
 /** A tool's server and function: `ledger.charge` → `ledger`, `charge` (a function name may hold dots). */
 export function splitTool(tool: string): { server: string; fn: string } {
@@ -64,6 +65,18 @@ export function approvalProblem(a: unknown): string | undefined {
   return undefined;
 }
 
+/** A4: what is wrong with a question a node asks a policy workflow to watch, if anything. */
+export function watchedQuestionProblem(q: unknown): string | undefined {
+  if (!q || typeof q !== 'object' || Array.isArray(q)) return 'a question is { jobId, key, tool, until }';
+  const { jobId, key, tool, until, ...rest } = q as Record<string, unknown>;
+  const extra = Object.keys(rest);
+  if (extra.length) return `a question has no field ${extra.map((k) => `"${k}"`).join(', ')}`;
+  if (typeof jobId !== 'string' || !jobId || jobId.length > 200) return "a question's jobId is 1-200 characters";
+  if (typeof key !== 'string' || !key || key.length > 1000) return "a question's key is 1-1000 characters";
+  if (typeof until !== 'number' || !Number.isFinite(until)) return "a question's until is a time in ms";
+  return toolProblem(tool);
+}
+
 /** Whether a tool pattern (`server.function`, `server.*` or `*`) covers a tool. */
 export function matches(pattern: string, tool: string): boolean {
   if (pattern === '*') return true;
@@ -100,5 +113,23 @@ export function sessionInputProblem(input: unknown, isCall: boolean): string | u
     return 'args is an object';
   }
   if (i.progress !== undefined && typeof i.progress !== 'boolean') return 'progress is true or false';
+  return undefined;
+}
+
+/** A5: what is wrong with an answer to a waiting call, if anything: any Temporal client can send one. */
+export function answerProblem(input: unknown): string | undefined {
+  if (!input || typeof input !== 'object' || Array.isArray(input))
+    return 'an answer is { call?, approve, by, reason? }';
+  const { call, approve, by, reason, ...rest } = input as Record<string, unknown>;
+  const extra = Object.keys(rest);
+  if (extra.length) return `an answer has no field ${extra.map((k) => `"${k}"`).join(', ')}`;
+  if (call !== undefined && (typeof call !== 'string' || !call || call.length > 1000)) {
+    return "call is the step's number, its activity id (c3) or its key";
+  }
+  if (typeof approve !== 'boolean') return 'approve is true or false';
+  if (typeof by !== 'string' || !by.trim() || by.length > 200) return 'by names who answers: 1-200 characters';
+  if (reason !== undefined && (typeof reason !== 'string' || reason.length > 1000)) {
+    return 'reason is a string of at most 1000 characters';
+  }
   return undefined;
 }

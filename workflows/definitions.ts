@@ -3,7 +3,7 @@
  * failure types and what a call's activity takes and gives. Pure: the workflow bundle imports it. The spec's types
  * are inferred from its zod schema in common/schemas (imported as types only: zod stays out of the bundle).
  */
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { AttemptRecord, CallStep, JobSpec, SessionStep } from '../common/schemas';
 import { tenantNameProblem, toolProblem } from './checks';
@@ -68,6 +68,30 @@ export interface StepTrace {
   sessionRun?: number;
   /** A live session's call that has not ended yet: `result` and `attempts` are still empty. */
   running?: true;
+  /** A4-A6: the call waited for a person's yes: when it was asked, and how it was answered (or why not). */
+  question?: QuestionTrace;
+}
+
+/** A4-A6: a call's question and its answer, as its step keeps them. */
+export interface QuestionTrace {
+  /** When the call began to wait (ISO 8601, the workflow's clock). */
+  askedAt: string;
+  /** The policy pattern whose verdict is `confirm`. */
+  pattern: string;
+  /** A5: the person's answer: who, when, yes or no, and a denial's reason. */
+  answer?: Answer;
+  /** How the wait ended without an answer: its time limit, a change of policy, its session withdrew it, a cancel. */
+  ended?: string;
+}
+
+/** A5: a person's answer to a call that waits. */
+export interface Answer {
+  approved: boolean;
+  /** Who gave it, as they said (`--by`, default the OS user). */
+  by: string;
+  /** When the job received it (ISO 8601). */
+  at: string;
+  reason?: string;
 }
 
 /** One run of a live session: on which node, and how it ended (absent while it runs). */
@@ -112,12 +136,13 @@ export function callsOf(trace: Pick<JobTrace, 'steps'>): StepTrace[] {
 
 /**
  * The job's own word on its run: its `status` query, its trace's `status` and the `Oz0Status` search attribute. While
- * the run is open, `running` or `cancelling` (C4: oz0's words, for states Temporal has no name for); once the run has
+ * the run is open, `running`, `waiting` (A4: a call waits for a person's yes) or `cancelling` (C4) — oz0's words, for
+ * states Temporal has no name for; once the run has
  * decided how it ends, the status Temporal gives the closed run, spelt as Temporal's API and CLI spell it — the words
  * `oz0 job status` prints. A run that continued as new says `CONTINUED_AS_NEW`: only the job's current run is
  * `running`. A job terminated or timed out from outside keeps the last word its workflow said.
  */
-export type JobStatus = 'running' | 'cancelling' | 'COMPLETED' | 'CANCELED' | 'FAILED' | 'CONTINUED_AS_NEW';
+export type JobStatus = 'running' | 'waiting' | 'cancelling' | 'COMPLETED' | 'CANCELED' | 'FAILED' | 'CONTINUED_AS_NEW';
 
 /** What earlier versions of oz0 wrote in `Oz0Status` for a closed job, by the word that replaced it: filters look for both. */
 export const LEGACY_STATUS: Partial<Record<JobStatus, string>> = { COMPLETED: 'completed', CANCELED: 'cancelled' };
@@ -150,6 +175,57 @@ export const cancelCallUpdate = defineUpdate<boolean, [CancelCallInput]>('cancel
 export const closeSessionUpdate = defineUpdate<void, [CloseSessionInput]>('closeSession');
 /** H9: where a live session's running call is (its activity and key), by the caller's call id: its progress is there. */
 export const sessionCallQuery = defineQuery<{ activityId: string; key: string } | null, [string]>('sessionCall');
+
+/** A5: a person's answer to a call that waits for one (`oz0 call approve|deny`, or any Temporal client). */
+export const answerCallUpdate = defineUpdate<CallAnswered, [AnswerCallInput]>('answerCall');
+/** A4: the job's calls that wait for a person's yes now, oldest first. */
+export const waitingCallsQuery = defineQuery<WaitingCall[]>('waitingCalls');
+/** A4: a tenant's policy workflow tells the job that a change may end its call's wait: the job looks again. */
+export const policyChangedSignal = defineSignal<[PolicyNews]>('policyChanged');
+
+export interface AnswerCallInput {
+  /** Which call: its number (the trace's `#`), its activity id (`c3`) or its key; none when only one waits. */
+  call?: string;
+  approve: boolean;
+  /** Who answers, for the trace (1-200 characters): a person's name or login. */
+  by: string;
+  /** Why, at most 1000 characters; a denial's reason reaches the model in the call's error result. */
+  reason?: string;
+}
+
+/** What the job did with an answer: the call it went to, and the answer as the trace keeps it. */
+export interface CallAnswered extends Answer {
+  n: number;
+  activityId: string;
+  tool: string;
+  key: string;
+}
+
+/** A4: a call that waits for a person's yes, as `oz0 call list` and the job's current details show it. */
+export interface WaitingCall {
+  n: number;
+  activityId: string;
+  tool: string;
+  key: string;
+  session: string | null;
+  sessionRun?: number;
+  /** Its arguments as a person reads them: JSON, secrets redacted as in logs, cut at 2,000 characters. */
+  args: string;
+  /** The policy pattern whose verdict is `confirm`. */
+  pattern: string;
+  askedAt: string;
+  /** When it is refused unanswered (`confirmTimeoutSeconds`). */
+  until: string;
+}
+
+export interface PolicyNews {
+  /** The waiting call's key. */
+  key: string;
+  tenant: string;
+  version: number;
+  /** What changed, in words: `ledger.refund: deny`, `the kill switch for ledger.*`. */
+  change: string;
+}
 
 export interface OpenSessionInput {
   /** Who opens it, for the trace (e.g. the client's host), at most 200 characters. */
@@ -238,6 +314,22 @@ export interface CallInput {
   session: string | null;
   timeoutSeconds: number;
   maxAttempts: number;
+  /** A5: a person's yes to this call (its key): every attempt of it runs under it, and no other call does. */
+  confirmed?: { key: string; by: string; at: string };
+  /** A6: how long its question may wait, so its policy workflow can forget one never said to have ended. */
+  confirmTimeoutSeconds?: number;
+}
+
+/** A4: an attempt found that the call waits for a person's yes, and sent nothing. */
+export interface CallAsks {
+  asks: {
+    /** The policy pattern whose verdict is `confirm`. */
+    pattern: string;
+    /** The arguments as a person reads them: JSON, secrets redacted, cut at 2,000 characters. */
+    args: string;
+  };
+  node: string;
+  sandboxQueues?: string[];
 }
 
 export interface CallOutput {
@@ -277,10 +369,15 @@ export interface HarnessOutcome {
   ended: string;
 }
 
+/** A6: how long a call waits for a person's answer unless its tool says otherwise (`confirmTimeoutSeconds`). */
+export const DEFAULT_CONFIRM_TIMEOUT_SECONDS = 24 * 3600;
+
 /** Per-tool settings the node resolves from its config for a job. */
 export interface ToolSettings {
   timeoutSeconds: number;
   maxAttempts: number;
+  /** A6; absent in jobs started before oz0 had it: the default then. */
+  confirmTimeoutSeconds?: number;
 }
 
 export interface JobSettings {

@@ -6,7 +6,7 @@
  */
 import type { JobSpec } from '../common/schemas';
 import { isSessionTrace, scriptedCalls, toolsOf } from './definitions';
-import type { JobStatus, SessionTrace, TraceStep } from './definitions';
+import type { JobStatus, SessionTrace, TraceStep, WaitingCall } from './definitions';
 
 /** A summary longer than this is cut: the UI shows it on one line. */
 export const SUMMARY_MAX = 120;
@@ -84,6 +84,7 @@ export interface RunningCall {
 }
 
 export interface JobState {
+  jobId: string;
   status: JobStatus;
   /** m in K2. */
   run: number;
@@ -95,6 +96,8 @@ export interface JobState {
   /** This run's spec as {@link jobSummary} says it: computed once per run, since a spec may be long. */
   summary: string;
   running: Iterable<RunningCall>;
+  /** A4: the calls that wait for a person's yes, oldest first. */
+  waiting: readonly WaitingCall[];
   /** The trace's steps: live sessions are found among them. */
   trace: readonly TraceStep[];
 }
@@ -124,6 +127,17 @@ export function currentDetails(state: JobState): string {
       lines.push(`- \`${c.tool}\` · activity \`${c.activityId}\`${where} · key \`${c.key}\``);
     }
     if (running.length > DETAILS_CALLS) lines.push(`- … and ${running.length - DETAILS_CALLS} more`);
+  }
+  if (state.waiting.length) {
+    lines.push('', `Waiting for a person's yes (\`oz0 call approve ${state.jobId} CALL\` or \`oz0 call deny …\`):`);
+    for (const w of state.waiting.slice(0, DETAILS_CALLS)) {
+      const where = w.session ? ` in ${w.session}${w.sessionRun ? ` run ${w.sessionRun}` : ''}` : '';
+      lines.push(
+        `- \`${w.tool}\` · call \`${w.activityId}\`${where} · key \`${w.key}\` · asked ${w.askedAt}, refused unanswered at ${w.until}`,
+        `  arguments: \`${w.args.replace(/`/g, "'")}\``,
+      );
+    }
+    if (state.waiting.length > DETAILS_CALLS) lines.push(`- … and ${state.waiting.length - DETAILS_CALLS} more`);
   }
   const live = state.trace.filter(isSessionTrace).filter((s) => s.status !== 'ended');
   if (live.length) lines.push('', ...live.map(sessionLine));

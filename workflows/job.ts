@@ -38,6 +38,7 @@ import { currentDetails, jobSummary } from './details';
 import type { RunningCall } from './details';
 import { defaultKey } from './keys';
 import { LiveSessions } from './live-session';
+import { Questions } from './questions';
 import { runScriptedSession } from './session';
 
 /** Steps kept in the trace within one run; older ones are counted in `omitted`. */
@@ -57,11 +58,19 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   const trace = (): JobTrace => ({ jobId, status, run, calls: counters.calls, omitted, steps });
   // Every handler before the first await: a query or an Update made in the same breath as the start finds it.
   setHandler(statusQuery, () => status, {
-    description: 'running or cancelling while the run is open; then COMPLETED, CANCELED, FAILED or CONTINUED_AS_NEW',
+    description:
+      'running, waiting (a call waits for a person) or cancelling while the run is open; then COMPLETED, CANCELED, FAILED or CONTINUED_AS_NEW',
   });
   setHandler(traceQuery, trace, { description: "the job's steps and every attempt (SPEC Trace JSON)" });
   const live = new LiveSessions();
   live.register();
+  // A4: `waiting` while a call waits for a person's yes (never over `cancelling`), in the status and Oz0Status.
+  const questions = new Questions(() => {
+    if (status === 'running' && questions.size > 0) setStatus('waiting');
+    else if (status === 'waiting' && questions.size === 0) setStatus('running');
+    else show();
+  });
+  questions.register();
   setCurrentDetails(`**${status}** · checking the job's spec`);
 
   // The spec is checked (zod, outside the workflow bundle) by the node before anything else; a spec started from
@@ -87,6 +96,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   const show = () =>
     setCurrentDetails(
       currentDetails({
+        jobId,
         status,
         run,
         calls: counters.calls,
@@ -94,6 +104,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
         steps: spec.steps.length,
         summary,
         running: running.values(),
+        waiting: questions.list(),
         trace: steps,
       }),
     );
@@ -106,6 +117,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     counters,
     running,
     show,
+    questions,
   };
   live.attach(ctx);
 
@@ -121,7 +133,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   ]);
   // C4: `cancelling` from the cancel request until every running call has stopped.
   CancellationScope.current().cancelRequested.catch(() => {
-    if (status === 'running') setStatus('cancelling');
+    if (status === 'running' || status === 'waiting') setStatus('cancelling');
   });
 
   const record = (step: TraceStep) => {

@@ -261,7 +261,8 @@ export class LiveSessions {
         if (!ctx.settings.tools[tool] && plan.settings[tool]) noteTool(ctx, tool, plan);
         key = plan.idempotent[tool] ? contentKey : defaultKey(ctx.jobId, ctx.run, placed.activityId);
         pending.key = key;
-        live.made.push({ tool, key });
+        const made = { tool, key };
+        live.made.push(made);
         const end = await makeCall(ctx, placed, { call: tool, args: input.args }, key, {
           session: live.session,
           sessionRun: live.run,
@@ -272,6 +273,8 @@ export class LiveSessions {
           settings: plan.settings[tool],
           record: settle,
         });
+        // A call that ended while it waited for a person sent nothing: it counts as not made (H8).
+        if (end.unsent) live.made.splice(live.made.indexOf(made), 1);
         return { result: { ...end.step.result, ...(end.meta ? { _meta: end.meta } : {}) }, key, n: placed.n };
       });
     } catch (err) {
@@ -461,7 +464,8 @@ export class LiveSessions {
   /** T4/H8: after a lost run, the job stops unless every call it made may be made again, and the next run starts. */
   private afterLost(live: LiveRun, why: string, run: number): void {
     live.trace.runs[live.trace.runs.length - 1].ended = `lost: ${why}`;
-    const risky = live.made.find((c) => !live.mayRetry(c.tool));
+    // A call still waiting for a person's yes has sent nothing: it is withdrawn, not lost.
+    const risky = live.made.find((c) => !live.mayRetry(c.tool) && !live.ctx.questions.waits(c.key));
     if (risky) throw mayHaveRun(live.session, why, risky);
     if (run >= MAX_SESSION_RUNS) {
       throw ApplicationFailure.nonRetryable(

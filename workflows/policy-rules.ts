@@ -52,11 +52,19 @@ export function listingChanges(approved: Approval['tools'], current: Approval['t
   return changes.sort();
 }
 
-export type Verdict = { allowed: true; approved: boolean } | { allowed: false; outcome: 'refused'; why: string };
+export type Verdict =
+  | {
+      allowed: true;
+      approved: boolean;
+      /** A4: the pattern whose verdict is `confirm`: the call runs only once a person said yes to it. */
+      confirm?: string;
+    }
+  | { allowed: false; outcome: 'refused'; why: string };
 
 /**
- * A1-A2, C5: may this call run now? A kill switch or `deny` refuses; a remote server always needs its current
- * listing approved; `ask` refuses until the server's current listing is approved.
+ * A1-A2, A4, C5: may this call run now? A kill switch or `deny` refuses; a remote server always needs its current
+ * listing approved; `ask` refuses until the server's current listing is approved; `confirm` allows it once a person
+ * said yes (the verdict names the pattern, and the caller asks).
  */
 export function verdict(input: {
   state: TenantState;
@@ -93,7 +101,7 @@ export function verdict(input: {
       why: `needs approval: ${server}'s listing changed since it was approved (${changes.join(', ') || 'digest differs'})`,
     };
   }
-  return { allowed: true, approved };
+  return { allowed: true, approved, ...(decision === 'confirm' ? { confirm: pattern } : {}) };
 }
 
 /** A2: the digest of a `tools/list` answer (RFC 8785 + SHA-256), and of each tool in it. */

@@ -1,19 +1,30 @@
 /**
  * One long-running workflow per tenant keeps its policy, kill switches and approvals (A3): durable in
  * Temporal, visible in the UI, changed only through updates, read through a query. `oz0-policy/*` holds the
- * kill switches thrown for every tenant.
+ * kill switches thrown for every tenant. It also watches the tenant's calls that wait for a person's yes (A4): a
+ * change that may end such a wait (the call's pattern set again, a kill switch over its tool) is told to its job.
  */
 import {
   allHandlersFinished,
   condition,
   continueAsNew,
   defineQuery,
+  defineSignal,
   defineUpdate,
+  getExternalWorkflowHandle,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Approval, Decision, PolicyInput, TenantState } from '../common/schemas';
-import { approvalProblem, decisionProblem, patternProblem, serverNameProblem } from './checks';
+import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from '../common/schemas';
+import {
+  approvalProblem,
+  decisionProblem,
+  matches,
+  patternProblem,
+  serverNameProblem,
+  watchedQuestionProblem,
+} from './checks';
+import { policyChangedSignal } from './definitions';
 import { emptyState } from './policy-rules';
 
 export const policyStateQuery = defineQuery<TenantState>('state');
@@ -22,18 +33,48 @@ export const killUpdate = defineUpdate<TenantState, [string]>('kill');
 export const reviveUpdate = defineUpdate<TenantState, [string]>('revive');
 export const approveUpdate = defineUpdate<TenantState, [string, Approval]>('approve');
 export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
+/** A4: watch a call that waits for a person's yes; answers the state as of now (the node decides with it). */
+export const watchQuestionUpdate = defineUpdate<TenantState, [WatchedQuestion]>('watchQuestion');
+/** A4: the call's wait has ended (answered, timed out, withdrawn): nothing more to tell its job. */
+export const forgetQuestionSignal = defineSignal<[{ jobId: string; key: string }]>('forgetQuestion');
 
 /** Changes kept in one run's history before it continues as new. */
 const CHANGES_PER_RUN = 500;
+/** A watched question is dropped this long after its wait's own end, had its job never said it ended. */
+const QUESTION_SLACK_MS = 3600_000;
+
+function questionId(q: { jobId: string; key: string }): string {
+  return `${q.jobId}\n${q.key}`;
+}
 
 export async function tenantPolicy(input: PolicyInput): Promise<void> {
   const state: TenantState = input.state ?? emptyState(input.seed);
   let changes = 0;
+  const waiting = new Map((input.waiting ?? []).map((q) => [questionId(q), q]));
+  /** Jobs being told of a change: the run continues as new only once each was told. */
+  let telling = 0;
   const change = (apply: () => void) => () => {
     apply();
     state.version++;
     changes++;
     return state;
+  };
+  /** A4: tells the jobs whose waiting call `pattern` covers that it changed; each is told once, then forgotten. */
+  const tell = (pattern: string, what: string) => {
+    const now = Date.now();
+    for (const [id, q] of waiting) {
+      if (q.until + QUESTION_SLACK_MS < now) waiting.delete(id);
+      if (!waiting.has(id) || !matches(pattern, q.tool)) continue;
+      waiting.delete(id);
+      telling++;
+      changes++;
+      const news = { key: q.key, tenant: input.tenant, version: state.version, change: what };
+      // A job that has ended meanwhile cannot be told, and need not be.
+      void getExternalWorkflowHandle(q.jobId)
+        .signal(policyChangedSignal, news)
+        .catch(() => undefined)
+        .finally(() => telling--);
+    }
   };
   /** Update validators: a bad argument is refused before it reaches the history, with what is wrong. */
   const check = (...problems: (string | undefined)[]) => {
@@ -44,16 +85,33 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
   setHandler(policyStateQuery, () => state, {
     description: "the tenant's policy: decisions by tool pattern, kill switches, approved listings, version",
   });
-  setHandler(setPolicyUpdate, (pattern, decision) => change(() => (state.policy[pattern] = decision))(), {
-    validator: (pattern, decision) => {
-      check(patternProblem(pattern), decisionProblem(decision));
+  setHandler(
+    setPolicyUpdate,
+    (pattern, decision) => {
+      change(() => (state.policy[pattern] = decision))();
+      tell(pattern, `${pattern}: ${decision}`);
+      return state;
     },
-    description: 'A1: sets allow, deny or ask for a tool pattern',
-  });
-  setHandler(killUpdate, (tool) => change(() => (state.kills = [...new Set([...state.kills, tool])]))(), {
-    validator: (tool) => check(patternProblem(tool)),
-    description: "C5: throws a tool pattern's kill switch: its running calls stop, new ones are refused",
-  });
+    {
+      validator: (pattern, decision) => {
+        check(patternProblem(pattern), decisionProblem(decision));
+      },
+      description: 'A1, A4: sets allow, deny, ask or confirm for a tool pattern',
+    },
+  );
+  setHandler(
+    killUpdate,
+    (tool) => {
+      change(() => (state.kills = [...new Set([...state.kills, tool])]))();
+      tell(tool, `the kill switch for ${tool}`);
+      return state;
+    },
+    {
+      validator: (tool) => check(patternProblem(tool)),
+      description:
+        "C5: throws a tool pattern's kill switch: its running calls stop, new ones (and waiting ones) are refused",
+    },
+  );
   setHandler(reviveUpdate, (tool) => change(() => (state.kills = state.kills.filter((k) => k !== tool)))(), {
     validator: (tool) => check(patternProblem(tool)),
     description: "C5: takes a tool pattern's kill switch off",
@@ -68,9 +126,29 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
     validator: (server) => check(serverNameProblem(server)),
     description: "A2: takes a server's approval back",
   });
+  setHandler(
+    watchQuestionUpdate,
+    (q) => {
+      waiting.set(questionId(q), q);
+      changes++;
+      return state;
+    },
+    {
+      validator: (q) => check(watchedQuestionProblem(q)),
+      description:
+        "A4: watches a call that waits for a person's yes: a change that matches its tool is told to its job",
+    },
+  );
+  setHandler(
+    forgetQuestionSignal,
+    (q) => {
+      waiting.delete(questionId(q));
+    },
+    { description: "A4: a watched call's wait has ended" },
+  );
 
   // The history stays short: after enough changes (or when Temporal says so) the state moves to a new run.
   await condition(() => changes >= CHANGES_PER_RUN || workflowInfo().continueAsNewSuggested);
-  await condition(allHandlersFinished);
-  await continueAsNew<typeof tenantPolicy>({ tenant: input.tenant, state });
+  await condition(() => allHandlersFinished() && telling === 0);
+  await continueAsNew<typeof tenantPolicy>({ tenant: input.tenant, state, waiting: [...waiting.values()] });
 }

@@ -95,6 +95,8 @@ export async function runScriptedSession(
             lost: () => lost,
             record,
           });
+          // A call that ended while it waited for a person sent nothing: it counts as not made (T4).
+          if (end.unsent) made.pop();
           if (end.lost) {
             lostCall = end.lost;
             return;

@@ -4,7 +4,8 @@
  *
  * An attempt reads top to bottom in three phases, its state held by one {@link Attempt}:
  * - prepare: a lease on the server, its listing, the tenant's policy verdict, whether the call may be made again,
- *   and the resume plan (nothing is sent yet, so every failure here says so);
+ *   and the resume plan (nothing is sent yet, so every failure here says so); a call whose verdict is `confirm` and
+ *   that no person approved yet ends here, sending nothing, and its job asks (A4);
  * - send: the request, with its stop (job cancel, kill switch, time limit, node shutdown) and its progress; a function
  *   that runs as an MCP task is called now and followed to its end (./task.ts), and a later attempt polls that task;
  * - settle: the outcome, its record in the trace, and what Temporal is told (an answer, a retry, or the end).
@@ -12,6 +13,7 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { ActivityCancellationDetails } from '@temporalio/common';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
+import { redactSecrets } from '../../common/logger';
 import type { Logger } from '../../common/logger';
 import {
   IDEMPOTENCY_KEY_META,
@@ -25,7 +27,7 @@ import type { ResumeRequest } from '../../common/protocol';
 import type { CallProgressState, Outcome, Progress } from '../../common/schemas';
 import { splitTool } from '../../workflows/checks';
 import { FailureType } from '../../workflows/definitions';
-import type { CallInput, CallOutput } from '../../workflows/definitions';
+import type { CallAsks, CallInput, CallOutput } from '../../workflows/definitions';
 import { listingDigest, verdict } from '../../workflows/policy-rules';
 import type { Verdict } from '../../workflows/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
@@ -66,6 +68,8 @@ export const MAX_RESULT_BYTES = 1024 * 1024;
 const IGNORED_TOKEN = 'ignored an invalid resume token';
 /** I6: the trace's word for a call on a sandboxed server that ran as a plain process. */
 export const UNISOLATED = 'ran unisolated (node.isolation: "none")';
+/** A question shows this much of a call's arguments (JSON); the rest is cut. */
+export const QUESTION_ARGS_CHARS = 2000;
 
 /** Why an attempt's request was stopped, in the trace's words; the first cause wins. */
 interface StopCause {
@@ -97,6 +101,13 @@ class AttemptEnd extends Error {
   }
 }
 
+/** A4: the call's verdict is `confirm` and no person approved it yet: nothing was sent, and its job asks. */
+class AsksPerson extends Error {
+  constructor(readonly pattern: string) {
+    super(`waits for a person's yes (${pattern}: confirm)`);
+  }
+}
+
 /** What prepare hands to send. */
 interface Prepared {
   connection: ServerConnection;
@@ -114,7 +125,7 @@ interface Prepared {
   tool: Tool;
 }
 
-export function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput> {
+export function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput | CallAsks> {
   return new Attempt(deps, input).run();
 }
 
@@ -147,7 +158,7 @@ class Attempt {
     this.state = { ...readPriorState(this.ctx.info.heartbeatDetails, this.n), tool: input.tool, key: input.key };
   }
 
-  async run(): Promise<CallOutput> {
+  async run(): Promise<CallOutput | CallAsks> {
     const { ctx } = this;
     // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
     // a word is read as lost. A call that runs longer than heartbeatMs beats from then on (and hears a cancel).
@@ -171,6 +182,7 @@ class Attempt {
       const prepared = await this.prepare();
       return this.settle(await this.send(prepared));
     } catch (err) {
+      if (err instanceof AsksPerson) return this.asks(err.pattern);
       return await this.settleFailure(err);
     } finally {
       ctx.cancellationSignal.removeEventListener('abort', onCancel);
@@ -226,7 +238,10 @@ class Attempt {
       const why = `server "${server}" has no function "${fn}"${needs ? `: ${hiddenWhy(needs)}` : ''}`;
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
-    const allowed = await this.policyVerdict(server, tools, connection.kind === 'remote');
+    let allowed = await this.policyVerdict(server, tools, connection.kind === 'remote');
+    if (allowed.allowed && allowed.confirm && input.confirmed?.key !== input.key) {
+      allowed = await this.question(server, tools, connection.kind === 'remote');
+    }
     if (!allowed.allowed) {
       throw new AttemptEnd('refused', allowed.why, {
         type: FailureType.refused,
@@ -271,6 +286,8 @@ class Attempt {
           })
         : {};
     if (plan.note) this.notes.push(plan.note);
+    // A7: a live session's caller that heard the call wait for a person hears now that it goes on.
+    if (input.relay) deps.relay.waiting(input.jobId, input.relay.callId, undefined);
     return {
       connection,
       fn,
@@ -306,6 +323,56 @@ class Attempt {
         `could not read the policy of ${input.tenant}: ${message}`,
       );
     }
+  }
+
+  /**
+   * A4: the live verdict says `confirm` and no person approved this call yet. Its tenant's policy workflows watch
+   * the question from now on, and the verdict is made again with their states as of that moment: still `confirm`,
+   * the call waits (nothing is sent); changed meanwhile, the new verdict holds.
+   */
+  private async question(server: string, tools: Tool[], remote: boolean): Promise<Verdict> {
+    const { deps, input } = this;
+    const until = Date.now() + (input.confirmTimeoutSeconds ?? 0) * 1000;
+    const question = { jobId: input.jobId, key: input.key, tool: input.tool, until };
+    let policy: PolicyRead;
+    try {
+      policy = await deps.gate.watchQuestion(input.tenant, question);
+    } catch (err) {
+      const message = (err as Error).message;
+      throw this.nothingSent(
+        `could not ask the tenant's policy to watch the question: ${message}`,
+        `could not reach the policy of ${input.tenant}: ${message}`,
+      );
+    }
+    const now = verdict({
+      ...policy,
+      tool: input.tool,
+      remote,
+      listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
+    });
+    if (now.allowed && now.confirm && input.confirmed?.key !== input.key) throw new AsksPerson(now.confirm);
+    await deps.gate.forgetQuestion(input.tenant, question);
+    return now;
+  }
+
+  /** A4: what the job needs to ask a person: the pattern, and the arguments as a person may read them. */
+  private asks(pattern: string): CallAsks {
+    const { input, deps } = this;
+    const args = JSON.stringify(redactSecrets(input.args));
+    const shown = args.length > QUESTION_ARGS_CHARS ? `${args.slice(0, QUESTION_ARGS_CHARS - 1)}…` : args;
+    if (input.relay) {
+      const call = this.ctx.info.activityId;
+      deps.relay.waiting(
+        input.jobId,
+        input.relay.callId,
+        `waiting for a person's yes (${pattern}: confirm): oz0 call approve ${input.jobId} ${call}`,
+      );
+    }
+    return {
+      asks: { pattern, args: shown },
+      node: deps.node.id,
+      ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
+    };
   }
 
   /** An end before anything was sent: any call may try again, and the next attempt knows it may (`unsent`). */

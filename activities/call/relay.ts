@@ -1,15 +1,23 @@
 /**
- * The node's running calls of live sessions, by job and caller's call id (H5, H6): an attempt registers itself here,
- * so its session's caller can stop it (with the caller's words) and the node's gateway hears its progress.
+ * The node's running calls of live sessions, by job and caller's call id (H5, H6, A7): an attempt registers itself
+ * here, so its session's caller can stop it (with the caller's words), and the node's gateway hears its progress —
+ * and, for a call that waits for a person's yes, that it waits.
  */
 import type { Progress } from '../../common/schemas';
 
 type Stop = (why: string) => void;
-type Listener = (progress: Progress) => void;
+
+/** What the caller of a live session's call hears of it while it runs. */
+export interface CallNews {
+  /** P1/H6: the server's progress, from any of the call's attempts on this node. */
+  progress(progress: Progress): void;
+  /** A7: the call waits for a person's yes (in words, with the command that answers it); undefined: it goes on. */
+  waiting(words: string | undefined): void;
+}
 
 export class CallRelay {
   private readonly stops = new Map<string, Stop>();
-  private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly listeners = new Map<string, Set<CallNews>>();
 
   /** A running attempt's stop; call the result when the attempt ends. */
   register(jobId: string, callId: string, stop: Stop): () => void {
@@ -27,20 +35,28 @@ export class CallRelay {
     return stop !== undefined;
   }
 
-  /** Hears the call's progress, from any of its attempts on this node, until the result is called. */
-  watch(jobId: string, callId: string, fn: Listener): () => void {
+  /** Hears the call's news, from any of its attempts on this node, until the result is called. */
+  watch(jobId: string, callId: string, news: CallNews): () => void {
     const id = idOf(jobId, callId);
     const set = this.listeners.get(id) ?? new Set();
-    set.add(fn);
+    set.add(news);
     this.listeners.set(id, set);
     return () => {
-      set.delete(fn);
+      set.delete(news);
       if (set.size === 0 && this.listeners.get(id) === set) this.listeners.delete(id);
     };
   }
 
   report(jobId: string, callId: string, progress: Progress): void {
-    for (const fn of this.listeners.get(idOf(jobId, callId)) ?? []) fn(progress);
+    for (const news of this.listeners.get(idOf(jobId, callId)) ?? []) news.progress(progress);
+  }
+
+  /**
+   * A7: the call waits for a person's yes (the gateway keeps telling its caller so while it waits), or, undefined,
+   * it is about to be sent.
+   */
+  waiting(jobId: string, callId: string, words: string | undefined): void {
+    for (const news of this.listeners.get(idOf(jobId, callId)) ?? []) news.waiting(words);
   }
 }
 

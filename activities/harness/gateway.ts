@@ -4,7 +4,8 @@
  * closed is a cancel; an older client's `initialize` and its stateful session, where its `notifications/cancelled`
  * reaches its request. It answers only the bearer token of a harness run that is still running on this node (401
  * otherwise). Each `tools/call` is the job's `callTool` Update; its result is what the workflow answers. A harness's
- * cancel is the `cancelCall` Update; its call's progress is relayed to it (H6).
+ * cancel is the `cancelCall` Update; its call's progress is relayed to it (H6), and so is a wait for a person's yes
+ * (A7, ./progress).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -23,6 +24,7 @@ import { matchesAny, toolProblem } from '../../workflows/checks';
 import type { CallRelay } from '../call/relay';
 import type { PolicyGate } from '../policy/gate';
 import type { ServerPool } from '../servers/pool';
+import { HarnessProgress } from './progress';
 import { harnessTools, toolsDigest } from './tools';
 
 /** A gateway request body larger than this is refused (413): a call's arguments must fit Temporal's history. */
@@ -204,21 +206,14 @@ export class Gateway {
     }
     const callId = randomUUID();
     const progressToken = request.params._meta?.progressToken;
-    let last = -Infinity;
-    const unwatch =
+    const progress =
       progressToken === undefined
         ? undefined
-        : this.deps.relay.watch(entry.jobId, callId, (p) => {
-            // MCP progress increases within one request; a later attempt's may start lower.
-            if (p.progress <= last) return;
-            last = p.progress;
-            ctx.mcpReq
-              .notify({
-                method: 'notifications/progress',
-                params: { progressToken, progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}) },
-              })
-              .catch(() => undefined);
-          });
+        : new HarnessProgress((params) => {
+            const notification = { method: 'notifications/progress' as const, params: { progressToken, ...params } };
+            ctx.mcpReq.notify(notification).catch(() => undefined);
+          }, this.deps.config.node.waitingNoticeMs);
+    const unwatch = progress ? this.deps.relay.watch(entry.jobId, callId, progress) : undefined;
     const where = { client: this.deps.client, jobId: entry.jobId, session: entry.session, run: entry.sessionRun };
     const { signal } = ctx.mcpReq;
     const onCancel = () => {
@@ -254,6 +249,7 @@ export class Gateway {
       return errorResult(`oz0: ${(err as Error).message}`);
     } finally {
       unwatch?.();
+      progress?.close();
       signal.removeEventListener('abort', onCancel);
     }
   }

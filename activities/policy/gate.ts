@@ -8,13 +8,13 @@
  * attempt is checked against that live copy, with no read of its own; a read is made when the copy is not
  * caught up, for every retry (B6), and before any refusal.
  */
-import type { Client } from '@temporalio/client';
-import { readPolicy } from '../../common/policy-client';
+import { changePolicy, readPolicy } from '../../common/policy-client';
 import { PolicyWatch } from './watch';
 import type { PolicyTarget } from '../../common/policy-client';
-import { ALL_TENANTS, killedBy } from '../../workflows/policy-rules';
+import { ALL_TENANTS, killedBy, policyWorkflowId } from '../../workflows/policy-rules';
+import { forgetQuestionSignal, watchQuestionUpdate } from '../../workflows/policy';
 import type { Logger } from '../../common/logger';
-import type { TenantState } from '../../common/schemas';
+import type { TenantState, WatchedQuestion } from '../../common/schemas';
 
 export interface RunningCall {
   tenant: string;
@@ -59,12 +59,13 @@ export class PolicyGate {
   private readonly timer: NodeJS.Timeout;
 
   constructor(
-    private readonly target: Pick<PolicyTarget, 'seeds'> & { client: Client },
+    /** The client, the policy queue (to start a tenant's workflow nobody changed yet) and the config's seeds. */
+    private readonly target: PolicyTarget,
     private readonly logger: Logger,
     /** How often the states of tenants with running calls are read again, when they are not watched. */
     private readonly refreshMs: number,
-    /** Watch the tenants' policy workflows (their queue, to start one nobody changed yet); off when absent. */
-    private readonly watch?: { taskQueue: string },
+    /** Follow the tenants' policy workflows (./watch); off: every first attempt reads. */
+    private readonly watch = false,
   ) {
     this.timer = setInterval(() => void this.refreshRunning(), refreshMs);
     this.timer.unref();
@@ -98,17 +99,40 @@ export class PolicyGate {
     let entry = this.watches.get(tenant);
     if (!entry) {
       if (this.watches.size >= MAX_WATCHES && tenant !== ALL_TENANTS) return undefined;
-      const watch = new PolicyWatch(
-        { ...this.target, taskQueue: this.watch.taskQueue },
-        tenant,
-        (state) => this.learn(tenant, state, Date.now()),
-        this.logger,
-      );
+      const watch = new PolicyWatch(this.target, tenant, (state) => this.learn(tenant, state, Date.now()), this.logger);
       entry = { watch, usedAt: 0 };
       this.watches.set(tenant, entry);
     }
     entry.usedAt = Date.now();
     return entry.watch.state;
+  }
+
+  /**
+   * A4: a call waits for a person's yes. Its tenant's policy workflow and the all-tenants one watch it from now on
+   * (a change that may end the wait is told to its job), and their states as of that moment come back: a verdict
+   * made with them cannot miss a change, since every later one is told.
+   */
+  async watchQuestion(tenant: string, question: WatchedQuestion): Promise<PolicyRead> {
+    const at = Date.now();
+    const [state, all] = await Promise.all(
+      [tenant, ALL_TENANTS].map((t) => changePolicy(this.target, t, watchQuestionUpdate, [question])),
+    );
+    this.learn(tenant, state, at);
+    this.learn(ALL_TENANTS, all, at);
+    return { state, globalKills: all.kills, watched: false };
+  }
+
+  /** A4: the question's wait ended before it began (the verdict changed as it was asked): nothing to watch. */
+  async forgetQuestion(tenant: string, question: Pick<WatchedQuestion, 'jobId' | 'key'>): Promise<void> {
+    const { client } = this.target;
+    await Promise.all(
+      [tenant, ALL_TENANTS].map((t) =>
+        client.workflow
+          .getHandle(policyWorkflowId(t))
+          .signal(forgetQuestionSignal, question)
+          .catch((err: Error) => this.logger.debug({ tenant: t, err: err.message }, 'could not forget a question')),
+      ),
+    );
   }
 
   /** A state current as of `at`: kept unless a newer one is, and every running call is checked against it. */

@@ -6,6 +6,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../common/config';
 import { createLogger } from '../../common/logger';
 import { JobSpecError } from '../../common/schemas';
+import { registerCallCommands } from './calls';
 import { UsageError } from './common';
 import { registerJobCommands } from './jobs';
 import { registerNodeCommands } from './nodes';
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
     .exitOverride();
   registerNodeCommands(program);
   registerJobCommands(program);
+  registerCallCommands(program);
   registerToolCommands(program);
   registerPolicyCommands(program);
   registerPluginCommands(program);

@@ -1,7 +1,7 @@
 /** `oz0 job start|status|trace|watch|cancel`. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { isSessionTrace } from '../../workflows/definitions';
+import { isSessionTrace, waitingCallsQuery } from '../../workflows/definitions';
 import type { StepTrace } from '../../workflows/definitions';
 import { formatTrace } from '../format';
 import { cancelJob, jobStatus, jobTrace, startJob } from '../jobs';
@@ -10,9 +10,13 @@ import { watchJob } from '../watch';
 import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClient } from './common';
 import type { ConfigOpts } from './common';
 
-/** A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }`, and the node that made it. */
-function callJson({ n, tool, key, session, activityId, result, attempts, node, sessionRun, running }: StepTrace) {
-  return { tool, key, session, result, attempts, node, n, activityId, sessionRun, running };
+/**
+ * A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }`, the node that made it, and the
+ * question it asked a person (A4-A6).
+ */
+function callJson(step: StepTrace) {
+  const { n, tool, key, session, activityId, result, attempts, node, sessionRun, running, question } = step;
+  return { tool, key, session, result, attempts, node, n, activityId, sessionRun, running, question };
 }
 
 /**
@@ -63,13 +67,32 @@ export function registerJobCommands(program: Command): void {
     });
 
   withConfig(job.command('status'))
-    .description("running, cancelling, or Temporal's final status")
+    .description(
+      "running, waiting (a call waits for a person's yes: each such call follows), cancelling, or Temporal's final status",
+    )
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
       await withJobClient(config(opts), async (jc) => {
         const status = await jobStatus(jc.client, id);
-        print({ jobId: id, status }, opts.json, () => status);
+        // A4: what waits is named under the status: the call, its tool, its arguments (redacted), the answer.
+        const waiting =
+          status === 'waiting'
+            ? await jc.client.workflow
+                .getHandle(id)
+                .query(waitingCallsQuery)
+                .catch(() => [])
+            : [];
+        const json = { jobId: id, status, ...(status === 'waiting' ? { waiting } : {}) };
+        print(json, opts.json, () =>
+          [
+            status,
+            ...waiting.map(
+              (w) =>
+                `  ${w.activityId} ${w.tool} ${w.args} since ${w.askedAt}: oz0 call approve|deny ${id} ${w.activityId}`,
+            ),
+          ].join('\n'),
+        );
       });
     });
 

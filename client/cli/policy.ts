@@ -54,10 +54,12 @@ export function registerPolicyCommands(program: Command): void {
       });
     });
   withConfig(policy.command('set'))
-    .description('allow, deny or ask for a tool pattern (server.function, server.* or *)')
+    .description(
+      "allow, deny, ask or confirm (each call waits for a person's yes) for a tool pattern (server.function, server.* or *)",
+    )
     .argument('<tenant>', 'tenant', zodArg(TenantNameSchema))
     .argument('<pattern>', 'tool pattern', zodArg(PatternSchema))
-    .argument('<decision>', 'allow | deny | ask', zodArg(DecisionSchema))
+    .argument('<decision>', 'allow | deny | ask | confirm', zodArg(DecisionSchema))
     .action(async (tenant: string, pattern: string, decision: Decision, opts: ConfigOpts) => {
       const cfg = config(opts);
       await withJobClient(cfg, async (jc) => {

@@ -65,7 +65,18 @@ async function main(): Promise<void> {
     action = `charged ${amount}`;
   } else if (order.refunded < order.charged) {
     const amount = order.charged - order.refunded;
-    await client.callTool({ name: 'ledger.refund', arguments: { order_id: input.order_id, amount } });
+    // A refund may wait for a person's yes (the tenant's policy says `confirm`, A7): oz0 says so in a progress
+    // notification every 10 s, and each one starts the 60 s timeout again, so the agent waits as long as they take.
+    await client.callTool(
+      { name: 'ledger.refund', arguments: { order_id: input.order_id, amount } },
+      {
+        timeout: 60_000,
+        resetTimeoutOnProgress: true,
+        onprogress: (p) => {
+          if (p.message) say(p.message);
+        },
+      },
+    );
     action = `refunded ${amount}`;
   } else {
     action = 'nothing to do';

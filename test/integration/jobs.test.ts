@@ -309,7 +309,17 @@ test('T3: a job started by the client has a summary and details; its current det
     const handlers = [...metadata.definition.queryDefinitions, ...metadata.definition.updateDefinitions];
     const ours = handlers.filter((h) => !h.name.startsWith('__'));
     expect(ours.map((h) => h.name).sort()).toEqual(
-      ['callTool', 'cancelCall', 'closeSession', 'openSession', 'sessionCall', 'status', 'trace'].sort(),
+      [
+        'answerCall',
+        'callTool',
+        'cancelCall',
+        'closeSession',
+        'openSession',
+        'sessionCall',
+        'status',
+        'trace',
+        'waitingCalls',
+      ].sort(),
     );
     for (const h of ours) expect(h.description).toBeTruthy();
     await handle.cancel();

@@ -35,11 +35,18 @@ function userEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 
 /** What the scratch project's TypeScript imports: the README's names, typed through the package's `exports`. */
 const CHECK_TS = `import { JobSpecSchema, connectJobClient, jobSummary, loadConfig, startJob, statusQuery } from 'oz0';
-import type { JobSpec, JobTrace } from 'oz0';
+import { answerCall, answerCallUpdate, waitingCallsQuery } from 'oz0';
+import type { JobSpec, JobTrace, WaitingCall } from 'oz0';
 import { busy, idempotencyKey, openKeyStore } from 'oz0/plugin';
 
 const spec: JobSpec = { tenant: 'acme', steps: [{ call: 'reader.echo', args: { text: 'hi' } }] };
 export const names = [JobSpecSchema.parse(spec), jobSummary(spec), statusQuery.name, busy, idempotencyKey, openKeyStore];
+export async function approveFirst(jc: Awaited<ReturnType<typeof connectJobClient>>, jobId: string) {
+  const [call]: WaitingCall[] = await jc.client.workflow.getHandle(jobId).query(waitingCallsQuery);
+  const answer = { call: call.activityId, approve: true, by: 'alice' };
+  await jc.client.workflow.getHandle(jobId).executeUpdate(answerCallUpdate, { args: [answer] });
+  return answerCall(jc.client, jobId, { approve: false, by: 'alice', reason: 'too large' });
+}
 export async function start(): Promise<JobTrace> {
   const jc = await connectJobClient(loadConfig().temporal);
   return (await startJob(jc, spec)).result();

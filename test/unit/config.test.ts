@@ -368,6 +368,8 @@ describe('Config: loadConfig', () => {
   });
 });
 
+const DAY = 24 * 3600;
+
 describe('Config: toolSettings', () => {
   const tools: Config['tools'] = {
     '*': { timeoutSeconds: 90 },
@@ -377,9 +379,19 @@ describe('Config: toolSettings', () => {
     'search.*': { timeoutSeconds: 5, maxAttempts: 2 },
   };
 
-  test('Config: the defaults are 60 s and 3 attempts', () => {
-    expect(DEFAULT_TOOL_SETTINGS).toEqual({ timeoutSeconds: 60, maxAttempts: 3 });
-    expect(toolSettings({ tools: {} }, 'ledger.charge')).toEqual({ timeoutSeconds: 60, maxAttempts: 3 });
+  test('Config: the defaults are 60 s, 3 attempts and 24 h for a person to answer (A6)', () => {
+    expect(DEFAULT_TOOL_SETTINGS).toEqual({ timeoutSeconds: 60, maxAttempts: 3, confirmTimeoutSeconds: DAY });
+    expect(toolSettings({ tools: {} }, 'ledger.charge')).toEqual(DEFAULT_TOOL_SETTINGS);
+  });
+
+  test('A6: confirmTimeoutSeconds layers like the others; it is positive and at most a year', () => {
+    const layered = { '*': { confirmTimeoutSeconds: 600 }, 'ledger.refund': { confirmTimeoutSeconds: 3600 } };
+    expect(toolSettings({ tools: layered }, 'ledger.refund').confirmTimeoutSeconds).toBe(3600);
+    expect(toolSettings({ tools: layered }, 'ledger.charge').confirmTimeoutSeconds).toBe(600);
+    expect(() => parseConfig({ tools: { '*': { confirmTimeoutSeconds: 0 } } })).toThrow(
+      /tools\.\*\.confirmTimeoutSeconds/,
+    );
+    expect(() => parseConfig({ tools: { '*': { confirmTimeoutSeconds: 366 * DAY } } })).toThrow(ConfigError);
   });
 
   test.each([
@@ -389,7 +401,7 @@ describe('Config: toolSettings', () => {
     ['files.read', 'timeout from *, attempts from the defaults', { timeoutSeconds: 90, maxAttempts: 3 }],
     ['search.query', 'both from search.*, over *', { timeoutSeconds: 5, maxAttempts: 2 }],
   ])('Config: toolSettings(%s) layers field by field: %s', (tool, _why, expected) => {
-    expect(toolSettings({ tools }, tool)).toEqual(expected);
+    expect(toolSettings({ tools }, tool)).toEqual({ ...expected, confirmTimeoutSeconds: DAY });
   });
 
   test.each([
@@ -403,13 +415,25 @@ describe('Config: toolSettings', () => {
 
   test('Config: the SPEC example gives ledger.charge 30 s / 5 attempts and others 60 s / 3', () => {
     const config = parseConfig(SPEC_EXAMPLE);
-    expect(toolSettings(config, 'ledger.charge')).toEqual({ timeoutSeconds: 30, maxAttempts: 5 });
-    expect(toolSettings(config, 'search.query')).toEqual({ timeoutSeconds: 60, maxAttempts: 3 });
+    expect(toolSettings(config, 'ledger.charge')).toEqual({
+      timeoutSeconds: 30,
+      maxAttempts: 5,
+      confirmTimeoutSeconds: DAY,
+    });
+    expect(toolSettings(config, 'search.query')).toEqual({
+      timeoutSeconds: 60,
+      maxAttempts: 3,
+      confirmTimeoutSeconds: DAY,
+    });
   });
 
   test('Config: a function name with dots takes its server from before the first dot', () => {
     const layered = { 'ns.*': { maxAttempts: 9 } };
-    expect(toolSettings({ tools: layered }, 'ns.deep.fn')).toEqual({ timeoutSeconds: 60, maxAttempts: 9 });
+    expect(toolSettings({ tools: layered }, 'ns.deep.fn')).toEqual({
+      timeoutSeconds: 60,
+      maxAttempts: 9,
+      confirmTimeoutSeconds: DAY,
+    });
   });
 
   test('Config: toolSettings hands back a copy, never the defaults object itself', () => {

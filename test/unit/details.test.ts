@@ -3,6 +3,8 @@
  * runs, and each call's activity summary, short enough for the history's column.
  */
 import { SUMMARY_MAX, callSummary, currentDetails, jobDetails, jobSummary } from '../../workflows/details';
+import { durationInWords } from '../../workflows/questions';
+import { waitedInWords } from '../../client/calls';
 import type { JobSpec } from '../../common/schemas';
 import type { SessionTrace } from '../../workflows/definitions';
 
@@ -86,6 +88,8 @@ test('T3: the current details name the running calls, their keys and sessions, a
     omitted: 0,
   };
   const details = currentDetails({
+    jobId: 'job-1',
+    waiting: [],
     status: 'running',
     run: 1,
     calls: 12,
@@ -119,6 +123,8 @@ test('T3: many running calls are listed up to ten, the rest counted', () => {
     session: 's1',
   }));
   const details = currentDetails({
+    jobId: 'job-1',
+    waiting: [],
     status: 'cancelling',
     run: 0,
     calls: 13,
@@ -131,4 +137,63 @@ test('T3: many running calls are listed up to ten, the rest counted', () => {
   expect(details).toContain('`c10`');
   expect(details).not.toContain('`c11`');
   expect(details).toContain('… and 3 more');
+});
+
+test('A4: the current details name each call that waits for a person: tool, call, key, its time and its arguments', () => {
+  const details = currentDetails({
+    jobId: 'job-1',
+    waiting: [
+      {
+        n: 2,
+        activityId: 'c2',
+        tool: 'ledger.refund',
+        key: 'job-1/c2',
+        session: null,
+        args: '{"order_id":"o-1","memo":{"password":"[redacted]"},"note":"`x`"}',
+        pattern: 'ledger.*',
+        askedAt: '2026-12-04T10:00:00.000Z',
+        until: '2026-12-05T10:00:00.000Z',
+      },
+    ],
+    status: 'waiting',
+    run: 0,
+    calls: 2,
+    step: 1,
+    steps: 2,
+    summary: 'acme · 2 steps · ledger.refund',
+    running: [],
+    trace: [],
+  });
+  expect(details.split('\n')).toEqual([
+    '**waiting** · run 0, step 2 of 2 · 2 calls made so far',
+    '',
+    'acme · 2 steps · ledger.refund',
+    '',
+    "Waiting for a person's yes (`oz0 call approve job-1 CALL` or `oz0 call deny …`):",
+    '- `ledger.refund` · call `c2` · key `job-1/c2` · asked 2026-12-04T10:00:00.000Z, refused unanswered at 2026-12-05T10:00:00.000Z',
+    '  arguments: `{"order_id":"o-1","memo":{"password":"[redacted]"},"note":"\'x\'"}`',
+  ]);
+});
+
+test.each([
+  [2, '2 s'],
+  [90, '90 s'],
+  [600, '10 min'],
+  [7200, '2 h'],
+  [86400, '1 d'],
+  [86400 * 3, '3 d'],
+  [5400, '90 min'],
+])('A6: a time limit of %s s is said "%s"', (seconds, words) => {
+  expect(durationInWords(seconds)).toBe(words);
+});
+
+test.each([
+  [0, '0 s'],
+  [12_400, '12 s'],
+  [192_000, '3 min 12 s'],
+  [3_600_000, '1 h'],
+  [7_500_000, '2 h 5 min'],
+  [97_200_000, '1 d 3 h'],
+])('A4: a wait of %s ms is said "%s"', (ms, words) => {
+  expect(waitedInWords(ms)).toBe(words);
 });

@@ -12,6 +12,9 @@ import type { JobStatus } from '../../workflows/definitions';
 test.each<[string, string | undefined, string]>([
   ['RUNNING', 'running', 'running'],
   ['RUNNING', 'cancelling', 'cancelling'],
+  // A4: a call waits for a person's yes.
+  ['RUNNING', 'waiting', 'waiting'],
+  ['TERMINATED', 'waiting', 'TERMINATED'],
   ['RUNNING', 'COMPLETED', 'running'],
   ['RUNNING', 'CANCELED', 'cancelling'],
   ['RUNNING', 'FAILED', 'running'],
@@ -36,6 +39,7 @@ test.each<[string, string | undefined, string]>([
 test.each<[JobStatus, string]>([
   ['running', 'Oz0Status = "running"'],
   ['cancelling', 'Oz0Status = "cancelling"'],
+  ['waiting', 'Oz0Status = "waiting"'],
   ['COMPLETED', 'Oz0Status IN ("COMPLETED", "completed")'],
   ['CANCELED', 'Oz0Status IN ("CANCELED", "cancelled")'],
   ['FAILED', 'Oz0Status = "FAILED"'],

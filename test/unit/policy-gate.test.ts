@@ -28,7 +28,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 test('callers that come while a read is in flight do not get it: they share the one read that starts after it', async () => {
   const { client, reads } = heldClient();
-  const gate = new PolicyGate({ client, seeds: {} }, createLogger({ level: 'silent' }), 60_000);
+  const gate = new PolicyGate({ client, taskQueue: 'p', seeds: {} }, createLogger({ level: 'silent' }), 60_000);
   try {
     const first = gate.read('t', 0);
     await tick();
@@ -57,7 +57,11 @@ test('a failed read fails its callers; the next caller starts a new one', async 
     withDeadline: <T>(_deadline: number, fn: () => Promise<T>) => fn(),
     workflow: { getHandle: () => ({ query: () => (queries++, Promise.reject(new Error('no worker'))) }) },
   } as unknown as Client;
-  const gate = new PolicyGate({ client: failing, seeds: {} }, createLogger({ level: 'silent' }), 60_000);
+  const gate = new PolicyGate(
+    { client: failing, taskQueue: 'p', seeds: {} },
+    createLogger({ level: 'silent' }),
+    60_000,
+  );
   try {
     await expect(gate.read('t', 0)).rejects.toThrow('no worker');
     await expect(gate.read('t', 0)).rejects.toThrow('no worker');
@@ -79,7 +83,7 @@ test('a node watches at most MAX_WATCHES tenants (and always the all-tenants swi
       }),
     },
   } as unknown as Client;
-  const gate = new PolicyGate({ client, seeds: {} }, createLogger({ level: 'silent' }), 60_000, { taskQueue: 'p' });
+  const gate = new PolicyGate({ client, taskQueue: 'p', seeds: {} }, createLogger({ level: 'silent' }), 60_000, true);
   try {
     for (let i = 0; i < MAX_WATCHES + 20; i++) {
       const read = await gate.read(`t${i}`, 0, true);

@@ -1,6 +1,7 @@
-/** Pure rules of policy (A1, A2, C5) and busy answers (B1-B4), table-driven. */
+/** Pure rules of policy (A1, A2, A4, A5, C5) and busy answers (B1-B4), table-driven. */
 import { busyVerdict, waitInWords } from '../../activities/call/verdicts';
 import { busyOf, parseRetryAfter } from '../../common/protocol';
+import { answerProblem, watchedQuestionProblem } from '../../workflows/checks';
 import {
   decisionFor,
   emptyState,
@@ -89,6 +90,72 @@ describe('A2: verdicts on listings', () => {
       why: expect.stringContaining('killed'),
     });
   });
+});
+
+describe('A4: confirm, a verdict that waits for a person', () => {
+  test.each([
+    [{ 'ledger.refund': 'confirm' }, 'ledger.refund', 'ledger.refund'],
+    [{ 'ledger.*': 'confirm', 'ledger.lookup': 'allow' }, 'ledger.refund', 'ledger.*'],
+    [{ '*': 'confirm' }, 'files.write', '*'],
+  ] as const)('%j: %s runs once a person said yes (pattern %s)', (policy, tool, pattern) => {
+    expect(verdict({ state: emptyState({ ...policy }), globalKills: [], tool, remote: false })).toEqual({
+      allowed: true,
+      approved: false,
+      confirm: pattern,
+    });
+  });
+
+  test('a more specific pattern, a deny and a kill switch win over confirm', () => {
+    const state = emptyState({ 'ledger.*': 'confirm', 'ledger.lookup': 'allow', 'ledger.drop': 'deny' });
+    expect(verdict({ state, globalKills: [], tool: 'ledger.lookup', remote: false })).toEqual({
+      allowed: true,
+      approved: false,
+    });
+    expect(verdict({ state, globalKills: [], tool: 'ledger.drop', remote: false })).toMatchObject({ allowed: false });
+    expect(verdict({ state, globalKills: ['ledger.*'], tool: 'ledger.refund', remote: false })).toMatchObject({
+      allowed: false,
+      why: expect.stringContaining('killed'),
+    });
+  });
+
+  test('a remote server still needs its listing approved before anyone is asked (A2)', () => {
+    const listing = listingDigest([{ name: 'find' }]);
+    const state = emptyState({ 'search.*': 'confirm' });
+    expect(verdict({ state, globalKills: [], tool: 'search.find', remote: true, listing })).toMatchObject({
+      allowed: false,
+      why: expect.stringContaining('needs approval'),
+    });
+    state.approvals.search = { digest: listing.digest, tools: listing.tools, approvedAt: 'now' };
+    expect(verdict({ state, globalKills: [], tool: 'search.find', remote: true, listing })).toEqual({
+      allowed: true,
+      approved: true,
+      confirm: 'search.*',
+    });
+  });
+});
+
+test.each([
+  [{ approve: true, by: 'alice' }, undefined],
+  [{ call: 'c3', approve: false, by: 'bob', reason: 'no' }, undefined],
+  [{ approve: 'yes', by: 'alice' }, 'approve is true or false'],
+  [{ approve: true }, 'by names who answers: 1-200 characters'],
+  [{ approve: true, by: '  ' }, 'by names who answers: 1-200 characters'],
+  [{ approve: true, by: 'a', reason: 'x'.repeat(1001) }, 'reason is a string of at most 1000 characters'],
+  [{ approve: true, by: 'a', call: '' }, "call is the step's number, its activity id (c3) or its key"],
+  [{ approve: true, by: 'a', also: 1 }, 'an answer has no field "also"'],
+  [[], 'an answer is { call?, approve, by, reason? }'],
+])('A5: answerCall(%j) is refused for: %s', (input, problem) => {
+  expect(answerProblem(input)).toBe(problem);
+});
+
+test.each([
+  [{ jobId: 'j', key: 'j/c1', tool: 'ledger.refund', until: 1 }, undefined],
+  [{ jobId: 'j', key: 'j/c1', tool: 'ledger', until: 1 }, 'a tool is "<server>.<function>", e.g. "ledger.charge"'],
+  [{ jobId: 'j', key: '', tool: 'a.b', until: 1 }, "a question's key is 1-1000 characters"],
+  [{ jobId: 'j', key: 'k', tool: 'a.b', until: 'soon' }, "a question's until is a time in ms"],
+  [{ jobId: 'j', key: 'k', tool: 'a.b', until: 1, x: 1 }, 'a question has no field "x"'],
+])('A4: a watched question %j is refused for: %s', (question, problem) => {
+  expect(watchedQuestionProblem(question)).toBe(problem);
 });
 
 test.each([

@@ -1,0 +1,146 @@
+/**
+ * (I7) What isolation costs: a sandboxed server's start (spawned until its `initialize` is answered) and a call on it
+ * (one `tools/call` answered), in a bubblewrap sandbox against the same server run as a plain process
+ * (`node.isolation: "none"`), in one run, the two interleaved so the machine's noise falls on both. Measured on the
+ * node's pool, without Temporal: the difference is the sandbox's alone. Also, for the record, a harness's start
+ * with its forwarder (a harness's network needs one) against a plain one.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import { parseConfig } from '../../common/config';
+import type { LoadedConfig } from '../../common/config';
+import { createLogger } from '../../common/logger';
+import { projectRoot } from '../../common/paths';
+import { Isolation } from '../../activities/sandbox';
+import { ServerPool } from '../../activities/servers/pool';
+import { fixed, mean, spread } from '../common';
+import type { Row } from '../common';
+
+export interface SandboxOptions {
+  starts: number;
+  calls: number;
+}
+
+function configFor(isolation: 'bwrap' | 'none', stateDir: string): LoadedConfig {
+  const root = projectRoot();
+  return {
+    ...parseConfig({
+      servers: {
+        box: {
+          command: 'node',
+          args: ['dist/examples/reader.js'],
+          sandbox: { read: ['dist', 'node_modules'] },
+        },
+      },
+      node: { isolation, stateDir },
+    }),
+    baseDir: root,
+    source: 'bench',
+  };
+}
+
+export async function measureSandbox(opts: SandboxOptions) {
+  const logger = createLogger({ level: 'warn' });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-bench-sandbox-'));
+  const kinds = ['isolated', 'plain'] as const;
+  const pools = {
+    isolated: new ServerPool({
+      config: configFor('bwrap', path.join(dir, 'isolated')),
+      logger,
+      sandboxRoot: path.join(dir, 'isolated'),
+    }),
+    plain: new ServerPool({
+      config: configFor('none', path.join(dir, 'plain')),
+      logger,
+      sandboxRoot: path.join(dir, 'plain'),
+    }),
+  };
+  const starts: Record<(typeof kinds)[number], number[]> = { isolated: [], plain: [] };
+  const calls: Record<(typeof kinds)[number], number[]> = { isolated: [], plain: [] };
+  const harness: Record<(typeof kinds)[number], number[]> = { isolated: [], plain: [] };
+  try {
+    // Starts, one pair at a time, the first pair a warm-up (page cache, bwrap's first run).
+    for (let i = -1; i < opts.starts; i++) {
+      for (const kind of i % 2 === 0 ? kinds : ([...kinds].reverse() as (typeof kinds)[number][])) {
+        const job = `start-${kind}-${i}`;
+        const t = performance.now();
+        const lease = await pools[kind].acquire('box', job);
+        const ms = performance.now() - t;
+        lease.release();
+        await pools[kind].stopSandbox('box', job);
+        if (i >= 0) starts[kind].push(ms);
+      }
+    }
+    // Calls on one open server each, in blocks of 50 taken in turn.
+    const leases = {
+      isolated: await pools.isolated.acquire('box', 'calls'),
+      plain: await pools.plain.acquire('box', 'calls'),
+    };
+    for (let done = -50; done < opts.calls; done += 50) {
+      for (const kind of kinds) {
+        const { client } = leases[kind].connection;
+        const t = performance.now();
+        for (let j = 0; j < 50; j++) await client.callTool({ name: 'echo', arguments: { text: `call ${j}` } });
+        if (done >= 0) calls[kind].push((performance.now() - t) / 50);
+      }
+    }
+    for (const kind of kinds) leases[kind].release();
+    // A harness's start: its sandbox with a forwarder (its gateway), until the program has run and exited.
+    for (let i = -1; i < Math.min(opts.starts, 20); i++) {
+      for (const kind of kinds) {
+        const isolation = new Isolation(configFor(kind === 'isolated' ? 'bwrap' : 'none', dir), logger);
+        const cwd = fs.mkdtempSync(path.join(dir, 'harness-'));
+        const t = performance.now();
+        const started = await isolation.start({
+          who: 'bench harness',
+          field: 'harnesses.bench.sandbox',
+          command: 'node',
+          args: ['-e', '0'],
+          cwd,
+          env: {},
+          grants: defaultGrants(),
+          gateway: { port: 40_000 + (i % 1000), accept: (socket: Duplex) => socket.destroy() },
+        });
+        await new Promise((resolve) => started.child.once('exit', resolve));
+        const ms = performance.now() - t;
+        await started.stop(1000);
+        if (i >= 0) harness[kind].push(ms);
+      }
+    }
+  } finally {
+    await pools.isolated.close();
+    await pools.plain.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  const start = { isolated: spread(starts.isolated), plain: spread(starts.plain) };
+  const extraStart = start.isolated.p50 - start.plain.p50;
+  const call = { isolated: mean(calls.isolated), plain: mean(calls.plain) };
+  const callRatio = call.isolated / call.plain;
+  const harnessStart = { isolated: spread(harness.isolated), plain: spread(harness.plain) };
+  const rows: Row[] = [
+    {
+      measure: "(I7) a sandboxed server's start (spawn → initialize answered), isolated − plain, p50",
+      target: '≤ 50 ms more',
+      figure: `+${fixed(extraStart, 1)} ms (${fixed(start.isolated.p50, 1)} vs ${fixed(start.plain.p50, 1)} ms, ${opts.starts} starts each)`,
+      met: extraStart <= 50,
+    },
+    {
+      measure: '(I7) a call on a sandboxed server (tools/call answered), isolated / plain',
+      target: '≤ 1.05',
+      figure: `${fixed(callRatio, 3)} (${fixed(call.isolated * 1000, 0)} vs ${fixed(call.plain * 1000, 0)} µs a call, ${opts.calls} calls each)`,
+      met: callRatio <= 1.05,
+    },
+    {
+      measure: "(I7) a harness's start with its forwarder (spawn → exit 0), isolated − plain, p50, for the record",
+      figure: `+${fixed(harnessStart.isolated.p50 - harnessStart.plain.p50, 1)} ms (${fixed(harnessStart.isolated.p50, 1)} vs ${fixed(harnessStart.plain.p50, 1)} ms)`,
+    },
+  ];
+  return { rows, data: { start, extraStart, call, callRatio, harnessStart } };
+}
+
+/** A harness's sandbox as its config's defaults make it: no grants, the default limits. */
+function defaultGrants() {
+  return parseConfig({ harnesses: { h: { command: 'node', tools: ['*'] } } }).harnesses.h.sandbox;
+}

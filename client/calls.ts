@@ -1,0 +1,113 @@
+/**
+ * Calls a person approves (A4, A5), from any Temporal client: the calls that wait for a person's yes — every job's
+ * (the jobs whose `Oz0Status` is `waiting`, each asked with its `waitingCalls` query) — and a person's answer, the
+ * job's `answerCall` Update. `oz0 call list|approve|deny` is this module at the terminal.
+ *
+ * ```ts
+ * await answerCall(client, 'job-42', { approve: true, by: 'alice' });
+ * await answerCall(client, 'job-42', { call: 'c3', approve: false, by: 'alice', reason: 'too large' });
+ * ```
+ */
+import os from 'node:os';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { tenantNameProblem } from '../workflows/checks';
+import { Oz0Status, Oz0Tenant, answerCallUpdate, waitingCallsQuery } from '../workflows/definitions';
+import type { AnswerCallInput, CallAnswered, WaitingCall } from '../workflows/definitions';
+
+/** A call that waits, with its job and how long it has waited so far. */
+export interface ListedCall extends WaitingCall {
+  jobId: string;
+  tenant?: string;
+  /** How long it has waited, in ms, when it was listed. */
+  waitedMs: number;
+}
+
+/** An answer the job refused (no such call waits, several do and none was named, a bad field), in its words. */
+export class AnswerRefused extends Error {
+  override name = 'AnswerRefused';
+}
+
+/** The OS user: who answers when nobody said. */
+export function osUser(): string {
+  try {
+    return os.userInfo().username;
+  } catch {
+    return process.env.USER ?? 'unknown';
+  }
+}
+
+/**
+ * Every call that waits for a person's yes, oldest first (of one tenant with `tenant`). A job that does not answer
+ * its query (no node is up to run it) is named in `unreachable`.
+ */
+export async function listWaitingCalls(
+  client: Client,
+  opts: { tenant?: string } = {},
+): Promise<{ calls: ListedCall[]; unreachable: string[] }> {
+  // A tenant's name has no quote in it: checked, it cannot change the list's filter.
+  const problem = opts.tenant === undefined ? undefined : tenantNameProblem(opts.tenant);
+  if (problem) throw new Error(problem);
+  const tenant = opts.tenant ? ` AND ${Oz0Tenant.name} = "${opts.tenant}"` : '';
+  const jobs: { jobId: string; tenant?: string }[] = [];
+  for await (const run of client.workflow.list({ query: `${Oz0Status.name} = "waiting"${tenant}` })) {
+    jobs.push({ jobId: run.workflowId, tenant: run.typedSearchAttributes.get(Oz0Tenant) });
+  }
+  const now = Date.now();
+  const unreachable: string[] = [];
+  const found = await Promise.all(
+    jobs.map(async (job) => {
+      try {
+        const waiting = await client.workflow.getHandle(job.jobId).query(waitingCallsQuery);
+        return waiting.map((call) => ({ ...call, ...job, waitedMs: now - Date.parse(call.askedAt) }));
+      } catch {
+        unreachable.push(job.jobId);
+        return [];
+      }
+    }),
+  );
+  const calls = found.flat().sort((a, b) => a.askedAt.localeCompare(b.askedAt));
+  return { calls, unreachable };
+}
+
+/**
+ * A5: a person's answer to one of a job's waiting calls: `call` is its number, its activity id (`c3`) or its key, and
+ * may be left out when only one call waits; `by` defaults to the OS user. Resolves once the job has it; a refusal
+ * (no such call waits, …) throws {@link AnswerRefused} in the job's words.
+ */
+export async function answerCall(
+  client: Client,
+  jobId: string,
+  answer: Omit<AnswerCallInput, 'by'> & { by?: string },
+): Promise<CallAnswered> {
+  const input: AnswerCallInput = {
+    approve: answer.approve,
+    by: answer.by ?? osUser(),
+    ...(answer.call !== undefined ? { call: answer.call } : {}),
+    ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+  };
+  try {
+    return await client.workflow.getHandle(jobId).executeUpdate(answerCallUpdate, { args: [input] });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) throw new AnswerRefused(err.cause?.message ?? err.message);
+    throw err;
+  }
+}
+
+/** `3 min 12 s`, `2 h 5 min`, `1 d 3 h`: a wait as a person says it, to the two largest units. */
+export function waitedInWords(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  const units: [number, string][] = [
+    [Math.floor(s / 86400), 'd'],
+    [Math.floor((s % 86400) / 3600), 'h'],
+    [Math.floor((s % 3600) / 60), 'min'],
+    [s % 60, 's'],
+  ];
+  const first = units.findIndex(([n]) => n > 0);
+  if (first < 0) return '0 s';
+  return units
+    .slice(first, first + 2)
+    .filter(([n]) => n > 0)
+    .map(([n, unit]) => `${n} ${unit}`)
+    .join(' ');
+}

@@ -1,0 +1,32 @@
+/**
+ * T5: workflow code is replayed, so a change must not alter the commands an existing history recorded. These
+ * histories were recorded by the oz0 from before calls a person approves (A4-A7) — plain calls with an error result,
+ * a scripted session, a harness's live session, a job cancelled mid-call, and a tenant's policy workflow with its
+ * updates — and today's workflow bundle must replay each without a nondeterminism error. They are the binary
+ * protobuf of each `History` as that version's client fetched it.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { temporal } from '@temporalio/proto';
+import { Worker } from '@temporalio/worker';
+import { workflowBundle } from '../../worker/bundle';
+
+const DIR = path.join(__dirname, '..', 'fixtures', 'histories');
+
+test.each(fs.readdirSync(DIR).filter((f) => f.endsWith('.history')))(
+  'T5: %s, recorded before A4, replays under today’s workflows',
+  async (file) => {
+    const history = temporal.api.history.v1.History.decode(fs.readFileSync(path.join(DIR, file)));
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file);
+  },
+  60_000,
+);
+
+test('T5: a positive control — a history whose recorded command is not what the code does is refused', async () => {
+  const history = temporal.api.history.v1.History.decode(fs.readFileSync(path.join(DIR, 'job-plain.history')));
+  const scheduled = history.events!.find((e) => e.activityTaskScheduledEventAttributes?.activityType)!;
+  scheduled.activityTaskScheduledEventAttributes!.activityType!.name = 'someOtherActivity';
+  await expect(
+    Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, 'tampered'),
+  ).rejects.toThrow(/[Nn]ondeterminism|DeterminismViolation/);
+}, 60_000);
