@@ -15,7 +15,7 @@ import { CallToolResultSchema } from '@modelcontextprotocol/core';
 import { z } from 'zod';
 import type { ServerConnection } from '../servers/connection';
 import { AskedForInput, MISSING_REQUIRED_CLIENT_CAPABILITY, askedFor, missingCapabilities } from './asked';
-import { TaskGone, isTerminal, nextStatus } from './task-state';
+import { goneIfUnknown, isTerminal, nextStatus } from './task-state';
 import type { TaskCall } from './task-state';
 
 /** A task as `tools/call` (`resultType: "task"`) and `tasks/get` answer it: the status, and what the status carries. */
@@ -73,9 +73,7 @@ async function getTask(call: TaskCall, taskId: string): Promise<ExtensionTask> {
   try {
     return parseTask(await extensionRequest(call, 'tasks/get', { taskId }), 'tasks/get');
   } catch (err) {
-    // The extension says a server SHOULD answer an unknown task with an error: MCP's is invalid params.
-    if (err instanceof ProtocolError && err.code === -32602) throw new TaskGone(`task ${taskId}: ${err.message}`);
-    throw err;
+    throw goneIfUnknown(err, taskId);
   }
 }
 

@@ -16,7 +16,7 @@ import {
   GetTaskResultSchema,
 } from '@modelcontextprotocol/core';
 import type { ServerConnection } from '../servers/connection';
-import { TaskGone, isTerminal, nextStatus } from './task-state';
+import { goneIfUnknown, isTerminal, nextStatus } from './task-state';
 import type { TaskCall, TaskSeen } from './task-state';
 
 type LegacyTask = TaskSeen & { pollInterval?: number };
@@ -55,9 +55,7 @@ async function getTask(connection: ServerConnection, taskId: string, options: Re
     );
     return { ...task, pollInterval: task.pollInterval ?? undefined, statusMessage: task.statusMessage ?? undefined };
   } catch (err) {
-    // MCP says an unknown task is an invalid-params error; the SDK's servers word it "Task not found".
-    if (err instanceof ProtocolError && err.code === -32602) throw new TaskGone(`task ${taskId}: ${err.message}`);
-    throw err;
+    throw goneIfUnknown(err, taskId);
   }
 }
 

@@ -2,6 +2,7 @@
  * What the two forms of MCP tasks (./task.ts) share: the task as the attempt keeps it, the call that follows one, and
  * how a poll waits.
  */
+import { ProtocolError } from '@modelcontextprotocol/client';
 import type { CallProgressState } from '../../common/schemas';
 import type { ServerConnection } from '../servers/connection';
 
@@ -18,6 +19,14 @@ export interface TaskSeen {
 /** The server no longer knows the task (it restarted, it is another connection's, or its ttl ran out). */
 export class TaskGone extends Error {
   override name = 'TaskGone';
+}
+
+/**
+ * What a failed `tasks/get` means: MCP answers an unknown task with invalid params (either form; the SDKs word it
+ * "Task not found"), and that task is gone: TaskGone. Any other failure is itself.
+ */
+export function goneIfUnknown(err: unknown, taskId: string): unknown {
+  return err instanceof ProtocolError && err.code === -32602 ? new TaskGone(`task ${taskId}: ${err.message}`) : err;
 }
 
 export const isTerminal = (status: TaskSeen['status']) =>

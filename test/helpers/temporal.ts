@@ -209,3 +209,25 @@ export function workerConfig(temporal: TestTemporal, servers: Record<string, unk
 export function startWorker(file: string, name: string, workers: ChildProcess[] = []) {
   return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown') });
 }
+
+/**
+ * T4 cases: a job of one call to the remote server `server` at `url`, started while the only node is `oz0 worker`
+ * "node-a", a process a test may kill; `file` starts the node that takes over.
+ */
+export async function startOnNodeA(
+  temporal: TestTemporal,
+  remote: { server: string; url: string },
+  step: { call: string; args: Record<string, unknown> },
+  workers: ChildProcess[],
+) {
+  const { config, file } = workerConfig(temporal, { [remote.server]: { url: remote.url } });
+  const tenant = uniqueId('t');
+  const a = await startWorker(file, 'node-a', workers);
+  await approve(temporal, config, tenant, remote.server);
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue: config.temporal.taskQueue,
+    workflowId: uniqueId('lost'),
+    args: [{ tenant, steps: [step] }],
+  });
+  return { config, file, a, handle };
+}

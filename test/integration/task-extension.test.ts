@@ -18,7 +18,7 @@ import {
   runJob,
   startTemporal,
   startWorker,
-  workerConfig,
+  startOnNodeA,
   testConfig,
   tmpDir,
   uniqueId,
@@ -167,16 +167,9 @@ withPython(
   'SEP-2663, T4: a node lost while its call’s task runs: the next attempt, on another node, polls the same task with tasks/get, with no session on either node; the export is written once',
   async () => {
     const name = uniqueId('report');
-    const { config, file } = workerConfig(temporal, { rep: { url: remote!.url } });
-    const tenant = uniqueId('t');
-    const a = await startWorker(file, 'node-a', workers);
-    await approve(temporal, config, tenant, 'rep');
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: config.temporal.taskQueue,
-      workflowId: uniqueId('lost'),
-      // Twenty rows of 0.4 s: the task is still working when node a dies, and when node b picks it up.
-      args: [{ tenant, steps: [{ call: 'rep.export_orders', args: { rows: 20, name } }] }],
-    });
+    // Twenty rows of 0.4 s: the task is still working when node a dies, and when node b picks it up.
+    const call = { call: 'rep.export_orders', args: { rows: 20, name } };
+    const { file, a, handle } = await startOnNodeA(temporal, { server: 'rep', url: remote!.url }, call, workers);
     const key = `${handle.workflowId}/c1`;
     const made = await eventually(
       () => readReceived(remoteLog).find((r) => r.event === 'task' && r.key === key),

@@ -18,7 +18,7 @@ import {
   logger,
   runJob,
   startWorker,
-  workerConfig,
+  startOnNodeA,
   startTemporal,
   testConfig,
   tmpDir,
@@ -204,15 +204,8 @@ test('tasks, T4: a node lost while its call’s task runs: the next attempt, on 
     TASK_MS: '8000',
   });
   try {
-    const { config, file } = workerConfig(temporal, { ts: { url: server.url } });
-    const tenant = uniqueId('t');
-    const a = await startWorker(file, 'node-a', workers);
-    await approve(temporal, config, tenant, 'ts');
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: config.temporal.taskQueue,
-      workflowId: uniqueId('lost'),
-      args: [{ tenant, steps: [{ call: 'ts.slow_write', args: { id: 'w-1' } }] }],
-    });
+    const call = { call: 'ts.slow_write', args: { id: 'w-1' } };
+    const { file, a, handle } = await startOnNodeA(temporal, { server: 'ts', url: server.url }, call, workers);
     const made = await eventually(() => readReceived(log).find((r) => r.event === 'call'), 30_000, 'the task');
     // Past the heartbeat's throttle, so the task id has reached Temporal; then the node dies as a lost one does.
     await new Promise((r) => setTimeout(r, 3000));
