@@ -3,8 +3,7 @@
  * gateway, and prints how many it made. The same input gives the same calls in the same order, so a run started
  * again after its node was lost gets the same keys and the ledger makes each write once.
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 
 const InputSchema = z.object({
@@ -20,7 +19,7 @@ async function main(): Promise<void> {
   await client.connect(transport);
   let failed = 0;
   for (const call of input.calls) {
-    const result = await client.callTool({ name: call.tool, arguments: call.args }, undefined, { timeout: 300_000 });
+    const result = await client.callTool({ name: call.tool, arguments: call.args }, { timeout: 300_000 });
     if (result.isError) failed++;
   }
   await client.close();

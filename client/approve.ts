@@ -4,7 +4,7 @@
  */
 import os from 'node:os';
 import path from 'node:path';
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import { ServerPool } from '../activities/servers/pool';
 import type { LoadedConfig } from '../common/config';
 import type { Logger } from '../common/logger';

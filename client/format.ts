@@ -46,12 +46,14 @@ export function formatTrace(trace: ShownTrace): string {
     s.tool,
     s.key || '(deciding)',
     s.session ?? '-',
+    s.protocol ?? '-',
     s.running ? 'running' : attemptsText(s),
     s.running ? '' : resultText(s),
   ];
   const calls = callsOf(trace);
   // One table for every call, so the columns line up; a live session's line goes above its calls.
-  const [head, ...lines] = table(['#', 'tool', 'key', 'session', 'attempts', 'result'], calls.map(row));
+  // `mcp`: the MCP revision the call's server spoke (2026-07-28, or the handshake's 2025-11-25 or older).
+  const [head, ...lines] = table(['#', 'tool', 'key', 'session', 'mcp', 'attempts', 'result'], calls.map(row));
   const out = [`job ${trace.jobId}: ${trace.status} (${trace.calls} calls, run ${trace.run})`];
   if (trace.omitted > 0) out.push(`(${trace.omitted} earlier steps not shown)`);
   out.push(head);

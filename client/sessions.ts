@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { CallProgressStateSchema } from '../common/schemas';
 import type { Progress } from '../common/schemas';
 import { SessionUpdateError, admitted, offered, sessionCall } from '../common/session-client';

@@ -14,6 +14,7 @@ import {
   eitherBy,
   formatPath,
 } from './schemas';
+import { ProtocolChoiceSchema } from './protocol';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../workflows/definitions';
 import type { ToolSettings } from '../workflows/definitions';
 import { splitTool } from '../workflows/checks';
@@ -66,9 +67,13 @@ export const SandboxSchema = z.strictObject({
 
 export type SandboxConfig = z.infer<typeof SandboxSchema>;
 
+/** Which MCP revision oz0 speaks with the server: asked at connect (`auto`), or pinned. */
+const protocol = ProtocolChoiceSchema.default('auto');
+
 const StdioServerSchema = z.strictObject({
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
+  protocol,
   /** For a sandboxed server this is all the environment it gets. */
   env: z.record(z.string(), z.string()).default({}),
   /** A process of the job's own, isolated (I1-I5): `true` for the defaults, or what it is granted. */
@@ -81,6 +86,7 @@ const RemoteServerSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'a remote server url is http:// or https://' }),
   /** Values of the form `env:NAME` are read from the node's environment when the connection opens. */
   headers: z.record(z.string(), z.string()).default({}),
+  protocol,
 });
 
 const ServerSchema = eitherBy(

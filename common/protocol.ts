@@ -62,3 +62,31 @@ export function parseRetryAfter(header: string | null | undefined, now = Date.no
   const date = Date.parse(text);
   return Number.isNaN(date) ? undefined : Math.max(0, (date - now) / 1000);
 }
+
+/** The MCP revision of the stateless core (`server/discover`, a `_meta` envelope on every request, no session). */
+export const MODERN_PROTOCOL = '2026-07-28';
+/** The newest revision of the `initialize` handshake: oz0 speaks it, or an older one, to a server without 2026-07-28. */
+export const LEGACY_PROTOCOL = '2025-11-25';
+
+/**
+ * Which MCP revision oz0 speaks with a server (`servers.<name>.protocol`): `auto` asks the server with `server/discover`
+ * and speaks 2026-07-28 when it offers it, else the `initialize` handshake (2025-11-25 or older); a version pins it.
+ */
+export const ProtocolChoiceSchema = z.enum(['auto', MODERN_PROTOCOL, LEGACY_PROTOCOL]);
+export type ProtocolChoice = z.infer<typeof ProtocolChoiceSchema>;
+
+/** The `_meta` keys MCP reserves for itself (`io.modelcontextprotocol/…`: the server's identity, a related task, …). */
+const MCP_RESERVED_META = 'io.modelcontextprotocol/';
+
+/**
+ * A result's `_meta` without the keys MCP reserves: they speak of the hop between one server and oz0 (2026-07-28
+ * stamps each result with its server's identity), not of the call, so they are neither kept nor passed on.
+ */
+export function withoutReservedMeta(meta: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!meta) return undefined;
+  const kept = Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith(MCP_RESERVED_META)));
+  return Object.keys(kept).length ? kept : undefined;
+}
+
+/** MCP tasks as an extension (SEP-2663): the id a server and a client declare in their capabilities' `extensions`. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';

@@ -233,12 +233,19 @@ export const CallProgressStateSchema = z.object({
   invalidToken: z.boolean().optional(),
   attempts: z.array(AttemptRecordSchema).default([]),
   /**
-   * The MCP task this call runs as (SEP-1686), and its last status: a later attempt polls it instead of calling
-   * again, so the call is made once whatever its hints.
+   * The MCP task this call runs as, its last status, and the revision it was made under (2026-07-28: the extension,
+   * SEP-2663; none or older: SEP-1686): a later attempt polls it instead of calling again, so the call is made once
+   * whatever its hints.
    */
   task: z
-    .object({ id: z.string(), status: z.enum(['working', 'input_required', 'completed', 'failed', 'cancelled']) })
+    .object({
+      id: z.string(),
+      status: z.enum(['working', 'input_required', 'completed', 'failed', 'cancelled']),
+      protocol: z.string().optional(),
+    })
     .optional(),
+  /** The MCP revision the last attempt that reached the server spoke with it (2026-07-28, 2025-11-25, …). */
+  protocol: z.string().optional(),
   /** Attempts known to have ended before their request was sent: safe to follow for any call. */
   unsent: z.array(z.number().int()).optional(),
   /**

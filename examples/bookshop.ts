@@ -1,7 +1,7 @@
 /**
  * The Bookshop from the guide for plugin authors, docs/cancellation.md: how a tool handler is made cancellable.
  *
- * - `order_book` puts a hold on a title and waits for payment. The wait takes `extra.signal`, so a cancel unwinds it.
+ * - `order_book` puts a hold on a title and waits for payment. The wait takes `ctx.mcpReq.signal`, so a cancel unwinds it.
  *   Its `finally` releases the hold, with a wait that the cancel does not cut short but a timer does.
  * - `rebuild_index` is CPU work in chunks. Between chunks it yields to the event loop and then checks the signal.
  * - `rebuild_index_blocking` is the anti-pattern: the same work with no yield and no check. It runs to the end, and
@@ -11,11 +11,11 @@
  * Each tool writes what happens to env `OZ0_RECEIVED_LOG` with {@link recordReceived}.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { McpServer } from '@modelcontextprotocol/server';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { abortReason, recordReceived, runMain, serveHttp } from './common';
-import type { HttpHandle, ServerFactory, ToolExtra } from './common';
+import type { HttpHandle, ServerFactory, ToolContext } from './common';
 
 /** Options for {@link createBookshop}. */
 export interface BookshopOptions {
@@ -87,7 +87,7 @@ function indexBook(ms: number): void {
 
 /**
  * Lets the event loop run once. A `notifications/cancelled` that came in during the last chunk of work is handled
- * now, and it aborts `extra.signal`. `await Promise.resolve()` would not do this: it runs only microtasks, and it
+ * now, and it aborts `ctx.mcpReq.signal`. `await Promise.resolve()` would not do this: it runs only microtasks, and it
  * never reads a socket or a pipe.
  */
 function yieldToEventLoop(): Promise<void> {
@@ -126,17 +126,17 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
     holds.delete(title);
   };
 
-  const orderBook = async (args: { title: string; pay_ms: number }, extra: ToolExtra): Promise<CallToolResult> => {
+  const orderBook = async (args: { title: string; pay_ms: number }, ctx: ToolContext): Promise<CallToolResult> => {
     const { title } = args;
     holds.add(title);
-    recordReceived({ tool: 'order_book', event: 'hold', title, requestId: extra.requestId });
+    recordReceived({ tool: 'order_book', event: 'hold', title, requestId: ctx.mcpReq.id });
     try {
-      await takePayment(args.pay_ms, extra.signal);
+      await takePayment(args.pay_ms, ctx.mcpReq.signal);
       recordReceived({ tool: 'order_book', event: 'ordered', title });
       return reply(`Ordered ${JSON.stringify(title)}.`, { title });
     } catch (err) {
-      if (extra.signal.aborted) {
-        recordReceived({ tool: 'order_book', event: 'cancelled', title, reason: abortReason(extra.signal) });
+      if (ctx.mcpReq.signal.aborted) {
+        recordReceived({ tool: 'order_book', event: 'cancelled', title, reason: abortReason(ctx.mcpReq.signal) });
       }
       throw err;
     } finally {
@@ -149,7 +149,7 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
 
   const rebuildIndex = async (
     args: { titles: string[]; ms_per_title: number },
-    extra: ToolExtra,
+    ctx: ToolContext,
   ): Promise<CallToolResult> => {
     offline.add('search');
     recordReceived({ tool: 'rebuild_index', event: 'offline', titles: args.titles.length });
@@ -157,8 +157,13 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
     try {
       for (const title of args.titles) {
         await yieldToEventLoop();
-        if (extra.signal.aborted) {
-          recordReceived({ tool: 'rebuild_index', event: 'cancelled', indexed, reason: abortReason(extra.signal) });
+        if (ctx.mcpReq.signal.aborted) {
+          recordReceived({
+            tool: 'rebuild_index',
+            event: 'cancelled',
+            indexed,
+            reason: abortReason(ctx.mcpReq.signal),
+          });
           throw new Error(`rebuild_index cancelled after ${indexed} of ${args.titles.length} books`);
         }
         indexBook(args.ms_per_title);
@@ -176,7 +181,7 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
   /** The anti-pattern: it never yields and never looks at the signal. */
   const rebuildIndexBlocking = async (
     args: { titles: string[]; ms_per_title: number },
-    extra: ToolExtra,
+    ctx: ToolContext,
   ): Promise<CallToolResult> => {
     offline.add('search');
     recordReceived({ tool: 'rebuild_index_blocking', event: 'offline', titles: args.titles.length });
@@ -189,7 +194,12 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
       }
       // `aborted` is still false here even when a cancel came in during the loop: the notification is still unread in
       // the socket or the pipe. So the SDK sends this answer, and the client, which stopped waiting, drops it.
-      recordReceived({ tool: 'rebuild_index_blocking', event: 'finished', indexed, aborted: extra.signal.aborted });
+      recordReceived({
+        tool: 'rebuild_index_blocking',
+        event: 'finished',
+        indexed,
+        aborted: ctx.mcpReq.signal.aborted,
+      });
       return reply(`Indexed ${indexed} books.`, { indexed });
     } finally {
       offline.delete('search');
@@ -209,10 +219,13 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
         description:
           'Holds a copy of title while the customer pays (pay_ms). The hold is released however the call ends, ' +
           'cancelled or not.',
-        inputSchema: { title: z.string().min(1), pay_ms: z.number().int().min(0).max(600_000).default(30_000) },
-        outputSchema: { title: z.string() },
+        inputSchema: z.object({
+          title: z.string().min(1),
+          pay_ms: z.number().int().min(0).max(600_000).default(30_000),
+        }),
+        outputSchema: z.object({ title: z.string() }),
       },
-      (args, extra) => tracked(() => orderBook(args, extra)),
+      (args, ctx) => tracked(() => orderBook(args, ctx)),
     );
 
     server.registerTool(
@@ -222,10 +235,10 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
         description:
           'Takes search offline and indexes titles one by one (ms_per_title of CPU work each). It stops between two ' +
           'books when the call is cancelled. Search comes back online either way.',
-        inputSchema: titlesShape,
-        outputSchema: { indexed: z.number().int() },
+        inputSchema: z.object(titlesShape),
+        outputSchema: z.object({ indexed: z.number().int() }),
       },
-      (args, extra) => tracked(() => rebuildIndex(args, extra)),
+      (args, ctx) => tracked(() => rebuildIndex(args, ctx)),
     );
 
     server.registerTool(
@@ -235,10 +248,10 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
         description:
           'The anti-pattern: like rebuild_index, but it never yields and never checks for a cancel, so a cancel ' +
           'does not stop it.',
-        inputSchema: titlesShape,
-        outputSchema: { indexed: z.number().int() },
+        inputSchema: z.object(titlesShape),
+        outputSchema: z.object({ indexed: z.number().int() }),
       },
-      (args, extra) => tracked(() => rebuildIndexBlocking(args, extra)),
+      (args, ctx) => tracked(() => rebuildIndexBlocking(args, ctx)),
     );
 
     server.registerTool(
@@ -246,8 +259,8 @@ export function createBookshop(opts?: BookshopOptions): Bookshop {
       {
         title: 'Stock status',
         description: 'The titles on hold, and what is offline.',
-        inputSchema: {},
-        outputSchema: { holds: z.array(z.string()), offline: z.array(z.string()) },
+        inputSchema: z.object({}),
+        outputSchema: z.object({ holds: z.array(z.string()), offline: z.array(z.string()) }),
         annotations: { readOnlyHint: true, openWorldHint: false },
       },
       async () => {

@@ -1,24 +1,23 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
+import { serveStdio as serveStdioEntry } from '@modelcontextprotocol/server/stdio';
+import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../common/mcp-http';
+import type { Era } from '../common/mcp-http';
 
 /**
- * Builds a fresh McpServer. One McpServer can be connected to one transport only, so HTTP mode calls the factory once
- * per session; anything the sessions must share (a ledger, a seen-set) lives in the factory's closure.
+ * Builds a fresh McpServer. The entries call it for each connection on stdio, each session over HTTP (an older
+ * client's) and each 2026-07-28 request over HTTP; anything they must share (a ledger, a seen-set) lives in the
+ * factory's closure.
  */
-export type ServerFactory = () => McpServer;
+export type ServerFactory = (era?: Era) => McpServer;
 
-/** The `extra` argument McpServer passes to a tool handler. */
-export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+/** The context McpServer passes to a tool handler (its second argument): the request's `_meta`, signal, notify. */
+export type ToolContext = ServerContext;
 
 /** A running Streamable HTTP server, as returned by {@link serveHttp}. */
 export interface HttpHandle {
@@ -36,123 +35,43 @@ export { IDEMPOTENCY_KEY_META, idempotencyKey } from '../plugin/kit/keys';
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /**
- * Serves one McpServer on stdin/stdout. Resolves once connected. Nothing else may write to stdout in this mode: it
- * carries the protocol, so diagnostics go to stderr.
+ * Serves the factory's servers on stdin/stdout, both revisions: a 2026-07-28 client's `server/discover`, or an older
+ * client's `initialize`. Resolves once listening. Nothing else may write to stdout in this mode: it carries the
+ * protocol, so diagnostics go to stderr. When stdin ends, the SDK's transport closes, and handlers still running are
+ * aborted (their signal fires) instead of finishing for a client that is gone.
  */
 export async function serveStdio(factory: ServerFactory): Promise<void> {
-  const server = factory();
-  const transport = new StdioServerTransport();
-  await server.connect(transport);
-  // StdioServerTransport does not notice stdin closing; closing the server then aborts in-flight handlers (their
-  // signal fires) instead of letting them finish and write to a client that is gone.
-  process.stdin.once('end', () => void server.close());
-}
-
-function sendJsonRpcError(res: http.ServerResponse, status: number, code: number, message: string): void {
-  if (res.headersSent) {
-    res.end();
-    return;
-  }
-  res.writeHead(status, { 'Content-Type': 'application/json' });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
-}
-
-/** Reads and parses a JSON body; `undefined` with the reply already sent when it is too large or not JSON. */
-async function readJsonBody(
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-): Promise<{ body: unknown } | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > MAX_BODY_BYTES) {
-      sendJsonRpcError(res, 413, -32000, `request body larger than ${MAX_BODY_BYTES} bytes`);
-      return undefined;
-    }
-    chunks.push(buf);
-  }
-  try {
-    return { body: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
-  } catch {
-    sendJsonRpcError(res, 400, -32700, 'Parse error: invalid JSON');
-    return undefined;
-  }
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
+  serveStdioEntry(({ era }) => factory(era));
 }
 
 /**
- * Serves the factory's servers over Streamable HTTP at `/mcp`, with stateful sessions: an initialize POST without a
- * session id opens a session (a new McpServer from the factory); later requests carry `mcp-session-id`.
+ * Serves the factory's servers over Streamable HTTP at `/mcp`, both revisions on one endpoint (common/mcp-http.ts):
+ * a 2026-07-28 client's requests one by one, each on a fresh server (its stream closed is its cancel), and an older
+ * client's stateful session, opened by `initialize` and named by `mcp-session-id`.
  *
- * Responses are SSE streams (the SDK default). JSON response mode is deliberately not used: oz0 cancels a call by
- * POSTing `notifications/cancelled` while the call's own POST is still open, and the examples rely on that.
+ * Responses to calls are SSE streams when a handler reports progress. JSON response mode is deliberately not used:
+ * an older client cancels a call by POSTing `notifications/cancelled` while the call's own POST is still open.
  *
  * @param port - 0 picks a free port; read the chosen one from the result.
  */
 export async function serveHttp(factory: ServerFactory, port = 0, host = '127.0.0.1'): Promise<HttpHandle> {
-  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const endpoint = new McpHttpEndpoint((era) => factory(era));
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     const { pathname } = new URL(req.url ?? '/', 'http://localhost');
-    if (pathname !== '/mcp') {
-      sendJsonRpcError(res, 404, -32601, `no MCP endpoint at ${pathname}; use /mcp`);
-      return;
-    }
+    if (pathname !== '/mcp') return replyError(res, 404, -32601, `no MCP endpoint at ${pathname}; use /mcp`);
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
       res.setHeader('Allow', 'GET, POST, DELETE');
-      sendJsonRpcError(res, 405, -32000, `method ${req.method} not allowed`);
-      return;
+      return replyError(res, 405, -32000, `method ${req.method} not allowed`);
     }
-
-    const sessionId = headerValue(req.headers['mcp-session-id']);
-    if (sessionId !== undefined) {
-      const transport = sessions.get(sessionId);
-      if (!transport) {
-        // 404 tells a spec-following client its session is gone and it must initialize again.
-        sendJsonRpcError(res, 404, -32001, 'Session not found');
-        return;
-      }
-      if (req.method === 'POST') {
-        const parsed = await readJsonBody(req, res);
-        if (parsed) await transport.handleRequest(req, res, parsed.body);
-      } else {
-        await transport.handleRequest(req, res);
-      }
-      return;
-    }
-
-    if (req.method !== 'POST') {
-      sendJsonRpcError(res, 400, -32000, 'Bad Request: no mcp-session-id header');
-      return;
-    }
-    const parsed = await readJsonBody(req, res);
-    if (!parsed) return;
-    if (!isInitializeRequest(parsed.body)) {
-      sendJsonRpcError(res, 400, -32000, 'Bad Request: a POST without mcp-session-id must be an initialize request');
-      return;
-    }
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => {
-        sessions.set(id, transport);
-      },
-    });
-    // Set before connect: Protocol.connect chains onto it rather than replacing it.
-    transport.onclose = () => {
-      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
-    };
-    await factory().connect(transport);
-    await transport.handleRequest(req, res, parsed.body);
+    const body = req.method === 'POST' ? await readJsonBody(req, res, MAX_BODY_BYTES) : undefined;
+    if (req.method === 'POST' && !body) return;
+    await sendResponse(res, await endpoint.serve(webRequest(req, res, body?.raw), body?.value));
   };
 
   const server = http.createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
-      sendJsonRpcError(res, 500, -32603, err instanceof Error ? err.message : String(err));
+      replyError(res, 500, -32603, err instanceof Error ? err.message : String(err));
     });
   });
 
@@ -172,10 +91,8 @@ export async function serveHttp(factory: ServerFactory, port = 0, host = '127.0.
     port: bound,
     close() {
       closing ??= (async () => {
-        const open = [...sessions.values()];
-        sessions.clear();
-        // Closing a transport closes its McpServer, which aborts the signal of every handler still running.
-        await Promise.allSettled(open.map((t) => t.close()));
+        // Closing a session closes its McpServer, which aborts the signal of every handler still running.
+        await endpoint.close();
         await new Promise<void>((resolve, reject) => {
           server.close((err) => (err ? reject(err) : resolve()));
           // SSE streams and keep-alive sockets would otherwise hold server.close() open.
@@ -303,12 +220,12 @@ function parseRecords(lines: string[]): Array<Record<string, unknown>> {
  * After the request is cancelled the SDK drops these notifications itself.
  */
 export function progressNotifier(
-  extra: ToolExtra,
+  ctx: ToolContext,
 ): (progress: number, total?: number, message?: string) => Promise<void> {
-  const progressToken = extra._meta?.progressToken;
+  const progressToken = ctx.mcpReq._meta?.progressToken;
   return async (progress, total, message) => {
     if (progressToken === undefined) return;
-    await extra.sendNotification({
+    await ctx.mcpReq.notify({
       method: 'notifications/progress',
       params: {
         progressToken,
@@ -322,11 +239,13 @@ export function progressNotifier(
 
 /**
  * The abort reason as a string. The SDK aborts a handler's signal with the `reason` string of the
- * `notifications/cancelled` it received; when the notification has no reason, or the connection closed, the reason is
- * the default DOMException, which reads `AbortError: This operation was aborted`.
+ * `notifications/cancelled` it received (stdio, and an older client's session); when the connection closed — which is
+ * how a 2026-07-28 client cancels a call over HTTP: it closes the call's stream — the reason is the SDK's
+ * `ConnectionClosed` error, which reads `Connection closed`.
  */
 export function abortReason(signal: AbortSignal): string {
-  return typeof signal.reason === 'string' ? signal.reason : String(signal.reason);
+  if (typeof signal.reason === 'string') return signal.reason;
+  return signal.reason instanceof Error ? signal.reason.message : String(signal.reason);
 }
 
 /** Waits `ms`, or less if `signal` aborts first. Never rejects. */

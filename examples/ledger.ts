@@ -1,10 +1,10 @@
 import * as path from 'node:path';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { McpServer } from '@modelcontextprotocol/server';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { idempotentWrite, keyedTool, openKeyStore, readKeyStore, readOnly } from '../plugin';
 import { abortReason, abortableSleep, idempotencyKey, recordReceived, runMain, serveHttp } from './common';
-import type { HttpHandle, ServerFactory, ToolExtra } from './common';
+import type { HttpHandle, ServerFactory, ToolContext } from './common';
 
 /** Options for {@link createLedger}. */
 export interface LedgerOptions {
@@ -84,11 +84,11 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
   const slowCharge = keyedTool(
     store,
     'slow_charge',
-    async (args: { order_id: string; amount: number; ms: number }, extra: ToolExtra, key: string) => {
-      if ((await abortableSleep(args.ms, extra.signal)) === 'aborted') {
-        const reason = abortReason(extra.signal);
+    async (args: { order_id: string; amount: number; ms: number }, ctx: ToolContext, key: string) => {
+      if ((await abortableSleep(args.ms, ctx.mcpReq.signal)) === 'aborted') {
+        const reason = abortReason(ctx.mcpReq.signal);
         recordReceived({ tool: 'slow_charge', event: 'aborted', key, reason });
-        recordReceived({ event: 'cancelled', tool: 'slow_charge', key, requestId: extra.requestId, reason });
+        recordReceived({ event: 'cancelled', tool: 'slow_charge', key, requestId: ctx.mcpReq.id, reason });
         // Nothing was charged, so throw: the store keeps nothing, and a retry under this key charges. (The SDK
         // sends no response for a cancelled request, so the caller never sees this error.)
         throw new Error(`cancelled: ${reason}`);
@@ -105,13 +105,13 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       {
         title: 'Charge an order',
         description: 'Charges amount to order_id, exactly once per _meta["oz0/idempotency_key"].',
-        inputSchema: { order_id: z.string(), amount: z.number().int().positive() },
-        outputSchema: chargeOutput,
+        inputSchema: z.object({ order_id: z.string(), amount: z.number().int().positive() }),
+        outputSchema: z.object(chargeOutput),
         ...WRITE,
       },
-      async (args, extra) => {
-        recordReceived({ tool: 'charge', key: idempotencyKey(extra), args, requestId: extra.requestId });
-        return charge(args, extra);
+      async (args, ctx) => {
+        recordReceived({ tool: 'charge', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
+        return charge(args, ctx);
       },
     );
 
@@ -120,13 +120,13 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       {
         title: 'Set a status',
         description: 'Sets the status of id, exactly once per _meta["oz0/idempotency_key"].',
-        inputSchema: { id: z.string(), status: z.string() },
-        outputSchema: { id: z.string(), status: z.string() },
+        inputSchema: z.object({ id: z.string(), status: z.string() }),
+        outputSchema: z.object({ id: z.string(), status: z.string() }),
         ...WRITE,
       },
-      async (args, extra) => {
-        recordReceived({ tool: 'set_status', key: idempotencyKey(extra), args, requestId: extra.requestId });
-        return setStatus(args, extra);
+      async (args, ctx) => {
+        recordReceived({ tool: 'set_status', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
+        return setStatus(args, ctx);
       },
     );
 
@@ -135,17 +135,17 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       {
         title: 'Look an order up',
         description: 'What the ledger holds for order_id: the sum charged, the sum refunded, its last status.',
-        inputSchema: { order_id: z.string() },
-        outputSchema: {
+        inputSchema: z.object({ order_id: z.string() }),
+        outputSchema: z.object({
           order_id: z.string(),
           charged: z.number().int(),
           refunded: z.number().int(),
           status: z.string().nullable(),
-        },
+        }),
         ...readOnly({ openWorld: false }),
       },
-      async (args, extra) => {
-        recordReceived({ tool: 'lookup_order', key: idempotencyKey(extra), args, requestId: extra.requestId });
+      async (args, ctx) => {
+        recordReceived({ tool: 'lookup_order', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
         const found = lookup(args.order_id);
         return { content: [{ type: 'text', text: JSON.stringify(found) }], structuredContent: found };
       },
@@ -156,13 +156,13 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       {
         title: 'Refund an order',
         description: 'Refunds amount to order_id, exactly once per _meta["oz0/idempotency_key"].',
-        inputSchema: { order_id: z.string(), amount: z.number().int().positive() },
-        outputSchema: { refund_id: z.string(), order_id: z.string(), amount: z.number().int() },
+        inputSchema: z.object({ order_id: z.string(), amount: z.number().int().positive() }),
+        outputSchema: z.object({ refund_id: z.string(), order_id: z.string(), amount: z.number().int() }),
         ...WRITE,
       },
-      async (args, extra) => {
-        recordReceived({ tool: 'refund', key: idempotencyKey(extra), args, requestId: extra.requestId });
-        return refund(args, extra);
+      async (args, ctx) => {
+        recordReceived({ tool: 'refund', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
+        return refund(args, ctx);
       },
     );
 
@@ -171,17 +171,17 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       {
         title: 'Count effects',
         description: 'Counts the writes in the ledger file: charges, refunds, statuses, and lines per idempotency key.',
-        inputSchema: {},
-        outputSchema: {
+        inputSchema: z.object({}),
+        outputSchema: z.object({
           charges: z.number().int(),
           refunds: z.number().int(),
           statuses: z.number().int(),
           by_key: z.record(z.string(), z.number().int()),
-        },
+        }),
         ...readOnly({ openWorld: false }),
       },
-      async (_args, extra) => {
-        recordReceived({ tool: 'count_effects', key: idempotencyKey(extra), requestId: extra.requestId });
+      async (_args, ctx) => {
+        recordReceived({ tool: 'count_effects', key: idempotencyKey(ctx), requestId: ctx.mcpReq.id });
         // Read the file afresh, on a connection of its own, as a second reader would: the evidence of each write.
         const counts = { charges: 0, refunds: 0, statuses: 0, by_key: {} as Record<string, number> };
         for (const entry of readKeyStore(file)) {
@@ -199,21 +199,21 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
       {
         title: 'Charge an order, slowly',
         description: 'Like charge, but waits ms first; a cancelled call writes nothing.',
-        inputSchema: {
+        inputSchema: z.object({
           order_id: z.string(),
           amount: z.number().int().positive(),
           ms: z.number().int().min(0).max(600_000).default(3000),
-        },
-        outputSchema: chargeOutput,
+        }),
+        outputSchema: z.object(chargeOutput),
         ...WRITE,
       },
-      async (args, extra) => {
-        const key = idempotencyKey(extra);
-        recordReceived({ tool: 'slow_charge', key, args, requestId: extra.requestId });
+      async (args, ctx) => {
+        const key = idempotencyKey(ctx);
+        recordReceived({ tool: 'slow_charge', key, args, requestId: ctx.mcpReq.id });
         // A retry of a call that already went through answers at once, without waiting again; one that comes while
         // the first is still sleeping waits for it.
-        const answer = await slowCharge(args, extra);
-        recordReceived({ tool: 'slow_charge', event: 'answered', key, requestId: extra.requestId });
+        const answer = await slowCharge(args, ctx);
+        recordReceived({ tool: 'slow_charge', event: 'answered', key, requestId: ctx.mcpReq.id });
         return answer;
       },
     );

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { McpServer } from '@modelcontextprotocol/server';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import {
   abortReason,
@@ -76,49 +76,49 @@ export function createReader(opts?: ReaderOptions): ServerFactory {
         description:
           'Reads `pages` pages, page_ms each, reporting progress per page. crash_first_attempt exits the server ' +
           'after page 1 the first time a key is seen; fail_first_attempt fails that attempt instead.',
-        inputSchema: {
+        inputSchema: z.object({
           pages: z.number().int().min(1).max(1000).default(4),
           page_ms: z.number().int().min(0).max(60_000).default(200),
           crash_first_attempt: z.boolean().default(false),
           fail_first_attempt: z.boolean().default(false),
-        },
-        outputSchema: { pages: z.number().int() },
+        }),
+        outputSchema: z.object({ pages: z.number().int() }),
         annotations: { readOnlyHint: true, openWorldHint: false },
       },
-      async (args, extra) => {
-        const key = idempotencyKey(extra);
+      async (args, ctx) => {
+        const key = idempotencyKey(ctx);
         recordReceived({
           tool: 'read_pages',
           key,
           args,
-          progressToken: extra._meta?.progressToken,
-          resume: extra._meta?.[RESUME_META],
-          requestId: extra.requestId,
+          progressToken: ctx.mcpReq._meta?.progressToken,
+          resume: ctx.mcpReq._meta?.[RESUME_META],
+          requestId: ctx.mcpReq.id,
         });
         // Without a key, the arguments stand in for it, so a plain client can still see "first fails, retry works".
         const firstAttempt =
           (args.crash_first_attempt || args.fail_first_attempt) &&
           markSeen(stateFile, key ?? `args:${canonicalJson(args)}`);
-        const progress = progressNotifier(extra);
+        const progress = progressNotifier(ctx);
 
         for (let page = 1; page <= args.pages; page++) {
-          if ((await abortableSleep(args.page_ms, extra.signal)) === 'aborted') {
-            const reason = abortReason(extra.signal);
-            recordReceived({ event: 'cancelled', tool: 'read_pages', key, requestId: extra.requestId, reason, page });
+          if ((await abortableSleep(args.page_ms, ctx.mcpReq.signal)) === 'aborted') {
+            const reason = abortReason(ctx.mcpReq.signal);
+            recordReceived({ event: 'cancelled', tool: 'read_pages', key, requestId: ctx.mcpReq.id, reason, page });
             // The SDK sends no response for a cancelled request, so this result goes nowhere.
             return toolError(`cancelled at page ${page}: ${reason}`);
           }
           await progress(page, args.pages, `page ${page}`);
           if (firstAttempt && page === 1) {
             if (args.crash_first_attempt) {
-              recordReceived({ event: 'crash', tool: 'read_pages', key, requestId: extra.requestId });
+              recordReceived({ event: 'crash', tool: 'read_pages', key, requestId: ctx.mcpReq.id });
               process.exit(CRASH_EXIT_CODE);
             }
-            recordReceived({ event: 'fail', tool: 'read_pages', key, requestId: extra.requestId });
+            recordReceived({ event: 'fail', tool: 'read_pages', key, requestId: ctx.mcpReq.id });
             // McpServer catches whatever a tool handler throws (McpError included, except UrlElicitationRequired)
             // and answers with a tool error result: isError true, text "MCP error -32603: first attempt fails on
             // purpose". So the client sees a failed call, not a JSON-RPC error response.
-            throw new McpError(ErrorCode.InternalError, 'first attempt fails on purpose');
+            throw new ProtocolError(ProtocolErrorCode.InternalError, 'first attempt fails on purpose');
           }
         }
         return {
@@ -133,11 +133,11 @@ export function createReader(opts?: ReaderOptions): ServerFactory {
       {
         title: 'Echo',
         description: 'Returns text unchanged.',
-        inputSchema: { text: z.string() },
+        inputSchema: z.object({ text: z.string() }),
         annotations: { readOnlyHint: true, openWorldHint: false },
       },
-      async (args, extra) => {
-        recordReceived({ tool: 'echo', key: idempotencyKey(extra), args, requestId: extra.requestId });
+      async (args, ctx) => {
+        recordReceived({ tool: 'echo', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
         return { content: [{ type: 'text', text: args.text }] };
       },
     );
@@ -147,14 +147,14 @@ export function createReader(opts?: ReaderOptions): ServerFactory {
       {
         title: 'Sleep',
         description: 'Sleeps ms milliseconds; cancellable.',
-        inputSchema: { ms: z.number().int().min(0).max(600_000) },
+        inputSchema: z.object({ ms: z.number().int().min(0).max(600_000) }),
       },
-      async (args, extra) => {
-        const key = idempotencyKey(extra);
-        recordReceived({ tool: 'sleep', event: 'start', key, args, requestId: extra.requestId });
-        if ((await abortableSleep(args.ms, extra.signal)) === 'aborted') {
-          const reason = abortReason(extra.signal);
-          recordReceived({ tool: 'sleep', event: 'cancelled', key, requestId: extra.requestId, reason });
+      async (args, ctx) => {
+        const key = idempotencyKey(ctx);
+        recordReceived({ tool: 'sleep', event: 'start', key, args, requestId: ctx.mcpReq.id });
+        if ((await abortableSleep(args.ms, ctx.mcpReq.signal)) === 'aborted') {
+          const reason = abortReason(ctx.mcpReq.signal);
+          recordReceived({ tool: 'sleep', event: 'cancelled', key, requestId: ctx.mcpReq.id, reason });
           return toolError(`cancelled: ${reason}`);
         }
         return { content: [{ type: 'text', text: `slept ${args.ms}` }] };

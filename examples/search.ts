@@ -5,11 +5,11 @@
  *
  *   node dist/examples/search.js --http 8931
  */
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { RESUME_META, progress, readOnly, resumeRequest } from '../plugin';
 import { abortableSleep, idempotencyKey, recordReceived, runMain, serveHttp } from './common';
-import type { HttpHandle, ServerFactory, ToolExtra } from './common';
+import type { HttpHandle, ServerFactory, ToolContext } from './common';
 
 /** A token says where the search got to: `shard:<n>` after n shards. Opaque to oz0. */
 function tokenFor(shard: number): string {
@@ -22,8 +22,8 @@ function shardOf(token: string): number | undefined {
 }
 
 /** Where a request starts: the shard after its resume token, or the first. */
-export function startShard(extra: ToolExtra): number {
-  const resume = resumeRequest(extra);
+export function startShard(ctx: ToolContext): number {
+  const resume = resumeRequest(ctx);
   return resume ? (shardOf(resume.token) ?? 0) : 0;
 }
 
@@ -45,35 +45,35 @@ export function createSearch(opts: SearchOptions = {}): ServerFactory {
       'search',
       {
         description: 'Search every shard for a query; resumes where an earlier attempt got to.',
-        inputSchema: {
+        inputSchema: z.object({
           q: z.string(),
           shards: z.number().int().min(1).max(1000).default(4),
           shard_ms: z.number().int().default(200),
-        },
+        }),
         ...readOnly({ openWorld: true, resume: true }),
       },
-      async ({ q, shards, shard_ms }, extra) => {
-        const key = idempotencyKey(extra);
-        const from = startShard(extra);
-        recordReceived({ tool: 'search', key, from, resume: extra._meta?.[RESUME_META] });
-        const progressToken = extra._meta?.progressToken;
+      async ({ q, shards, shard_ms }, ctx) => {
+        const key = idempotencyKey(ctx);
+        const from = startShard(ctx);
+        recordReceived({ tool: 'search', key, from, resume: ctx.mcpReq._meta?.[RESUME_META] });
+        const progressToken = ctx.mcpReq._meta?.progressToken;
         const nth = (requests.get(key ?? '') ?? 0) + 1;
         requests.set(key ?? '', nth);
         const stallAfter = opts.stallAt?.[nth - 1];
         for (let shard = from; shard < shards; shard++) {
           if (stallAfter !== undefined && shard - from === stallAfter) {
             // Hang until the node gives up on this attempt (its time limit) and cancels it.
-            await abortableSleep(10 * 60_000, extra.signal);
+            await abortableSleep(10 * 60_000, ctx.mcpReq.signal);
             return { content: [{ type: 'text', text: 'stopped' }], isError: true };
           }
-          if ((await abortableSleep(shard_ms, extra.signal)) === 'aborted') {
+          if ((await abortableSleep(shard_ms, ctx.mcpReq.signal)) === 'aborted') {
             return { content: [{ type: 'text', text: 'cancelled' }], isError: true };
           }
           // One unit of work, counted so a test can see that a resumed call redoes none.
           recordReceived({ tool: 'search', event: 'work', key, shard });
           if (opts.badTokens && progressToken !== undefined) {
             // Past the kit on purpose: progress() refuses a token that breaks the rule, and this one must reach oz0.
-            await extra.sendNotification({
+            await ctx.mcpReq.notify({
               method: 'notifications/progress',
               params: {
                 progressToken,
@@ -83,7 +83,7 @@ export function createSearch(opts: SearchOptions = {}): ServerFactory {
               },
             });
           } else {
-            await progress(extra, shard + 1, shards, tokenFor(shard + 1));
+            await progress(ctx, shard + 1, shards, tokenFor(shard + 1));
           }
         }
         return {

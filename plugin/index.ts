@@ -1,7 +1,7 @@
 /**
- * `oz0/plugin`: what a TypeScript MCP server (on `@modelcontextprotocol/sdk`) needs to take part in oz0 — read the
- * idempotency key, keep key → answer across restarts, answer busy, report resumable progress and read the resume
- * request, and declare all of it in the listing. docs/plugin-authors.md shows each in use.
+ * `oz0/plugin`: what a TypeScript MCP server (on `@modelcontextprotocol/server`, or the 1.x SDK) needs to take part in
+ * oz0 — read the idempotency key, keep key → answer across restarts, answer busy, report resumable progress and read
+ * the resume request, and declare all of it in the listing. docs/plugin-authors.md shows each in use.
  */
 export { IDEMPOTENCY_KEY_META, MAX_KEY_LENGTH, idempotencyKey, missingKey } from './kit/keys';
 export type { RequestWithMeta } from './kit/keys';

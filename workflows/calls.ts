@@ -193,20 +193,23 @@ async function runCall(
         continue;
       }
       const { _meta: meta, ...result } = out.result;
-      const step = { ...base, ...(question ? { question } : {}), result, attempts: out.attempts, node: out.node };
+      const protocol = out.protocol ? { protocol: out.protocol } : {};
+      const withQuestion = question ? { question } : {};
+      const step = { ...base, ...withQuestion, result, attempts: out.attempts, node: out.node, ...protocol };
       return { step, meta };
     }
   } catch (err) {
     if (waiting) return whileWaiting(err, base, question!, place);
     const failed = describeFailure(err);
     for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
+    const protocol = failed.protocol ? { protocol: failed.protocol } : {};
     const withQuestion = question ? { question } : {};
     const lost = place.lost?.() ?? (place.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
     if (lost) {
       const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
       attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: `oz0: ${lost}` });
       const text = `oz0: the call was lost with its node (${lost})`;
-      return { step: { ...base, ...withQuestion, result: errorResult(text), attempts }, lost };
+      return { step: { ...base, ...withQuestion, result: errorResult(text), attempts, ...protocol }, lost };
     }
     const byCaller = place.cancelledBy?.();
     if (byCaller !== undefined && (isCancellation(err) || failed.type === FailureType.callCancelled)) {
@@ -217,9 +220,9 @@ async function runCall(
         note: `oz0: cancelled by its session: ${byCaller}`,
       });
       const result = errorResult(`oz0: the call was cancelled by its session: ${byCaller}`);
-      return { step: { ...base, ...withQuestion, result, attempts } };
+      return { step: { ...base, ...withQuestion, result, attempts, ...protocol } };
     }
-    const step = { ...base, ...withQuestion, result: failed.result, attempts: failed.attempts };
+    const step = { ...base, ...withQuestion, result: failed.result, attempts: failed.attempts, ...protocol };
     if (isCancellation(err)) throw new CallStopped(err, step);
     // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.
     log.info('call failed', { tool, key, message: failed.message });
@@ -292,6 +295,7 @@ function describeFailure(err: unknown): {
   message: string;
   type?: string;
   sandboxQueues: string[];
+  protocol?: string;
 } {
   let message = err instanceof Error ? err.message : String(err);
   let state: CallProgressState | undefined;
@@ -318,5 +322,6 @@ function describeFailure(err: unknown): {
   }
   const text = isCancellation(err) ? `oz0: the call was stopped: ${message}` : `oz0: the call failed: ${message}`;
   const sandboxQueues = Array.isArray(state?.sandboxQueues) ? state.sandboxQueues : [];
-  return { result: errorResult(text), attempts, message, type, sandboxQueues };
+  const protocol = typeof state?.protocol === 'string' ? { protocol: state.protocol } : {};
+  return { result: errorResult(text), attempts, message, type, sandboxQueues, ...protocol };
 }

@@ -62,6 +62,8 @@ export interface StepTrace {
   attempts: AttemptRecord[];
   /** The node that made the last attempt, when known. */
   node?: string;
+  /** The MCP revision the last attempt spoke with the call's server (2026-07-28, 2025-11-25, …), when known. */
+  protocol?: string;
   /** For a call in a session: 1 for the session's first run, 2 for the fresh session after a lost node, … */
   sessionRun?: number;
   /** A live session's call that has not ended yet: `result` and `attempts` are still empty. */
@@ -334,6 +336,8 @@ export interface CallOutput {
   result: ToolResult & { _meta?: Record<string, unknown> };
   attempts: AttemptRecord[];
   node: string;
+  /** The MCP revision the attempt that answered spoke with the server. */
+  protocol?: string;
   /** The node queues where this call's attempts left a sandboxed server of the job running. */
   sandboxQueues?: string[];
 }

@@ -12,10 +12,17 @@
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { ActivityCancellationDetails } from '@temporalio/common';
-import type { CallToolResult, Task, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
 import { redactSecrets } from '../../common/logger';
 import type { Logger } from '../../common/logger';
-import { IDEMPOTENCY_KEY_META, RESUME_META, busyOf, declaresResume, resumeTokenOf } from '../../common/protocol';
+import {
+  IDEMPOTENCY_KEY_META,
+  RESUME_META,
+  busyOf,
+  declaresResume,
+  resumeTokenOf,
+  withoutReservedMeta,
+} from '../../common/protocol';
 import type { ResumeRequest } from '../../common/protocol';
 import type { CallProgressState, Outcome, Progress } from '../../common/schemas';
 import { splitTool } from '../../workflows/checks';
@@ -28,8 +35,11 @@ import { hiddenFunctions, hiddenWhy } from '../servers/capabilities';
 import { OutcomeUnknown } from '../servers/errors';
 import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
 import type { CallRelay } from './relay';
+import { AskedForInput } from './asked';
+import { makeCall } from './request';
 import { readPriorState, resumePlan } from './resume';
-import { TaskGone, cancelTask, offersTasks, runTask, taskPlan, taskSupportOf } from './task';
+import { TaskGone, cancelTask, taskPlan, taskSupportOf } from './task';
+import type { TaskSeen } from './task';
 import { attemptLimitMs, busyVerdict, mayBeMadeAgain } from './verdicts';
 
 export interface NodeIdentity {
@@ -106,8 +116,13 @@ interface Prepared {
   resume?: ResumeRequest;
   /** P3/P6: progress tokens are taken from this function (a remote one that declares resume). */
   takesTokens: boolean;
-  /** The call runs as an MCP task (./task.ts): made now and followed, or the task an attempt before made, polled. */
+  /**
+   * The call runs as an MCP task (./task.ts): made now and followed, or the task an attempt before made, polled; or
+   * its server takes tasks as the extension and may answer it with one.
+   */
   asTask: boolean;
+  /** The listing of the function, as oz0 read it this attempt. */
+  tool: Tool;
 }
 
 export function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput | CallAsks> {
@@ -208,6 +223,7 @@ class Attempt {
       );
     }
     const { connection } = this.lease;
+    this.state.protocol = connection.protocol;
     // I6: a sandboxed server that is not isolated is said on every attempt it serves.
     if (connection.kind === 'sandbox' && !connection.isolated) this.notes.push(UNISOLATED);
     if (connection.kind === 'sandbox' && !this.state.sandboxQueues?.includes(deps.node.queue)) {
@@ -235,7 +251,8 @@ class Attempt {
     }
     const tasks = taskPlan({
       support: taskSupportOf(tool),
-      offered: offersTasks(connection),
+      offered: connection.offersLegacyTasks,
+      extension: connection.offersTaskExtension,
       priorTask: this.state.task !== undefined,
     });
     if ('refused' in tasks) {
@@ -276,7 +293,8 @@ class Attempt {
       fn,
       resume: plan.meta,
       takesTokens: connection.kind === 'remote' && declaresResume(tool),
-      asTask: tasks.as === 'task',
+      asTask: tasks.as === 'task' || tasks.as === 'may be task',
+      tool,
     };
   }
 
@@ -390,23 +408,20 @@ class Attempt {
     const signal = this.controller.signal;
     this.sent = true;
     try {
-      if (p.asTask) {
-        return await runTask({
-          connection: p.connection,
-          params: request,
-          priorTaskId: this.state.task?.id,
-          ttlMs: input.timeoutSeconds * input.maxAttempts * 1000,
-          signal,
-          timeoutMs,
-          onTask: (task) => this.onTask(task),
-        });
-      }
-      const raw = await p.connection.client.callTool(request, undefined, {
+      return await makeCall({
+        connection: p.connection,
+        tool: p.tool,
+        params: request,
+        asTask: p.asTask,
+        priorTask: this.state.task,
+        ttlMs: input.timeoutSeconds * input.maxAttempts * 1000,
         signal,
-        timeout: timeoutMs,
-        maxTotalTimeout: timeoutMs,
+        timeoutMs,
+        onTask: (task) => this.onTask(task, p.connection.protocol),
       });
-      return normaliseResult(raw);
+    } catch (err) {
+      if (err instanceof AskedForInput) return await this.asked(err, p);
+      throw err;
     } finally {
       unwatch?.();
       clearTimeout(limit);
@@ -438,10 +453,23 @@ class Attempt {
   }
 
   /** The call's task, made or found, and each status after: in the heartbeat at once, for the next attempt. */
-  private onTask(task: Task): void {
+  private onTask(task: TaskSeen, protocol: string): void {
     if (!this.state.task) this.notes.push(`task ${task.taskId}`);
-    this.state.task = { id: task.taskId, status: task.status };
+    this.state.task = { id: task.taskId, status: task.status, protocol: this.state.task?.protocol ?? protocol };
     this.beat();
+  }
+
+  /**
+   * Issue 25.5: the server asked for an elicitation or a sampling (or refused the call without one). Nobody will
+   * answer: the call ends with an error result that names it, and a task left waiting for the answer is cancelled.
+   */
+  private async asked(err: AskedForInput, p: Prepared): Promise<CallToolResult> {
+    this.notes.push(err.note());
+    const task = this.state.task;
+    if (task && task.status !== 'completed' && task.status !== 'failed' && task.status !== 'cancelled') {
+      this.notes.push(await cancelTask(p.connection, task));
+    }
+    return err.result();
   }
 
   private beat(): void {
@@ -528,7 +556,7 @@ class Attempt {
     const retryable = !this.sent || this.again || this.state.task !== undefined;
     // A task nobody will poll again is cancelled on its server (a time limit with attempts left leaves it running).
     const ends = why.bySession || why.outcome === 'cancelled' || why.outcome === 'killed' || this.last || !retryable;
-    if (this.state.task && ends && connection) this.notes.push(await cancelTask(connection, this.state.task.id));
+    if (this.state.task && ends && connection) this.notes.push(await cancelTask(connection, this.state.task));
     // C3: a stopped call on a sandboxed server stops that server's whole process tree too (C7: before the next).
     if (this.sent && connection?.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
     if (!this.sent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
@@ -583,24 +611,18 @@ class Attempt {
 
   /** The job's view of an answer: content, structured content, isError, _meta; and the trace of its attempts. */
   private output(result: CallToolResult): CallOutput {
+    const meta = withoutReservedMeta(result._meta);
     return {
       result: {
         isError: result.isError === true,
         content: result.content ?? [],
-        ...(result.structuredContent ? { structuredContent: result.structuredContent } : {}),
-        ...(result._meta ? { _meta: result._meta } : {}),
+        ...(result.structuredContent ? { structuredContent: result.structuredContent as Record<string, unknown> } : {}),
+        ...(meta ? { _meta: meta } : {}),
       },
       attempts: this.state.attempts,
       node: this.deps.node.id,
+      ...(this.state.protocol ? { protocol: this.state.protocol } : {}),
       ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
     };
   }
-}
-
-function normaliseResult(raw: unknown): CallToolResult {
-  const r = raw as CallToolResult & { toolResult?: unknown };
-  if (r.toolResult !== undefined && r.content === undefined) {
-    return { content: [{ type: 'text', text: JSON.stringify(r.toolResult) }], isError: false };
-  }
-  return r;
 }

@@ -2,7 +2,7 @@
  * Pure rules of one attempt: may this call be made again, how long may an attempt run, how an outcome maps
  * to a retry. No I/O, unit-tested on their own.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import { honoursKey } from '../../common/protocol';
 import type { ServerKind } from '../servers/pool';
 

@@ -1,24 +1,24 @@
 /**
- * The node's gateway (H3, H4): one MCP server per node, Streamable HTTP on 127.0.0.1, with stateful sessions (so a
- * harness's `notifications/cancelled` reaches its request). It answers only the bearer token of a harness run that
- * is still running on this node (401 otherwise). Each `tools/call` is the job's `callTool` Update; its result is what
- * the workflow answers. A harness's cancel is the `cancelCall` Update; its call's progress is relayed to it (H6), and
- * so is a wait for a person's yes (A7, ./progress).
+ * The node's gateway (H3, H4): one MCP server per node, Streamable HTTP on 127.0.0.1, speaking both revisions on one
+ * endpoint (common/mcp-http.ts): a 2026-07-28 client's `server/discover` and its per-request calls, whose stream
+ * closed is a cancel; an older client's `initialize` and its stateful session, where its `notifications/cancelled`
+ * reaches its request. It answers only the bearer token of a harness run that is still running on this node (401
+ * otherwise). Each `tools/call` is the job's `callTool` Update; its result is what the workflow answers. A harness's
+ * cancel is the `cancelCall` Update; its call's progress is relayed to it (H6), and so is a wait for a person's yes
+ * (A7, ./progress).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import type { CallToolRequest, CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import { Server } from '@modelcontextprotocol/server';
+import type { CallToolRequest, CallToolResult, ServerContext } from '@modelcontextprotocol/server';
 import type { LoadedConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
-import { IDEMPOTENCY_KEY_META } from '../../common/protocol';
+import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../../common/mcp-http';
+import type { Era } from '../../common/mcp-http';
+import { IDEMPOTENCY_KEY_META, MODERN_PROTOCOL } from '../../common/protocol';
 import { admitted, sessionCall } from '../../common/session-client';
 import { matchesAny, toolProblem } from '../../workflows/checks';
 import type { CallRelay } from '../call/relay';
@@ -49,16 +49,29 @@ export interface GatewayDeps {
   logger: Logger;
 }
 
-/** One token's run, its MCP sessions and what it last listed. */
+/** One token's run, its MCP endpoint (both revisions) and what it last listed. */
 class Holder {
-  readonly sessions = new Map<string, { transport: StreamableHTTPServerTransport; server: Server }>();
   closed = false;
   listed?: string;
+  /** The MCP revisions its harness has spoken, said once each in the node's log. */
+  readonly spoken = new Set<string>();
 
-  constructor(readonly entry: HarnessEntry) {}
+  constructor(
+    readonly entry: HarnessEntry,
+    readonly endpoint: (holder: Holder) => McpHttpEndpoint,
+  ) {}
+
+  private made?: McpHttpEndpoint;
+
+  get mcp(): McpHttpEndpoint {
+    this.made ??= this.endpoint(this);
+    return this.made;
+  }
+
+  close(): Promise<void> {
+    return this.made?.close() ?? Promise.resolve();
+  }
 }
-
-type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 export class Gateway {
   private readonly holders = new Map<string, Holder>();
@@ -72,7 +85,7 @@ export class Gateway {
     this.http = http.createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         deps.logger.warn({ err: (err as Error).message }, 'gateway: request failed');
-        reply(res, 500, -32603, 'internal error');
+        replyError(res, 500, -32603, 'internal error');
       });
     });
     // H3: a change of the tenant's policy or kill switches may change what a harness sees.
@@ -99,23 +112,30 @@ export class Gateway {
   /** Lets a harness run in with `token` until the result's `close()`: then the token answers 401. */
   open(token: string, entry: HarnessEntry): { close(): Promise<void> } {
     const id = tokenId(token);
-    const holder = new Holder(entry);
+    const holder = new Holder(
+      entry,
+      (h) =>
+        new McpHttpEndpoint(
+          (era) => this.serverFor(h, era),
+          (err) => this.deps.logger.debug({ err: err.message }, 'gateway: a request refused'),
+        ),
+    );
     this.holders.set(id, holder);
     return {
       close: async () => {
         holder.closed = true;
         if (this.holders.get(id) === holder) this.holders.delete(id);
-        await Promise.allSettled([...holder.sessions.values()].map((s) => s.transport.close()));
+        await holder.close();
       },
     };
   }
 
   async close(): Promise<void> {
     this.unlisten();
-    for (const holder of this.holders.values()) holder.closed = true;
-    const transports = [...this.holders.values()].flatMap((h) => [...h.sessions.values()].map((s) => s.transport));
+    const holders = [...this.holders.values()];
+    for (const holder of holders) holder.closed = true;
     this.holders.clear();
-    await Promise.allSettled(transports.map((t) => t.close()));
+    await Promise.allSettled(holders.map((h) => h.close()));
     await new Promise<void>((resolve) => {
       this.http.close(() => resolve());
       this.http.closeAllConnections();
@@ -123,44 +143,25 @@ export class Gateway {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    if (new URL(req.url ?? '/', 'http://localhost').pathname !== '/mcp') return reply(res, 404, -32601, 'use /mcp');
+    if (new URL(req.url ?? '/', 'http://localhost').pathname !== '/mcp')
+      return replyError(res, 404, -32601, 'use /mcp');
     const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
     const holder = bearer ? this.holders.get(tokenId(bearer)) : undefined;
     if (!holder || holder.closed) {
       res.setHeader('WWW-Authenticate', 'Bearer');
-      return reply(res, 401, -32001, 'unauthorized: OZ0_MCP_TOKEN of a running session');
+      return replyError(res, 401, -32001, 'unauthorized: OZ0_MCP_TOKEN of a running session');
     }
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
       res.setHeader('Allow', 'GET, POST, DELETE');
-      return reply(res, 405, -32000, `method ${req.method} not allowed`);
+      return replyError(res, 405, -32000, `method ${req.method} not allowed`);
     }
-    const sessionId = req.headers['mcp-session-id'];
-    const body = req.method === 'POST' ? await readBody(req, res) : undefined;
+    const body = req.method === 'POST' ? await readJsonBody(req, res, MAX_GATEWAY_BODY) : undefined;
     if (req.method === 'POST' && !body) return;
-    if (typeof sessionId === 'string') {
-      const session = holder.sessions.get(sessionId);
-      // 404 tells a client its session is gone; another token's session id is as good as unknown here.
-      if (!session) return reply(res, 404, -32001, 'session not found');
-      return session.transport.handleRequest(req, res, body?.value);
-    }
-    if (req.method !== 'POST' || !isInitializeRequest(body?.value)) {
-      return reply(res, 400, -32000, 'a request without mcp-session-id must be an initialize POST');
-    }
-    const server = this.serverFor(holder);
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => {
-        holder.sessions.set(id, { transport, server });
-      },
-    });
-    transport.onclose = () => {
-      if (transport.sessionId !== undefined) holder.sessions.delete(transport.sessionId);
-    };
-    await server.connect(transport);
-    await transport.handleRequest(req, res, body!.value);
+    await sendResponse(res, await holder.mcp.serve(webRequest(req, res, body?.raw), body?.value));
   }
 
-  private serverFor(holder: Holder): Server {
+  /** The gateway's MCP server for one token's run: for one 2026-07-28 request, or for one legacy session. */
+  private serverFor(holder: Holder, era: Era): Server {
     const server = new Server(
       { name: 'oz0-gateway', version: '0.1.0' },
       {
@@ -168,17 +169,36 @@ export class Gateway {
         instructions: `oz0 job ${holder.entry.jobId}, session ${holder.entry.session}: each call is made durably by oz0`,
       },
     );
-    server.setRequestHandler(ListToolsRequestSchema, async () => {
+    // Which revision the harness speaks: said once in the node's log (the client's name with it, as it gave it).
+    const heard = () =>
+      this.spoke(
+        holder,
+        server.getNegotiatedProtocolVersion() ?? (era === 'modern' ? MODERN_PROTOCOL : undefined),
+        server.getClientVersion()?.name,
+      );
+    server.setRequestHandler('tools/list', async () => {
+      heard();
       const tools = await harnessTools(holder.entry, this.deps);
       holder.listed = toolsDigest(tools);
       return { tools };
     });
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) => this.call(holder, request, extra));
+    server.setRequestHandler('tools/call', (request, ctx) => {
+      heard();
+      return this.call(holder, request, ctx, era);
+    });
     return server;
   }
 
+  /** Says in the node's log, once per revision, which MCP revision a session's harness speaks with the gateway. */
+  private spoke(holder: Holder, protocol: string | undefined, client: string | undefined): void {
+    if (!protocol || holder.spoken.has(protocol)) return;
+    holder.spoken.add(protocol);
+    const { jobId, session, sessionRun, harness } = holder.entry;
+    this.deps.logger.info({ jobId, session, sessionRun, harness, protocol, client }, 'gateway: the harness speaks MCP');
+  }
+
   /** H4: one call of the harness, made by its job's workflow; H5, H6: its cancel and its progress. */
-  private async call(holder: Holder, request: CallToolRequest, extra: Extra): Promise<CallToolResult> {
+  private async call(holder: Holder, request: CallToolRequest, ctx: ServerContext, era: Era): Promise<CallToolResult> {
     const { entry } = holder;
     const tool = request.params.name;
     if (toolProblem(tool) || !matchesAny(entry.patterns, tool)) {
@@ -191,19 +211,24 @@ export class Gateway {
         ? undefined
         : new HarnessProgress((params) => {
             const notification = { method: 'notifications/progress' as const, params: { progressToken, ...params } };
-            extra.sendNotification(notification).catch(() => undefined);
+            ctx.mcpReq.notify(notification).catch(() => undefined);
           }, this.deps.config.node.waitingNoticeMs);
     const unwatch = progress ? this.deps.relay.watch(entry.jobId, callId, progress) : undefined;
     const where = { client: this.deps.client, jobId: entry.jobId, session: entry.session, run: entry.sessionRun };
+    const { signal } = ctx.mcpReq;
     const onCancel = () => {
-      // A harness's notifications/cancelled carries its words; an abort without them is its connection closing.
+      // A legacy harness's notifications/cancelled carries its words; a 2026-07-28 harness closes the call's stream.
       const reason =
-        typeof extra.signal.reason === 'string' ? extra.signal.reason : 'the harness closed its connection';
+        typeof signal.reason === 'string'
+          ? signal.reason
+          : era === 'modern'
+            ? 'the harness closed the call’s stream'
+            : 'the harness closed its connection';
       sessionCall(where)
         .cancel(callId, reason)
         .catch((err: unknown) => this.deps.logger.warn({ err: (err as Error).message }, 'gateway: cancel failed'));
     };
-    extra.signal.addEventListener('abort', onCancel, { once: true });
+    signal.addEventListener('abort', onCancel, { once: true });
     try {
       const out = await admitted(
         entry.jobId,
@@ -220,12 +245,12 @@ export class Gateway {
       return { ...out.result, content: out.result.content as CallToolResult['content'], _meta: meta };
     } catch (err) {
       // The SDK sends nothing for a request its client cancelled; any other failure is the call's error result.
-      if (extra.signal.aborted) throw err;
+      if (signal.aborted) throw err;
       return errorResult(`oz0: ${(err as Error).message}`);
     } finally {
       unwatch?.();
       progress?.close();
-      extra.signal.removeEventListener('abort', onCancel);
+      signal.removeEventListener('abort', onCancel);
     }
   }
 
@@ -238,7 +263,7 @@ export class Gateway {
           const digest = toolsDigest(tools);
           if (digest === holder.listed || holder.closed) return;
           holder.listed = digest;
-          for (const { server } of holder.sessions.values()) server.sendToolListChanged().catch(() => undefined);
+          holder.mcp.toolsChanged();
         })
         .catch(() => undefined);
     }
@@ -252,56 +277,4 @@ function tokenId(token: string): string {
 
 function errorResult(text: string): CallToolResult {
   return { isError: true, content: [{ type: 'text', text }] };
-}
-
-function reply(res: http.ServerResponse, status: number, code: number, message: string): void {
-  if (res.headersSent) return void res.end();
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
-}
-
-/**
- * The lingering close of HTTP servers: after a 413, what the client still sends is read and dropped (Node's server
- * does so for a request it answered, the connection kept) — up to a bound, for a while, then it is cut — so a client
- * still sending reads the 413 rather than a reset, also through a sandbox's forwarder, whose write to a closed socket
- * would lose the answer waiting behind it.
- */
-function discardRest(req: http.IncomingMessage): void {
-  let dropped = 0;
-  const cut = setTimeout(() => req.destroy(), 5000);
-  req.on('data', (chunk: Buffer) => {
-    dropped += chunk.length;
-    if (dropped > 4 * MAX_GATEWAY_BODY) req.destroy();
-  });
-  req.once('close', () => clearTimeout(cut));
-}
-
-/** Reads and parses a JSON body; undefined, with the reply sent, when it is too large (413) or not JSON (400). */
-function readBody(req: http.IncomingMessage, res: http.ServerResponse): Promise<{ value: unknown } | undefined> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    req.on('data', (chunk: Buffer) => {
-      if (over) return;
-      size += chunk.length;
-      if (size <= MAX_GATEWAY_BODY) return void chunks.push(chunk);
-      over = true;
-      chunks.length = 0;
-      reply(res, 413, -32000, `request body over ${MAX_GATEWAY_BODY} bytes`);
-      discardRest(req);
-      resolve(undefined);
-    });
-    req.once('end', () => {
-      if (over) return;
-      try {
-        resolve({ value: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
-      } catch {
-        reply(res, 400, -32700, 'parse error: the body is not JSON');
-        resolve(undefined);
-      }
-    });
-    // A client gone mid-body: nothing to answer.
-    req.once('error', () => resolve(undefined));
-  });
 }

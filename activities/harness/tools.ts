@@ -5,7 +5,8 @@
  * A function that runs as an MCP task is listed without its `execution`: oz0 makes and follows the task itself, and
  * to the harness it is an ordinary call that answers when the task ends.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
+import type { Tool as ServedTool } from '@modelcontextprotocol/server';
 import { canonicalize } from 'json-canonicalize';
 import type { LoadedConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
@@ -28,7 +29,7 @@ function coversServer(patterns: readonly string[], server: string): boolean {
 export async function harnessTools(
   scope: ListingScope,
   deps: { config: LoadedConfig; pool: ServerPool; gate: PolicyGate; logger: Logger },
-): Promise<Tool[]> {
+): Promise<ServedTool[]> {
   const policy = await deps.gate.read(scope.tenant, 0, true);
   const servers = Object.keys(deps.config.servers).filter((s) => coversServer(scope.patterns, s));
   const listed = await Promise.all(
@@ -54,10 +55,12 @@ export async function harnessTools(
       }
     }),
   );
-  return listed.flat();
+  // The same JSON as the server listed it: the client's Tool type and the server's differ only in how strictly they
+  // type a schema's values.
+  return listed.flat() as ServedTool[];
 }
 
 /** What a harness sees of a listing, to tell whether it changed (and send `notifications/tools/list_changed`). */
-export function toolsDigest(tools: Tool[]): string {
+export function toolsDigest(tools: Array<Pick<Tool, 'name'>>): string {
   return canonicalize(tools.map((t) => t.name).sort());
 }

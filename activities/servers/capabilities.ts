@@ -3,7 +3,7 @@
  * show. A server may list some functions only to clients that offer them (the reference server does), so those are
  * missing from the listing oz0 gets. This finds which, by listing once more as a client that offers each in turn.
  */
-import type { ClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import type { ClientCapabilities } from '@modelcontextprotocol/client';
 import type { ServerPool } from './pool';
 
 /** The client capabilities a server may list functions for, as MCP names them. */

@@ -1,34 +1,59 @@
 /**
- * One live MCP session with one server: its client, its listing (read once and again on list_changed), the progress
- * watchers of the calls running on it, and how many attempts use it.
+ * One live MCP connection with one server: its client, the protocol revision it negotiated, its listing (read once
+ * and again on list_changed), the progress watchers of the calls running on it, and how many attempts use it.
  */
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
-  ProgressNotificationSchema,
-  TaskStatusNotificationSchema,
-  ToolListChangedNotificationSchema,
-} from '@modelcontextprotocol/sdk/types.js';
-import type { JSONRPCMessage, ProgressNotification, Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  PROTOCOL_VERSION_META_KEY,
+  ProtocolError,
+  SdkError,
+  SdkErrorCode,
+} from '@modelcontextprotocol/client';
+import type {
+  Client,
+  ClientCapabilities,
+  Implementation,
+  JSONRPCMessage,
+  ServerCapabilities,
+  Tool,
+  Transport,
+} from '@modelcontextprotocol/client';
+import { ProgressNotificationSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/core';
 import type { ServerKind } from '../../common/config';
+import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../../common/protocol';
 
-/** How long a server has to answer `initialize` or a page of `tools/list` before the attempt fails. */
+/** How long a server has to answer `server/discover`, `initialize` or a page of `tools/list` before the attempt fails. */
 export const CONNECT_TIMEOUT_MS = 30_000;
 
-export type ProgressParams = ProgressNotification['params'];
+export type ProgressParams = {
+  progressToken: string | number;
+  progress: number;
+  total?: number;
+  message?: string;
+  _meta?: Record<string, unknown>;
+};
 
-/** How many cancelled request ids a session remembers, waiting for a late answer to drop. */
+/** How many cancelled request ids a connection remembers, waiting for a late answer to drop. */
 const CANCELLED_IDS_KEPT = 1000;
 
+/** The ids of the requests oz0 sends itself: strings, so they never meet the SDK's numeric ids on one channel. */
+const OWN_ID_PREFIX = 'oz0-';
+
 /** What {@link ServerConnection.take} did with a message: oz0 took it, or the SDK should have it. */
-export type Taken = 'progress' | 'task status' | 'late answer' | undefined;
+export type Taken = 'progress' | 'task status' | 'own answer' | 'late answer' | undefined;
+
+/** What a request oz0 sends itself answers: its result as it came (JSON), or the JSON-RPC error as a ProtocolError. */
+type OwnAnswer = (answer: { result: Record<string, unknown> } | { error: ProtocolError }) => void;
 
 export class ServerConnection {
   private listing?: Promise<Tool[]>;
   private readonly progressWatchers = new Map<string, (params: ProgressParams) => void>();
   private readonly taskWatchers = new Map<string, () => void>();
-  /** Requests this session cancelled: a server may still answer one (e.g. -32800 "Request cancelled"). */
+  /** Requests this connection cancelled: a server may still answer one (e.g. -32800 "Request cancelled"). */
   private readonly cancelledIds = new Set<string | number>();
+  private readonly ownRequests = new Map<string, OwnAnswer>();
+  private ownIds = 0;
   private inUse = 0;
   lastUsed = Date.now();
   closed = false;
@@ -38,15 +63,41 @@ export class ServerConnection {
     readonly kind: ServerKind,
     readonly client: Client,
     private readonly transport: Transport,
+    private readonly identity: { clientInfo: Implementation; capabilities: ClientCapabilities },
     /** A stdio server's process: whether it is isolated, and the limit it was stopped for (I1, I4). */
     private readonly process?: { readonly isolated: boolean; stoppedFor(): string | undefined },
-  ) {
-    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
-      this.listing = undefined;
-    });
+  ) {}
+
+  /** The revision this connection speaks: 2026-07-28, or what the `initialize` handshake agreed. */
+  get protocol(): string {
+    return this.client.getNegotiatedProtocolVersion() ?? LEGACY_PROTOCOL;
   }
 
-  /** The server's tools, cached for the session until it says its list changed; `fresh` reads them anew. */
+  /** Whether it speaks the stateless core (2026-07-28): no session, a `_meta` envelope on every request. */
+  get modern(): boolean {
+    return this.client.getProtocolEra() === 'modern';
+  }
+
+  get capabilities(): ServerCapabilities | undefined {
+    return this.client.getServerCapabilities();
+  }
+
+  /** SEP-2663: the server takes tasks as the extension (2026-07-28), and decides per request whether a call is one. */
+  get offersTaskExtension(): boolean {
+    return this.modern && this.capabilities?.extensions?.[TASKS_EXTENSION] !== undefined;
+  }
+
+  /** SEP-1686 (2025-11-25): the server said at initialize that it takes `tools/call` as a task. */
+  get offersLegacyTasks(): boolean {
+    return !this.modern && this.capabilities?.tasks?.requests?.tools?.call !== undefined;
+  }
+
+  /** The listing is stale: the server said so (list_changed, or a change event on 2026-07-28's listen stream). */
+  listChanged(): void {
+    this.listing = undefined;
+  }
+
+  /** The server's tools, cached for the connection until it says its list changed; `fresh` reads them anew. */
   listTools(fresh = false): Promise<Tool[]> {
     if (fresh) this.listing = undefined;
     this.listing ??= this.fetchListing();
@@ -58,7 +109,12 @@ export class ServerConnection {
     let cursor: string | undefined;
     try {
       do {
-        const page = await this.client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
+        // Page by page (an explicit cursor is never capped by the SDK), never from its response cache: a remote
+        // listing is read for every call so that a change is caught even without list_changed (A2).
+        const page = await this.client.listTools(cursor ? { cursor } : {}, {
+          timeout: CONNECT_TIMEOUT_MS,
+          cacheMode: 'bypass',
+        });
         tools.push(...page.tools);
         cursor = page.nextCursor;
       } while (cursor && tools.length < 10_000);
@@ -72,7 +128,8 @@ export class ServerConnection {
   /**
    * Calls fn with each progress notification for `token`, as it arrives. oz0 reads progress off the transport
    * itself: the SDK hands notifications on a tick later than responses, so it drops the last progress a server
-   * sends just before its answer.
+   * sends just before its answer (still so in @modelcontextprotocol/client 2.4.0: `_onnotification` runs after the
+   * response handler).
    */
   watchProgress(token: string, fn: (params: ProgressParams) => void): () => void {
     this.progressWatchers.set(token, fn);
@@ -92,14 +149,19 @@ export class ServerConnection {
     if (!('method' in message) || message.method !== 'notifications/cancelled' || 'id' in message) return;
     const id = (message.params as { requestId?: unknown } | undefined)?.requestId;
     if (typeof id !== 'string' && typeof id !== 'number') return;
+    this.rememberCancelled(id);
+  }
+
+  private rememberCancelled(id: string | number): void {
     this.cancelledIds.add(id);
     if (this.cancelledIds.size > CANCELLED_IDS_KEPT) this.cancelledIds.delete(this.cancelledIds.values().next().value!);
   }
 
   /**
    * Takes what oz0 reads itself, before the SDK sees it. A progress notification goes to its watcher, a task's status
-   * wakes the attempt that polls it; one nobody watches (a call already stopped) is dropped too, as is the late answer to a request oz0 cancelled: the SDK
-   * would only report either as an error ("unknown token", "unknown message ID"), and both are the protocol at work.
+   * wakes the attempt that polls it, the answer to a request oz0 sent itself goes to that request; one nobody watches
+   * (a call already stopped) is dropped too, as is the late answer to a request oz0 cancelled: the SDK would only
+   * report either as an error ("unknown token", "unknown message ID"), and both are the protocol at work.
    */
   take(message: JSONRPCMessage): Taken {
     if ('method' in message) {
@@ -112,11 +174,102 @@ export class ServerConnection {
       if (message.method !== 'notifications/progress') return undefined;
       const parsed = ProgressNotificationSchema.safeParse(message);
       if (!parsed.success) return undefined;
-      this.progressWatchers.get(String(parsed.data.params.progressToken))?.(parsed.data.params);
+      this.progressWatchers.get(String(parsed.data.params.progressToken))?.(parsed.data.params as ProgressParams);
       return 'progress';
     }
     const id = 'id' in message ? message.id : undefined;
-    return id !== undefined && this.cancelledIds.delete(id) ? 'late answer' : undefined;
+    if (typeof id === 'string' && id.startsWith(OWN_ID_PREFIX)) {
+      const answer = this.ownRequests.get(id);
+      if (!answer) return 'late answer';
+      this.ownRequests.delete(id);
+      if ('error' in message)
+        answer({ error: new ProtocolError(message.error.code, message.error.message, message.error.data) });
+      else if ('result' in message) answer({ result: message.result as Record<string, unknown> });
+      return 'own answer';
+    }
+    return id !== undefined && id !== null && this.cancelledIds.delete(id) ? 'late answer' : undefined;
+  }
+
+  /**
+   * A request oz0 sends itself, on this connection's transport, and its answer as the server sent it. For 2026-07-28
+   * only, where a `tools/call` may be answered with a task (SEP-2663): @modelcontextprotocol/client 2.4.0 refuses any
+   * `resultType` but `complete` and `input_required` before a caller sees the result
+   * (modelcontextprotocol/typescript-sdk#2637), so oz0 cannot take a task answer through `client.callTool`.
+   *
+   * The request carries the 2026-07-28 `_meta` envelope, with the tasks extension declared in its client
+   * capabilities when `declareTasks`. Its stop is the protocol's cancel (C2): on Streamable HTTP the request's stream
+   * is closed, on stdio `notifications/cancelled` goes out with the stop's words.
+   */
+  async ownRequest(
+    method: string,
+    params: Record<string, unknown>,
+    opts: { signal: AbortSignal; timeoutMs: number; declareTasks: boolean },
+  ): Promise<Record<string, unknown>> {
+    if (!this.modern) throw new Error(`${method} as oz0's own request needs a 2026-07-28 connection`);
+    if (this.closed) throw new SdkError(SdkErrorCode.ConnectionClosed, 'the connection is closed');
+    const id = `${OWN_ID_PREFIX}${++this.ownIds}`;
+    const meta = (params._meta ?? {}) as Record<string, unknown>;
+    const envelope = this.envelope(opts.declareTasks);
+    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: { ...envelope, ...meta } } };
+    // A fresh controller per request: the stream of this request only (the SDK's transport follows its signal).
+    const requestStream = new AbortController();
+    return new Promise<Record<string, unknown>>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        opts.signal.removeEventListener('abort', onStop);
+        this.ownRequests.delete(id);
+      };
+      const stop = (reason: unknown) => {
+        done();
+        this.cancelOwn(id, requestStream, reason);
+        reject(reason instanceof Error ? reason : new SdkError(SdkErrorCode.RequestTimeout, String(reason)));
+      };
+      const onStop = () => stop(opts.signal.reason);
+      const timer = setTimeout(
+        () => stop(new SdkError(SdkErrorCode.RequestTimeout, `${method} got no answer in ${opts.timeoutMs} ms`)),
+        opts.timeoutMs,
+      );
+      this.ownRequests.set(id, (answer) => {
+        done();
+        if ('error' in answer) reject(answer.error);
+        else resolve(answer.result);
+      });
+      if (opts.signal.aborted) return onStop();
+      opts.signal.addEventListener('abort', onStop, { once: true });
+      this.transport.send(message, { requestSignal: requestStream.signal }).catch((err: unknown) => {
+        if (!this.ownRequests.has(id)) return;
+        done();
+        reject(err instanceof Error ? err : new Error(String(err)));
+      });
+    });
+  }
+
+  /** The 2026-07-28 `_meta` envelope: the revision, who oz0 is, what it offers (and the tasks extension, when told). */
+  private envelope(declareTasks = false): Record<string, unknown> {
+    const { clientInfo, capabilities } = this.identity;
+    return {
+      [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL,
+      [CLIENT_INFO_META_KEY]: clientInfo,
+      [CLIENT_CAPABILITIES_META_KEY]: declareTasks
+        ? { ...capabilities, extensions: { ...capabilities.extensions, [TASKS_EXTENSION]: {} } }
+        : capabilities,
+    };
+  }
+
+  /** C2 for a request oz0 sent itself: the request's stream closed (Streamable HTTP), else `notifications/cancelled`. */
+  private cancelOwn(id: string, requestStream: AbortController, reason: unknown): void {
+    if (this.transport.hasPerRequestStream === true) return requestStream.abort(reason);
+    this.rememberCancelled(id);
+    const notification = {
+      jsonrpc: '2.0' as const,
+      method: 'notifications/cancelled',
+      params: {
+        requestId: id,
+        reason: reason instanceof Error ? reason.message : String(reason),
+        _meta: this.envelope(),
+      },
+    };
+    this.transport.send(notification).catch(() => undefined);
   }
 
   /** Whether the server runs in a sandbox of its own; false for a plugin's or a remote server. */
@@ -145,7 +298,7 @@ export class ServerConnection {
     };
   }
 
-  /** Ends the session; for a process, stops its whole tree first. */
+  /** Ends the connection; for a process, stops its whole tree first. */
   async close(): Promise<void> {
     this.closed = true;
     await this.transport.close();

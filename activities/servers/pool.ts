@@ -1,20 +1,19 @@
 /**
  * The node's MCP servers (SPEC "Words"): one shared process per plugin, one process per job for a sandboxed
- * server, one Streamable HTTP session per remote server. Connections start on first use and start again
- * after they die.
+ * server, one Streamable HTTP connection per remote server (with a session on 2025-11-25 and older, none on
+ * 2026-07-28). Connections start on first use and start again after they die.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { ClientCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
+import type { ClientCapabilities, Tool, Transport } from '@modelcontextprotocol/client';
 import { isRemote, serverKind } from '../../common/config';
 import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
-import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
+import { ServerConnection } from './connection';
 import { NothingSent, OutcomeUnknown } from './errors';
+import { connectClient, rateLimited } from './negotiate';
+import type { EraVerdicts } from './negotiate';
 import { ProcessTransport } from './process-transport';
 import { createRemoteTransport } from './remote';
 import { resolveEnvRefs } from './env';
@@ -44,6 +43,8 @@ export class ServerPool {
   private readonly connections = new Map<string, Promise<ServerConnection>>();
   /** Pool id → the job that owns it, for sandboxed servers. */
   private readonly owners = new Map<string, string>();
+  /** What each stdio server answered to the protocol probe: its next process (a restart, a sandbox) is not asked. */
+  private readonly verdicts: EraVerdicts = new Map();
   private reaper?: NodeJS.Timeout;
   readonly isolation: Isolation;
 
@@ -116,55 +117,51 @@ export class ServerPool {
     jobId: string,
     capabilities: ClientCapabilities = {},
   ): Promise<ServerConnection> {
-    const transport: Transport = isRemote(config)
-      ? createRemoteTransport(server, config, process.env)
-      : new ProcessTransport(this.processSource(config, kind, server, jobId), {
-          // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
-          killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
-          stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
-          logger: this.opts.logger,
-          label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
-        });
-    const client = new Client({ name: 'oz0', version: '0.1.0' }, { capabilities });
-    const opened = new ServerConnection(
-      server,
-      kind,
-      client,
-      transport,
-      transport instanceof ProcessTransport ? transport : undefined,
-    );
-    client.onclose = () => {
-      opened.closed = true;
-      this.opts.logger.info({ server, kind, jobId: kind === 'sandbox' ? jobId : undefined }, 'server session closed');
-    };
-    client.onerror = (err) => {
-      // A session being closed on purpose says "aborted" on its way out: not worth a warning.
-      const level = opened.closed ? 'debug' : 'warn';
-      this.opts.logger[level]({ server, err: err.message }, 'server session error');
-    };
+    // A server that cannot be launched at all is said as it is, before any connect (its problem names the script).
+    const transportFor = isRemote(config)
+      ? (): Transport => createRemoteTransport(server, config, process.env)
+      : this.processTransportFor(this.processSource(config, kind, server, jobId), kind, server, jobId);
+    const { logger } = this.opts;
+    let opened: ServerConnection;
     try {
-      await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
-      const sdkOnMessage = transport.onmessage;
-      transport.onmessage = (message, extra) => {
-        const taken = opened.take(message);
-        if (taken === 'late answer')
-          this.opts.logger.debug({ server }, 'a late answer to a cancelled request, dropped');
-        if (!taken) sdkOnMessage?.(message, extra);
-      };
-      const sdkSend = transport.send.bind(transport);
-      transport.send = (message, options) => {
-        opened.noteSent(message);
-        return sdkSend(message, options);
-      };
+      opened = await connectClient({
+        server,
+        kind,
+        choice: config.protocol,
+        capabilities,
+        transportFor,
+        // Only a process is remembered: its next copy is the same program; a remote server may change between connects.
+        verdicts: isRemote(config) ? undefined : this.verdicts,
+        logger,
+        onclose: (connection) => {
+          connection.closed = true;
+          logger.info({ server, kind, jobId: kind === 'sandbox' ? jobId : undefined }, 'server connection closed');
+        },
+      });
     } catch (err) {
-      await transport.close().catch(() => undefined);
       const why = `could not start server "${server}": ${(err as Error).message}`;
-      // B4: a 429 on the session's own requests says nothing about a call: its outcome is unknown.
-      if (err instanceof StreamableHTTPError && err.code === 429) throw new OutcomeUnknown(why);
+      // B4: a 429 on the connection's own requests says nothing about a call: its outcome is unknown.
+      if (rateLimited(err)) throw new OutcomeUnknown(why);
       throw new NothingSent(why);
     }
-    this.opts.logger.info({ server, kind }, 'server session open');
+    logger.info({ server, kind, protocol: opened.protocol }, 'server connection open');
     return opened;
+  }
+
+  private processTransportFor(
+    source: ConstructorParameters<typeof ProcessTransport>[0],
+    kind: ServerKind,
+    server: string,
+    jobId: string,
+  ): () => Transport {
+    return () =>
+      new ProcessTransport(source, {
+        // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
+        killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
+        stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
+        logger: this.opts.logger,
+        label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
+      });
   }
 
   /** A plugin's plain process (the platform's own code, I), or how the job's sandbox starts. */

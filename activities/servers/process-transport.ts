@@ -1,12 +1,15 @@
 /**
  * An MCP stdio transport over a child process that leads its own process group, so the node can stop the
  * server's whole tree (C3) — a plain process, or a sandbox (../sandbox). The SDK's StdioClientTransport neither
- * isolates the server nor kills more than the direct child, which is why oz0 has its own.
+ * isolates the server nor kills more than the direct child, which is why oz0 has its own. It also keeps each server
+ * to one process: the SDK's own stdio transport (exactly that class) asks for the protocol version on a throwaway copy
+ * of the server (@modelcontextprotocol/client 2.4.0, `negotiateStdioViaSibling`), which would start every plugin and
+ * sandbox twice; any other transport is asked in place, on the one process.
  */
 import type { ChildProcess } from 'node:child_process';
-import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { Readable } from 'node:stream';
+import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/client';
+import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import type { Logger } from '../../common/logger';
 import { resolveCommand, startGroup } from '../process-group';
 import type { GroupSpec, Started } from '../process-group';
@@ -35,7 +38,7 @@ export class ProcessTransport implements Transport {
 
   private child?: ChildProcess;
   private started?: Started;
-  private readonly buffer: ReadBuffer;
+  private readonly lines: LineBuffer;
   private closing?: Promise<void>;
   private closedNotified = false;
 
@@ -44,12 +47,26 @@ export class ProcessTransport implements Transport {
     private readonly source: ProcessSpec | (() => Promise<Started>),
     private readonly opts: ProcessTransportOptions = {},
   ) {
-    this.buffer = new ReadBuffer({ maxBufferSize: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+    this.lines = new LineBuffer(opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES);
   }
 
   /** The server's pid, which is also its process group id. */
   get pid(): number | undefined {
     return this.child?.pid;
+  }
+
+  /** The process exited (or never started): its transport is closed. */
+  get ended(): boolean {
+    return this.closedNotified;
+  }
+
+  /**
+   * The server's stderr. With `pid`, it tells the SDK's protocol probe that this is a stdio server, so a server that
+   * stays silent on `server/discover` is taken for an older one (the `initialize` handshake follows on the same
+   * process) rather than for a dead one.
+   */
+  get stderr(): Readable | null {
+    return this.child?.stderr ?? null;
   }
 
   /** Whether the server runs in a sandbox of its own (I1). */
@@ -93,12 +110,7 @@ export class ProcessTransport implements Transport {
 
   private onData(chunk: Buffer): void {
     try {
-      this.buffer.append(chunk);
-      for (;;) {
-        const message = this.buffer.readMessage();
-        if (message === null) break;
-        this.onmessage?.(message);
-      }
+      for (const line of this.lines.push(chunk)) this.onmessage?.(deserializeMessage(line));
     } catch (err) {
       // Garbage or an oversized line: this session cannot be trusted any more.
       this.onerror?.(new Error(`server sent a bad message: ${(err as Error).message}`));
@@ -124,7 +136,7 @@ export class ProcessTransport implements Transport {
   private async stopGroup(): Promise<void> {
     if (!this.started?.child.pid) return this.notifyClosed();
     await this.started.stop(this.opts.killGraceMs ?? 5000, this.opts.stdinGraceMs ?? 2000);
-    this.buffer.clear();
+    this.lines.clear();
     this.notifyClosed();
   }
 
@@ -132,5 +144,42 @@ export class ProcessTransport implements Transport {
     if (this.closedNotified) return;
     this.closedNotified = true;
     this.onclose?.();
+  }
+}
+
+/**
+ * Splits stdout into lines. Not the SDK's ReadBuffer: since 2.x it skips a line that is not JSON, and a server that
+ * writes garbage on the protocol's channel is one oz0 stops trusting (the session closes, the call fails), rather
+ * than one whose call waits out its time limit for an answer lost in the noise.
+ */
+class LineBuffer {
+  private pending: Buffer[] = [];
+  private size = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  push(chunk: Buffer): string[] {
+    const lines: string[] = [];
+    let rest = chunk;
+    for (let end = rest.indexOf(0x0a); end !== -1; end = rest.indexOf(0x0a)) {
+      const line = Buffer.concat([...this.pending, rest.subarray(0, end)])
+        .toString('utf8')
+        .replace(/\r$/, '');
+      this.clear();
+      rest = rest.subarray(end + 1);
+      if (line.trim()) lines.push(line);
+    }
+    this.size += rest.length;
+    if (this.size > this.maxBytes) {
+      this.clear();
+      throw new Error(`a message over ${this.maxBytes} bytes`);
+    }
+    if (rest.length) this.pending.push(rest);
+    return lines;
+  }
+
+  clear(): void {
+    this.pending = [];
+    this.size = 0;
   }
 }

@@ -7,15 +7,14 @@
  * have sent (`oz0/retryable`, `oz0/retry_after` from Retry-After), so the attempt treats it as any busy answer (B2,
  * B3). A 429 on any other request stays the SDK's HTTP error: it says nothing about the call.
  */
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import type { CallToolResult, FetchLike } from '@modelcontextprotocol/client';
 import type { RemoteServerConfig } from '../../common/config';
 import { RETRY_AFTER_META, RETRYABLE_META, parseRetryAfter } from '../../common/protocol';
 import { resolveEnvRefs } from './env';
 
-/** The id of a lone `tools/call` request in a POST body, or undefined when the body is anything else. */
-function toolsCallId(body: unknown): string | number | undefined {
+/** The method and id of a lone request in a POST body, or undefined when the body is anything else. */
+function requestOf(body: unknown): { method: string; id: string | number } | undefined {
   if (typeof body !== 'string') return undefined;
   let message: unknown;
   try {
@@ -24,7 +23,18 @@ function toolsCallId(body: unknown): string | number | undefined {
     return undefined;
   }
   const m = message as { method?: unknown; id?: unknown };
-  return m?.method === 'tools/call' && (typeof m.id === 'string' || typeof m.id === 'number') ? m.id : undefined;
+  return typeof m?.method === 'string' && (typeof m.id === 'string' || typeof m.id === 'number')
+    ? { method: m.method, id: m.id }
+    : undefined;
+}
+
+/**
+ * B4: the server answered 429 to the connection's `server/discover`. Thrown out of the probe so that it is not taken
+ * for an older server (the SDK falls back to `initialize` on any other 4xx): like a 429 on `initialize`, it says
+ * nothing about a call, whose outcome is then unknown.
+ */
+export class ConnectRateLimited extends Error {
+  override name = 'ConnectRateLimited';
 }
 
 /** B4: the busy error result for a call whose own POST was answered 429, with the server's wait. */
@@ -45,10 +55,19 @@ export function createRemoteTransport(
   const headers = resolveEnvRefs(config.headers, env, `servers.${server}.headers`);
   const fetchWith429: FetchLike = async (url, init) => {
     const response = await fetch(url, init);
-    const id = response.status === 429 && init?.method === 'POST' ? toolsCallId(init.body) : undefined;
-    if (id === undefined) return response;
+    const request = response.status === 429 && init?.method === 'POST' ? requestOf(init.body) : undefined;
+    if (request?.method === 'server/discover') {
+      await response.body?.cancel();
+      throw new ConnectRateLimited(`${server} answered HTTP 429 Too Many Requests to server/discover`);
+    }
+    if (request?.method !== 'tools/call') return response;
+    const { id } = request;
     await response.body?.cancel();
-    const result = rateLimitedResult(server, parseRetryAfter(response.headers.get('retry-after')));
+    // `resultType` as a 2026-07-28 server writes it; an older session's client reads past it.
+    const result = {
+      resultType: 'complete',
+      ...rateLimitedResult(server, parseRetryAfter(response.headers.get('retry-after'))),
+    };
     return new Response(JSON.stringify({ jsonrpc: '2.0', id, result }), {
       status: 200,
       headers: { 'content-type': 'application/json' },

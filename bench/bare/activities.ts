@@ -1,5 +1,5 @@
 /** A bare Temporal activity making the same MCP call as oz0 does: no keys, policy, heartbeats or trace. */
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/client';
 
 export function bareActivities(client: Client) {
   return {
@@ -8,7 +8,7 @@ export function bareActivities(client: Client) {
     },
     /** The reader's sleep, with a request timeout past it (the SDK's default is 60 s). */
     async bareSleep(ms: number): Promise<unknown> {
-      return client.callTool({ name: 'sleep', arguments: { ms } }, undefined, { timeout: ms + 60_000 });
+      return client.callTool({ name: 'sleep', arguments: { ms } }, { timeout: ms + 60_000 });
     },
   };
 }

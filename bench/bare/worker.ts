@@ -4,8 +4,8 @@
  * measure (`node dist/bench/bare/worker.js '<options as JSON>'`, ready once it says so on stderr).
  */
 import fs from 'node:fs';
-import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Client as McpClient } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleOption } from '@temporalio/worker';
 import { bareActivities } from './activities';

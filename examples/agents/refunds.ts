@@ -1,5 +1,5 @@
 /**
- * An agent harness in TypeScript on the MCP SDK's client (SPEC H1-H8): it decides each call from the answers to the
+ * An agent harness in TypeScript on the MCP SDK's client, v2 (SPEC H1-H8): it decides each call from the answers to the
  * last ones. It has no oz0 code: it speaks MCP to OZ0_MCP_URL with the bearer OZ0_MCP_TOKEN, reads its input from
  * OZ0_INPUT and prints its result as its last line on stdout. oz0 makes every call durable: keys, retries, policy,
  * cancels, progress, a fresh start on another node if this one is lost.
@@ -8,9 +8,8 @@
  * refunds what was charged and not yet refunded otherwise; then, at once, sets the order's status, writes a line to
  * the audit log, and runs a slow check it cancels itself when its own deadline passes.
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 
 interface Input {
   order_id: string;
@@ -46,13 +45,17 @@ async function main(): Promise<void> {
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${process.env.OZ0_MCP_TOKEN}` } },
   });
-  const client = new Client({ name: 'refunds-agent', version: '1.0.0' });
+  // The gateway speaks 2026-07-28: asked with server/discover, it answers, and the agent speaks it too.
+  const client = new Client({ name: 'refunds-agent', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
   await client.connect(transport);
   const { tools } = await client.listTools();
-  say(`session ${process.env.OZ0_SESSION} run ${process.env.OZ0_SESSION_RUN}: ${tools.length} tools`);
+  say(
+    `session ${process.env.OZ0_SESSION} run ${process.env.OZ0_SESSION_RUN}: ${tools.length} tools, ` +
+      `MCP ${client.getNegotiatedProtocolVersion()}`,
+  );
 
   const order = structured<Order>(
-    (await client.callTool({ name: 'ledger.lookup_order', arguments: { order_id: input.order_id } })) as CallToolResult,
+    await client.callTool({ name: 'ledger.lookup_order', arguments: { order_id: input.order_id } }),
     'lookup_order',
   );
   let action: string;
@@ -64,13 +67,16 @@ async function main(): Promise<void> {
     const amount = order.charged - order.refunded;
     // A refund may wait for a person's yes (the tenant's policy says `confirm`, A7): oz0 says so in a progress
     // notification every 10 s, and each one starts the 60 s timeout again, so the agent waits as long as they take.
-    await client.callTool({ name: 'ledger.refund', arguments: { order_id: input.order_id, amount } }, undefined, {
-      timeout: 60_000,
-      resetTimeoutOnProgress: true,
-      onprogress: (p) => {
-        if (p.message) say(p.message);
+    await client.callTool(
+      { name: 'ledger.refund', arguments: { order_id: input.order_id, amount } },
+      {
+        timeout: 60_000,
+        resetTimeoutOnProgress: true,
+        onprogress: (p) => {
+          if (p.message) say(p.message);
+        },
       },
-    });
+    );
     action = `refunded ${amount}`;
   } else {
     action = 'nothing to do';
@@ -86,13 +92,13 @@ async function main(): Promise<void> {
       arguments: { id: input.order_id, status: action.startsWith('refunded') ? 'refunded' : 'charged' },
     }),
     client.callTool({ name: 'reader.echo', arguments: { text: `refunds agent on ${input.order_id}: ${action}` } }),
-    client.callTool({ name: 'reader.sleep', arguments: { ms: input.check_ms ?? 30_000 } }, undefined, {
-      signal: deadline.signal,
-      timeout: 120_000,
-    }),
+    client.callTool(
+      { name: 'reader.sleep', arguments: { ms: input.check_ms ?? 30_000 } },
+      { signal: deadline.signal, timeout: 120_000 },
+    ),
   ]);
   clearTimeout(timer);
-  // The SDK sends notifications/cancelled without waiting for it: a moment before closing lets it arrive.
+  // The cancel (the call's stream closed, on 2026-07-28) is on its way: a moment before closing lets it arrive.
   if (check.status === 'rejected') await new Promise((r) => setTimeout(r, 200));
   await client.close();
   console.log(

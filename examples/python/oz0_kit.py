@@ -236,7 +236,8 @@ def serve(mcp: MCPServer, argv: list[str] | None = None) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", int(argv[1])))
     port = sock.getsockname()[1]
-    # json_response=False and stateless_http=False: either would turn cancellation off (the SDK's docs say so).
+    # json_response=False and stateless_http=False: on 2026-07-28 the first, on older revisions the second, would
+    # turn cancellation off (measured: docs/cancellation.md, "Which server modes lose cancellation").
     app = mcp.streamable_http_app(json_response=False, stateless_http=False)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     print(f"listening http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)

@@ -2,7 +2,7 @@
  * What `oz0 plugin test` finds wrong in a server's listing and in the progress of a sample call. Pure: a listing (or
  * what a call reported) in, findings out.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import type { ServerKind } from '../../common/config';
 import { IDEMPOTENCY_KEY_META, RESUME_META, RESUME_TOKEN, declaresResume, honoursKey } from '../../common/protocol';
 

@@ -6,8 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import { offersTasks, taskSupportOf } from '../../activities/call/task';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
+import { AskedForInput } from '../../activities/call/asked';
+import { makeCall } from '../../activities/call/request';
+import { offersTasks, taskPlan, taskSupportOf } from '../../activities/call/task';
 import { hiddenFunctions, hiddenWhy } from '../../activities/servers/capabilities';
 import { ServerPool } from '../../activities/servers/pool';
 import type { Lease, ServerKind } from '../../activities/servers/pool';
@@ -76,9 +78,58 @@ class OpenServer implements DrillTarget {
     return (await this.connection()).listTools(true);
   }
 
-  /** Whether the server offers tasks for tools/call (SEP-1686). */
-  async offersTasks(): Promise<boolean> {
-    return offersTasks(await this.connection());
+  /** Whether the server offers tasks, and in which form: the extension (2026-07-28) or SEP-1686 (2025-11-25). */
+  async tasks(): Promise<{ offered: boolean; form?: 'extension' | 'SEP-1686' }> {
+    const connection = await this.connection();
+    if (!offersTasks(connection)) return { offered: false };
+    return { offered: true, form: connection.offersTaskExtension ? 'extension' : 'SEP-1686' };
+  }
+
+  /** The MCP revision the server speaks with oz0. */
+  async protocol(): Promise<string> {
+    return (await this.connection()).protocol;
+  }
+
+  /** What each function the drill file had called asked for that oz0 does not offer (issue 25.5). */
+  readonly asked = new Map<string, string>();
+
+  /**
+   * One call as a node makes it (a plain request, or a task followed to its end). A function that asks for what oz0
+   * does not offer answers what the node would answer, and is remembered.
+   */
+  private async make(
+    name: string,
+    params: { arguments: Record<string, unknown>; _meta: Record<string, unknown> },
+    signal: AbortSignal,
+  ): Promise<CallToolResult> {
+    const connection = await this.connection();
+    const tool = (await connection.listTools()).find((t) => t.name === name) ?? {
+      name,
+      inputSchema: { type: 'object' as const },
+    };
+    const plan = taskPlan({
+      support: taskSupportOf(tool),
+      offered: connection.offersLegacyTasks,
+      extension: connection.offersTaskExtension,
+      priorTask: false,
+    });
+    if ('refused' in plan) throw new Error(`oz0 refuses its calls: ${plan.refused}`);
+    try {
+      return await makeCall({
+        connection,
+        tool,
+        params: { name, ...params },
+        asTask: plan.as !== 'request',
+        ttlMs: this.timeoutMs * 2,
+        signal,
+        timeoutMs: this.timeoutMs,
+        onTask: () => undefined,
+      });
+    } catch (err) {
+      if (!(err instanceof AskedForInput)) throw err;
+      this.asked.set(name, err.message);
+      return err.result();
+    }
   }
 
   /** The functions the server lists only to clients that offer what oz0 does not, and what each needs. */
@@ -93,15 +144,14 @@ class OpenServer implements DrillTarget {
     const unwatch =
       progressToken && call.onProgress ? connection.watchProgress(progressToken, call.onProgress) : undefined;
     try {
-      return (await connection.client.callTool(
+      return await this.make(
+        call.name,
         {
-          name: call.name,
           arguments: call.args,
           _meta: { [IDEMPOTENCY_KEY_META]: call.key, ...(progressToken ? { progressToken } : {}) },
         },
-        undefined,
-        { signal: call.signal, timeout: this.timeoutMs, maxTotalTimeout: this.timeoutMs },
-      )) as CallToolResult;
+        call.signal ?? new AbortController().signal,
+      );
     } finally {
       unwatch?.();
     }
@@ -121,15 +171,14 @@ class OpenServer implements DrillTarget {
       });
     });
     try {
-      const result = (await connection.client.callTool(
+      const result = await this.make(
+        name,
         {
-          name,
           arguments: args,
           _meta: { [IDEMPOTENCY_KEY_META]: key, progressToken, ...(resume ? { [RESUME_META]: resume } : {}) },
         },
-        undefined,
-        { timeout: this.timeoutMs, maxTotalTimeout: this.timeoutMs },
-      )) as CallToolResult;
+        new AbortController().signal,
+      );
       return { result, seen };
     } finally {
       unwatch();
@@ -194,7 +243,9 @@ async function runSamples(open: OpenServer, tools: Tool[], drill: DrillFile) {
     try {
       const { result, seen } = await open.sample(name, sample.args, key);
       const report: SampleReport = { function: name, answer: text(result), progress: seen };
-      if (result.isError) {
+      if (open.asked.has(name)) {
+        findings.push(askedFinding(name, open.asked.get(name)!));
+      } else if (result.isError) {
         findings.push({
           severity: 'error',
           function: name,
@@ -230,6 +281,16 @@ async function runSamples(open: OpenServer, tools: Tool[], drill: DrillFile) {
   return { findings, samples };
 }
 
+/** Issue 25.5: a function that asked for what oz0 does not offer when the drill file had it called. */
+function askedFinding(name: string, asked: string): Finding {
+  return {
+    severity: 'error',
+    function: name,
+    check: 'asks-for-input',
+    message: `${asked}, which oz0 does not offer: a node ends each such call with an error result that says so`,
+  };
+}
+
 /** Runs `oz0 plugin test` against one server of the config. */
 export async function pluginTest(
   config: LoadedConfig,
@@ -247,7 +308,8 @@ export async function pluginTest(
   try {
     const tools = await open.listTools();
     const findings = checkListing(tools, open.kind);
-    const offered = await open.offersTasks();
+    const protocol = await open.protocol();
+    const { offered, form } = await open.tasks();
     const tasks = tools
       .filter((t) => taskSupportOf(t) !== 'forbidden')
       .map((t) => ({ function: t.name, support: taskSupportOf(t) }));
@@ -272,13 +334,16 @@ export async function pluginTest(
     const sampled = await runSamples(open, tools, drill);
     findings.push(...sampled.findings);
     const report = opts.drill ? await runDrill(open, tools, drill) : undefined;
+    const sampledNames = new Set(Object.keys(drill.samples));
+    for (const [name, asked] of open.asked) if (!sampledNames.has(name)) findings.push(askedFinding(name, asked));
     const isolation = open.isolation();
     return {
       server,
       kind: open.kind,
+      protocol,
       ...(isolation && { isolation }),
       functions: tools.map((t) => t.name),
-      tasks: { offered, functions: tasks },
+      tasks: { offered, ...(form && { form }), functions: tasks },
       hidden,
       ...(loaded && { drillFile: loaded.file }),
       findings,

@@ -8,11 +8,21 @@ import type { Finding, SeenProgress } from './listing-checks';
 export interface PluginTestReport {
   server: string;
   kind: ServerKind;
+  /** The MCP revision the server speaks with oz0: 2026-07-28, or what the `initialize` handshake agreed. */
+  protocol: string;
   /** I6: a sandboxed server's isolation on this machine, in words (`none: runs unisolated…` where it is off). */
   isolation?: string;
   functions: string[];
-  /** MCP tasks (SEP-1686): whether the server offers them for tools/call, and each function that requires or offers one. */
-  tasks: { offered: boolean; functions: Array<{ function: string; support: string }> };
+  /**
+   * MCP tasks: whether the server offers them, in which form (the extension of 2026-07-28, where the server decides
+   * per call, or SEP-1686 of 2025-11-25, for tools/call), and each function whose 2025-11-25 listing requires or
+   * offers one.
+   */
+  tasks: {
+    offered: boolean;
+    form?: 'extension' | 'SEP-1686';
+    functions: Array<{ function: string; support: string }>;
+  };
   /** Functions the server lists only to clients that offer sampling, elicitation or roots, which oz0 does not. */
   hidden: Array<{ function: string; needs: string[] }>;
   drillFile?: string;
@@ -33,11 +43,16 @@ export interface SampleReport {
 
 /** The whole report: what was found, then each sample, then the drill table and its counts. */
 export function formatReport(report: PluginTestReport): string {
-  const out = [`${report.server} (${report.kind} server): ${report.functions.length} functions`];
+  const out = [
+    `${report.server} (${report.kind} server, MCP ${report.protocol}): ${report.functions.length} functions`,
+  ];
   if (report.isolation) out.push(`isolation: ${report.isolation}`);
   if (report.drillFile) out.push(`drill file: ${report.drillFile}`);
   const tasks = report.tasks.functions.map((t) => `${t.function} (${t.support})`);
-  out.push(`tasks: ${report.tasks.offered ? 'offered' : 'not offered'}${tasks.length ? `; ${tasks.join(', ')}` : ''}`);
+  const offered = report.tasks.offered
+    ? `offered (${report.tasks.form === 'extension' ? 'the extension: the server decides per call' : 'SEP-1686'})`
+    : 'not offered';
+  out.push(`tasks: ${offered}${tasks.length ? `; ${tasks.join(', ')}` : ''}`);
   if (report.hidden.length) {
     const hidden = report.hidden.map((h) => `${h.function} (${h.needs.join(' or ')})`);
     out.push(`not listed to oz0, which offers no sampling, elicitation or roots: ${hidden.join(', ')}`);

@@ -2,7 +2,7 @@
  * A busy service (SPEC B1): an error result that says so in the `_meta` oz0 reads. The server answers it and never
  * waits and retries inside the tool (B5): oz0's retry is the only one.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { RETRY_AFTER_META, RETRYABLE_META, busyOf } from '../../common/protocol';
 
 export { RETRY_AFTER_META, RETRYABLE_META };

@@ -3,7 +3,7 @@
  * key, for a key used again with other arguments, and for a key another attempt is still running — the whole of
  * "honours the key" in one wrapper.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { busy } from './busy';
 import { idempotencyKey, missingKey } from './keys';
 import type { RequestWithMeta } from './keys';

@@ -2,7 +2,7 @@
  * The idempotency key oz0 puts on every `tools/call` (SPEC K1): where it is, how to read it, and the answer to a
  * call that came without one.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 
 import { IDEMPOTENCY_KEY_META } from '../../common/protocol';
 
@@ -14,9 +14,19 @@ export { IDEMPOTENCY_KEY_META };
  */
 export const MAX_KEY_LENGTH = 1024;
 
-/** What the kit reads from a request: the SDK's `extra` (a tool handler's second argument) satisfies it. */
+/**
+ * What the kit reads from a request: a tool handler's second argument. On the v2 SDK (`@modelcontextprotocol/server`)
+ * that is its context, whose `mcpReq._meta` is the request's `_meta`; on the 1.x SDK it is `extra`, whose `_meta` is.
+ * Either satisfies this.
+ */
 export interface RequestWithMeta {
+  mcpReq?: { _meta?: { [key: string]: unknown } };
   _meta?: { [key: string]: unknown };
+}
+
+/** The request's `_meta`, from either SDK's handler argument. */
+export function requestMeta(request: RequestWithMeta): { [key: string]: unknown } | undefined {
+  return request.mcpReq?._meta ?? request._meta;
 }
 
 /**
@@ -26,8 +36,8 @@ export interface RequestWithMeta {
  * Treat the key as opaque. Its shape (`<job>/<activity>`, or `<job>/s<n>/<function>#<digest>/<k>` in a harness
  * session) tells a person where a call came from, but two calls are the same call exactly when their keys are equal.
  */
-export function idempotencyKey(extra: RequestWithMeta): string | undefined {
-  const key = extra._meta?.[IDEMPOTENCY_KEY_META];
+export function idempotencyKey(ctx: RequestWithMeta): string | undefined {
+  const key = requestMeta(ctx)?.[IDEMPOTENCY_KEY_META];
   return typeof key === 'string' && key.length > 0 && key.length <= MAX_KEY_LENGTH ? key : undefined;
 }
 

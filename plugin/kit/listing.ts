@@ -7,7 +7,7 @@
  * server.registerTool('charge', { inputSchema, ...idempotentWrite() }, handler);
  * ```
  */
-import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type { ToolAnnotations } from '@modelcontextprotocol/server';
 import { IDEMPOTENCY_KEY_META } from './keys';
 import { RESUME_META } from './progress';
 

@@ -2,16 +2,29 @@
  * Progress with a resume token, and the resume request of a later attempt (SPEC P1-P6). Resume is a convention
  * between oz0 and a remote server only: a plugin's shared server may send tokens, but oz0 takes none from it (P6).
  */
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import { RESUME_META, RESUME_TOKEN, ResumeRequestSchema } from '../../common/protocol';
 import type { ResumeRequest } from '../../common/protocol';
+import { requestMeta } from './keys';
+import type { RequestWithMeta } from './keys';
 
 export { RESUME_META, RESUME_TOKEN };
 export type { ResumeRequest };
 
-/** What {@link progress} needs of a tool handler's `extra`: its `_meta` and a way to send a notification. */
-export type ProgressExtra = Pick<RequestHandlerExtra<ServerRequest, ServerNotification>, '_meta' | 'sendNotification'>;
+/** The notification {@link progress} sends. */
+interface ProgressNotification {
+  method: 'notifications/progress';
+  params: { progressToken: string | number; progress: number; total?: number; _meta?: Record<string, unknown> };
+}
+
+/**
+ * What {@link progress} needs of a tool handler's second argument: the request's `_meta` and a way to send a
+ * notification related to it. The v2 SDK's context (`ctx.mcpReq.notify`) and the 1.x SDK's `extra`
+ * (`extra.sendNotification`) both satisfy it.
+ */
+export interface ProgressExtra extends RequestWithMeta {
+  mcpReq?: RequestWithMeta['mcpReq'] & { notify?(notification: ProgressNotification): Promise<void> };
+  sendNotification?(notification: ProgressNotification): Promise<void>;
+}
 
 /** Whether a string may be a resume token: letters, digits and `._:~+/=-`, 1-256 characters (P3). */
 export function isResumeToken(token: unknown): token is string {
@@ -40,9 +53,9 @@ export async function progress(extra: ProgressExtra, value: number, total?: numb
       `progress(): a resume token is 1-256 letters, digits or ._:~+/=-, not ${JSON.stringify(token)}`,
     );
   }
-  const progressToken = extra._meta?.progressToken;
-  if (progressToken === undefined) return;
-  await extra.sendNotification({
+  const progressToken = requestMeta(extra)?.progressToken;
+  if (typeof progressToken !== 'string' && typeof progressToken !== 'number') return;
+  const notification: ProgressNotification = {
     method: 'notifications/progress',
     params: {
       progressToken,
@@ -50,7 +63,10 @@ export async function progress(extra: ProgressExtra, value: number, total?: numb
       ...(total !== undefined && { total }),
       ...(token !== undefined && { _meta: { [RESUME_META]: token } }),
     },
-  });
+  };
+  const send = extra.mcpReq?.notify?.bind(extra.mcpReq) ?? extra.sendNotification?.bind(extra);
+  if (!send) throw new TypeError('progress(): pass the tool handler’s second argument (ctx, or extra on SDK 1.x)');
+  await send(notification);
 }
 
 /**
@@ -59,7 +75,7 @@ export async function progress(extra: ProgressExtra, value: number, total?: numb
  * not a valid resume request. Check the token yourself before trusting it: it is your own, but it came back through
  * the network.
  */
-export function resumeRequest(extra: Pick<ProgressExtra, '_meta'>): ResumeRequest | undefined {
-  const parsed = ResumeRequestSchema.safeParse(extra._meta?.[RESUME_META]);
+export function resumeRequest(extra: RequestWithMeta): ResumeRequest | undefined {
+  const parsed = ResumeRequestSchema.safeParse(requestMeta(extra)?.[RESUME_META]);
   return parsed.success ? parsed.data : undefined;
 }

@@ -8,7 +8,7 @@
  * `fn` for it now). This module opens the file and reads it; the writes are the writer thread's (store-writer.ts).
  */
 import Database from 'better-sqlite3';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { canonicalize } from 'json-canonicalize';
 import type { ClaimHolder } from './store-owner';
 

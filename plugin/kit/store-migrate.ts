@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { BUSY_TIMEOUT_MS, KeyStoreError, canonicalArgs, openDatabase } from './store-file';
 import type { KeyRecord } from './store-file';

@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { isBusy } from './busy';
 import { StoreReads, canonicalArgs, hasTables, holderOf, openDatabase, recordOf } from './store-file';
 import type { KeyRecord, RecordRow } from './store-file';

@@ -192,7 +192,42 @@ export async function approve(temporal: TestTemporal, config: LoadedConfig, tena
 
 export { descendants, killTree } from '../../worker/processes';
 
+/**
+ * A config for nodes run as processes of their own (startWorker): written to a file in a folder of its own, with a
+ * 3 s heartbeat timeout so a killed node is taken for lost soon. Returns it loaded too, for this process's clients.
+ */
+export function workerConfig(temporal: TestTemporal, servers: Record<string, unknown>) {
+  const dir = tmpDir();
+  const node = { heartbeatTimeoutSeconds: 3, stateDir: path.join(dir, 'state') };
+  const config = testConfig(temporal.server.address, { servers, node });
+  const file = path.join(dir, 'oz0.config.json');
+  fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, node }));
+  return { config, file };
+}
+
 /** `oz0 worker` as a process of its own (see worker/processes.ts), its log into this test file's log. */
 export function startWorker(file: string, name: string, workers: ChildProcess[] = []) {
   return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown') });
+}
+
+/**
+ * T4 cases: a job of one call to the remote server `server` at `url`, started while the only node is `oz0 worker`
+ * "node-a", a process a test may kill; `file` starts the node that takes over.
+ */
+export async function startOnNodeA(
+  temporal: TestTemporal,
+  remote: { server: string; url: string },
+  step: { call: string; args: Record<string, unknown> },
+  workers: ChildProcess[],
+) {
+  const { config, file } = workerConfig(temporal, { [remote.server]: { url: remote.url } });
+  const tenant = uniqueId('t');
+  const a = await startWorker(file, 'node-a', workers);
+  await approve(temporal, config, tenant, remote.server);
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue: config.temporal.taskQueue,
+    workflowId: uniqueId('lost'),
+    args: [{ tenant, steps: [step] }],
+  });
+  return { config, file, a, handle };
 }

@@ -143,8 +143,11 @@ describe('B4: HTTP 429 from a remote server', () => {
   let proxy: BusyProxy;
   let url: string;
   const received = path.join(tmpDir(), 'received.jsonl');
-  /** What the proxy answers 429 to next: how many tools/call POSTs, how many initialize POSTs, and with what. */
-  const plan = { calls: 0, initialize: 0, retryAfter: () => '1' };
+  /**
+   * What the proxy answers 429 to next: how many tools/call POSTs, how many of the connection's own (initialize, or
+   * server/discover on 2026-07-28), and with what.
+   */
+  const plan = { calls: 0, connect: 0, retryAfter: () => '1' };
 
   beforeAll(async () => {
     process.env.OZ0_RECEIVED_LOG = received;
@@ -152,7 +155,7 @@ describe('B4: HTTP 429 from a remote server', () => {
     proxy = await startBusyProxy(mcp.url, (method) => {
       const limit =
         (method === 'tools/call' && plan.calls > 0 && plan.calls--) ||
-        (method === 'initialize' && plan.initialize > 0 && plan.initialize--);
+        ((method === 'initialize' || method === 'server/discover') && plan.connect > 0 && plan.connect--);
       // Made when the 429 is answered: a date made earlier could be past by then on a loaded machine.
       return limit ? plan.retryAfter() : undefined;
     });
@@ -166,13 +169,14 @@ describe('B4: HTTP 429 from a remote server', () => {
 
   const echoes = () => readReceived(received).filter((r) => r.tool === 'echo');
 
-  test.each([
-    ['seconds', () => '1'],
-    ['an HTTP date', () => new Date(Date.now() + 2000).toUTCString()],
+  test.each<[string, '2025-11-25' | '2026-07-28', () => string]>([
+    ['seconds', '2025-11-25', () => '1'],
+    ['an HTTP date', '2025-11-25', () => new Date(Date.now() + 2000).toUTCString()],
+    ['seconds', '2026-07-28', () => '1'],
   ])(
-    'a 429 on the call’s own POST (Retry-After as %s) is busy: nothing was made, the read is tried again',
-    async (_what, header) => {
-      const { config } = setup({}, { search: { url } });
+    'a 429 on the call’s own POST (Retry-After as %s, MCP %s) is busy: nothing was made, the read is tried again',
+    async (_what, protocol, header) => {
+      const { config } = setup({}, { search: { url, protocol } });
       const tenant = uniqueId('t');
       plan.calls = 1;
       plan.retryAfter = header;
@@ -190,17 +194,23 @@ describe('B4: HTTP 429 from a remote server', () => {
     },
   );
 
-  test('a 429 on the session’s initialize says nothing about the call: outcome unknown, not retried', async () => {
-    const { config } = setup({}, { search: { url } });
-    const tenant = uniqueId('t');
-    const before = echoes().length;
-    const trace = await run(config, { tenant, steps: [{ call: 'search.echo', args: { text: 'y' } }] }, async () => {
-      await approve(temporal, config, tenant, 'search');
-      plan.initialize = 1;
-    });
-    expect(echoes().length - before).toBe(0);
-    expect(callsOf(trace)[0].attempts).toEqual([
-      { attempt: 1, outcome: 'failed', note: expect.stringContaining('outcome unknown') },
-    ]);
-  });
+  test.each([
+    ['initialize', '2025-11-25'],
+    ['server/discover', 'auto'],
+  ] as const)(
+    'a 429 on the connection’s own %s (MCP %s) says nothing about the call: outcome unknown, not retried',
+    async (_request, protocol) => {
+      const { config } = setup({}, { search: { url, protocol } });
+      const tenant = uniqueId('t');
+      const before = echoes().length;
+      const trace = await run(config, { tenant, steps: [{ call: 'search.echo', args: { text: 'y' } }] }, async () => {
+        await approve(temporal, config, tenant, 'search');
+        plan.connect = 1;
+      });
+      expect(echoes().length - before).toBe(0);
+      expect(callsOf(trace)[0].attempts).toEqual([
+        { attempt: 1, outcome: 'failed', note: expect.stringContaining('outcome unknown') },
+      ]);
+    },
+  );
 });

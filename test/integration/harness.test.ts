@@ -132,6 +132,8 @@ interface Seen {
   cwd: string;
   pid: number;
   pgid: number;
+  /** The MCP revision the harness ended up speaking with the gateway. */
+  protocol: string;
   listed: string[];
   calls: Array<{
     name: string;
@@ -254,13 +256,22 @@ test('H1: a spec naming a harness the config lacks is refused before any workflo
   });
 });
 
+/** What the server's handler hears of a harness's cancel: the harness's words on 2025-11-25, none on 2026-07-28. */
+const HEARD = {
+  legacy: 'the harness gave up',
+  modern: 'the harness closed the call’s stream',
+  // oz0 speaks 2026-07-28 to the remote server too: its handler hears that the call's stream closed.
+  remote: 'Connection closed',
+};
+
 test.each([
-  ['stdio (a plugin server)', 'reader'],
-  ['Streamable HTTP (a remote server)', 'web'],
-  ['a sandboxed server, which is stopped too (C3)', 'box'],
-])(
-  'H5: the harness’s notifications/cancelled for a request stops that call: %s receives notifications/cancelled',
-  async (_kind, server) => {
+  ['stdio (a plugin server)', 'legacy', 'reader', HEARD.legacy],
+  ['stdio (a plugin server)', 'auto', 'reader', HEARD.modern],
+  ['Streamable HTTP (a remote server, 2026-07-28)', 'legacy', 'web', HEARD.remote],
+  ['a sandboxed server, which is stopped too (C3)', 'auto', 'box', HEARD.modern],
+] as const)(
+  'H5: the harness’s cancel for a request stops that call: %s, the harness speaking %s, hears it',
+  async (_kind, protocol, server, heard) => {
     const config = harnessConfig();
     const tenant = uniqueId('t');
     const node = await createNode({ config, logger });
@@ -272,7 +283,10 @@ test.each([
           tenant,
           // The harness stays a moment after its cancel: its notification must not die with its connection.
           steps: [
-            probe({ steps: [{ call: `${server}.sleep`, args: { ms: 60_000 }, cancelAfterMs: 1500 }, { sleep: 1000 }] }),
+            probe({
+              protocol,
+              steps: [{ call: `${server}.sleep`, args: { ms: 60_000 }, cancelAfterMs: 1500 }, { sleep: 1000 }],
+            }),
           ],
         },
       );
@@ -280,10 +294,11 @@ test.each([
     });
     const mine = allReceived().filter((r) => (r.key as string | undefined)?.startsWith(jobId));
     expect(mine.map((r) => r.event)).toEqual(['start', 'cancelled']);
-    expect(String(mine[1].reason)).toContain('the harness gave up');
+    expect(String(mine[1].reason)).toContain(heard);
     const session = sessionOf(trace);
     expect(session.calls[0].attempts.at(-1)).toMatchObject({ outcome: 'cancelled' });
     expect(seenOf(session).calls[0].rejected).toBeDefined();
+    expect(seenOf(session).protocol).toBe(protocol === 'legacy' ? '2025-11-25' : '2026-07-28');
     if (server === 'box') expect(node.pool.hasSandbox(jobId)).toBe(false);
   },
 );
@@ -323,19 +338,31 @@ test('H5/C4: a job cancel stops the harness’s running calls, then the harness 
   });
 });
 
-test('H6: a call’s progress reaches the harness as notifications/progress under its own token', async () => {
-  const config = harnessConfig();
-  const { trace } = await run(config, {
-    tenant: uniqueId('t'),
-    steps: [probe({ steps: [{ call: 'reader.read_pages', args: { pages: 4, page_ms: 200 }, progress: true }] })],
-  });
-  const call = seenOf(sessionOf(trace)).calls[0];
-  expect(call.isError).toBe(false);
-  expect(call.progress.length).toBeGreaterThanOrEqual(2);
-  const values = (call.progress as Array<{ progress: number; total: number }>).map((p) => p.progress);
-  expect(values).toEqual([...values].sort((a, b) => a - b));
-  expect(call.progress.at(-1)).toMatchObject({ total: 4 });
-});
+/** The two ways a harness may speak to its gateway: 2025-11-25's handshake, or 2026-07-28 (server/discover). */
+const HARNESS_PROTOCOLS = [
+  ['2025-11-25', 'legacy'],
+  ['2026-07-28', 'auto'],
+] as const;
+
+test.each(HARNESS_PROTOCOLS)(
+  'H6 (the harness on %s): a call’s progress reaches the harness as notifications/progress under its own token',
+  async (version, protocol) => {
+    const config = harnessConfig();
+    const { trace } = await run(config, {
+      tenant: uniqueId('t'),
+      steps: [
+        probe({ protocol, steps: [{ call: 'reader.read_pages', args: { pages: 4, page_ms: 200 }, progress: true }] }),
+      ],
+    });
+    expect(seenOf(sessionOf(trace)).protocol).toBe(version);
+    const call = seenOf(sessionOf(trace)).calls[0];
+    expect(call.isError).toBe(false);
+    expect(call.progress.length).toBeGreaterThanOrEqual(2);
+    const values = (call.progress as Array<{ progress: number; total: number }>).map((p) => p.progress);
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(call.progress.at(-1)).toMatchObject({ total: 4 });
+  },
+);
 
 test('H7: a non-zero exit, a crash and a harness past its time limit each end their session with an error result that says which; the job goes on; stderr reaches the node log without the token', async () => {
   const config = harnessConfig({ harnessTimeout: 3 });
@@ -365,69 +392,75 @@ test('H7: a non-zero exit, a crash and a harness past its time limit each end th
   expect(nodeLog).not.toContain(token);
 });
 
-test('H3: only a running session’s bearer token is answered (401), bad bodies cost the harness an error, a kill switch sends list_changed; the token dies with its session', async () => {
-  const config = harnessConfig();
-  const tenant = uniqueId('t');
-  const log = path.join(harnessLogs, `${uniqueId('harness')}.jsonl`);
-  const initialize = JSON.stringify({
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'initialize',
-    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
-  });
-  const target = policyTargetOf(config, temporal.client);
-  let url = '';
-  const { trace } = await run(
-    config,
-    {
-      tenant,
-      steps: [
-        probe({
-          log,
-          tellToken: true,
-          steps: [
-            { raw: { token: 'not-a-token', body: initialize } },
-            { raw: { token: null, body: initialize } },
-            { raw: { size: 3 * 1024 * 1024 } },
-            { raw: { body: '{ not json' } },
-            { raw: { body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call' }) } },
-            { list: true },
-            { stdout: 'listed' },
-            { note: 'listed' },
-            { waitListChanged: 20_000 },
-            { list: true },
-          ],
-        }),
-      ],
-    },
-    async () => {
-      // Once the harness has listed, a kill switch on one of its tools changes what it may call.
-      await eventually(() => readReceived(log).find((r) => r.event === 'listed'), 30_000, 'the harness to list');
-      await changePolicy(target, tenant, killUpdate, ['ledger.charge']);
-    },
-  );
-  const seen = seenOf(sessionOf(trace));
-  expect(seen.raw).toEqual([401, 401, 413, 400, 400]);
-  expect(seen.listChanged).toBeGreaterThanOrEqual(1);
-  expect(seen.listed).not.toContain('ledger.charge');
-  expect(seen.listed).toContain('ledger.set_status');
-  const token = readReceived(log)[0].token as string;
-  // Another node, run while it is asked and shut down after (its gateway closes with it).
-  const other = await createNode({ config, logger });
-  url = other.gateway.url;
-  const after = await other.runUntil(() =>
-    fetch(url, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
+test.each(HARNESS_PROTOCOLS)(
+  'H3 (the harness on %s): only a running session’s bearer token is answered (401), bad bodies cost the harness an error, a kill switch sends list_changed; the token dies with its session',
+  async (version, protocol) => {
+    const config = harnessConfig();
+    const tenant = uniqueId('t');
+    const log = path.join(harnessLogs, `${uniqueId('harness')}.jsonl`);
+    const initialize = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+    });
+    const target = policyTargetOf(config, temporal.client);
+    let url = '';
+    const { trace } = await run(
+      config,
+      {
+        tenant,
+        steps: [
+          probe({
+            log,
+            tellToken: true,
+            protocol,
+            steps: [
+              { raw: { token: 'not-a-token', body: initialize } },
+              { raw: { token: null, body: initialize } },
+              { raw: { size: 3 * 1024 * 1024 } },
+              { raw: { body: '{ not json' } },
+              { raw: { body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call' }) } },
+              { list: true },
+              { stdout: 'listed' },
+              { note: 'listed' },
+              { waitListChanged: 20_000 },
+              { list: true },
+            ],
+          }),
+        ],
       },
-      body: initialize,
-    }),
-  );
-  expect(after.status).toBe(401);
-});
+      async () => {
+        // Once the harness has listed, a kill switch on one of its tools changes what it may call.
+        await eventually(() => readReceived(log).find((r) => r.event === 'listed'), 30_000, 'the harness to list');
+        await changePolicy(target, tenant, killUpdate, ['ledger.charge']);
+      },
+    );
+    const seen = seenOf(sessionOf(trace));
+    expect(seen.protocol).toBe(version);
+    expect(seen.raw).toEqual([401, 401, 413, 400, 400]);
+    // On 2025-11-25 list_changed reaches the harness's session; on 2026-07-28, its listen stream.
+    expect(seen.listChanged).toBeGreaterThanOrEqual(1);
+    expect(seen.listed).not.toContain('ledger.charge');
+    expect(seen.listed).toContain('ledger.set_status');
+    const token = readReceived(log)[0].token as string;
+    // Another node, run while it is asked and shut down after (its gateway closes with it).
+    const other = await createNode({ config, logger });
+    url = other.gateway.url;
+    const after = await other.runUntil(() =>
+      fetch(url, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: initialize,
+      }),
+    );
+    expect(after.status).toBe(401);
+  },
+);
 
 test('H10: calls past jobs.maxCallsPerSession get error results that say so; continue-as-new waits for the end of a session (K6)', async () => {
   const config = harnessConfig({ jobs: { maxCallsPerSession: 2, continueAsNewAfterCalls: 1 } });

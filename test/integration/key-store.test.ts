@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { KeyBusyError, keyedTool, openKeyStore, readKeyStore } from '../../plugin';
 import type { KeyStore, KeyStoreOptions } from '../../plugin';
 import { busyOf } from '../../common/protocol';

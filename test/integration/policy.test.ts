@@ -3,8 +3,8 @@
  * server and real servers, asserting what the servers received.
  */
 import path from 'node:path';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer } from '@modelcontextprotocol/server';
+import type { RegisteredTool } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { Client, Connection } from '@temporalio/client';
 import { readReceived, serveHttp } from '../../examples/common';
@@ -59,9 +59,9 @@ beforeAll(async () => {
     remoteTools.push(
       server.registerTool(
         'lookup',
-        { description: lookup.description, inputSchema: { q: z.string() }, annotations: lookup.annotations },
-        async ({ q }, extra) => {
-          remoteCalls.push(String(extra._meta?.['oz0/idempotency_key']));
+        { description: lookup.description, inputSchema: z.object({ q: z.string() }), annotations: lookup.annotations },
+        async ({ q }, ctx) => {
+          remoteCalls.push(String(ctx.mcpReq._meta?.['oz0/idempotency_key']));
           return { content: [{ type: 'text', text: `found ${q}` }] };
         },
       ),

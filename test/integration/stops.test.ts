@@ -23,7 +23,7 @@ import {
 import type { TestTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed, sharedFile } from '../helpers/sandbox';
 import type { JobSpec } from '../../common/schemas';
-import { callsOf } from '../../workflows/definitions';
+import { callsOf, traceQuery } from '../../workflows/definitions';
 
 let temporal: TestTemporal;
 
@@ -112,29 +112,40 @@ function start(config: LoadedConfig, spec: JobSpec, id = uniqueId('stop')) {
   return temporal.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId: id, args: [spec] });
 }
 
-test('C2 over Streamable HTTP: a cancelled job sends the remote server notifications/cancelled with the request id and a reason', async () => {
-  const log = path.join(tmpDir(), 'received.jsonl');
-  process.env.OZ0_RECEIVED_LOG = log;
-  const mcp = await serveHttp(createReader({ stateFile: path.join(tmpDir(), 'seen.json') }), 0);
-  try {
-    const config = testConfig(temporal.server.address, { servers: { search: { url: mcp.url } } });
-    const node = await createNode({ config, logger });
-    await node.runUntil(async () => {
-      // A tenant of this test's own: its policy workflow lives on this test's task queue.
-      const tenant = uniqueId('http');
-      await approve(temporal, config, tenant, 'search');
-      const handle = await start(config, { tenant, steps: [{ call: 'search.sleep', args: { ms: 60_000 } }] });
-      const started = await eventually(() => readReceived(log).find((r) => r.tool === 'sleep' && r.event === 'start'));
-      await handle.cancel();
-      await expect(handle.result()).rejects.toThrow();
-      const cancelled = await eventually(() => readReceived(log).find((r) => r.event === 'cancelled'), 5000);
-      expect(cancelled).toMatchObject({ requestId: started.requestId, reason: 'oz0: job cancelled' });
-    });
-  } finally {
-    delete process.env.OZ0_RECEIVED_LOG;
-    await mcp.close();
-  }
-});
+test.each([
+  ['2025-11-25', 'notifications/cancelled with the request id and the reason', 'oz0: job cancelled'],
+  ['2026-07-28', 'the request’s stream closed, and the handler is cancelled', 'Connection closed'],
+] as const)(
+  'C2 over Streamable HTTP, MCP %s: a cancelled job sends the remote server %s',
+  async (protocol, _how, reason) => {
+    const log = path.join(tmpDir(), 'received.jsonl');
+    process.env.OZ0_RECEIVED_LOG = log;
+    const mcp = await serveHttp(createReader({ stateFile: path.join(tmpDir(), 'seen.json') }), 0);
+    try {
+      const config = testConfig(temporal.server.address, { servers: { search: { url: mcp.url, protocol } } });
+      const node = await createNode({ config, logger });
+      await node.runUntil(async () => {
+        // A tenant of this test's own: its policy workflow lives on this test's task queue.
+        const tenant = uniqueId('http');
+        await approve(temporal, config, tenant, 'search');
+        const handle = await start(config, { tenant, steps: [{ call: 'search.sleep', args: { ms: 60_000 } }] });
+        const started = await eventually(() =>
+          readReceived(log).find((r) => r.tool === 'sleep' && r.event === 'start'),
+        );
+        await handle.cancel();
+        await expect(handle.result()).rejects.toThrow();
+        // On the server's side: the handler that runs the call is cancelled, with the words the protocol carries.
+        const cancelled = await eventually(() => readReceived(log).find((r) => r.event === 'cancelled'), 5000);
+        expect(cancelled).toMatchObject({ requestId: started.requestId, reason });
+        const trace = await handle.query(traceQuery);
+        expect(callsOf(trace)[0].protocol).toBe(protocol);
+      });
+    } finally {
+      delete process.env.OZ0_RECEIVED_LOG;
+      await mcp.close();
+    }
+  },
+);
 
 test('C3: a cancel never stops a shared plugin server: it keeps answering other jobs', async () => {
   const { config, log } = probeConfig({}, {});

@@ -18,6 +18,7 @@ import {
   logger,
   runJob,
   startWorker,
+  startOnNodeA,
   startTemporal,
   testConfig,
   tmpDir,
@@ -65,19 +66,21 @@ async function runResearch(config: LoadedConfig, before?: (tenant: string) => Pr
 }
 
 test.each([
-  ['stdio (a plugin server)', 'stdio'],
-  ['Streamable HTTP (a remote server)', 'http'],
-])(
-  'tasks over %s: a function that requires a task runs as one: one tools/call with `task`, polled with tasks/get, fetched with tasks/result',
-  async (_kind, transport) => {
+  ['stdio (a plugin server)', 'auto', 'stdio'],
+  ['stdio (a plugin server)', '2025-11-25', 'stdio'],
+  ['Streamable HTTP (a remote server)', 'auto', 'http'],
+  ['Streamable HTTP (a remote server)', '2025-11-25', 'http'],
+] as const)(
+  'tasks over %s, protocol %s (the reference server speaks 2025-11-25 only): a function that requires a task runs as one: one tools/call with `task`, polled with tasks/get, fetched with tasks/result',
+  async (_kind, protocol, transport) => {
     const log = transport === 'http' ? remoteLog : path.join(tmpDir(), 'everything.jsonl');
-    const config = testConfig(temporal.server.address, {
-      servers: { ev: transport === 'http' ? { url: remote.url } : everything(log) },
-    });
+    const server = transport === 'http' ? { url: remote.url } : everything(log);
+    const config = testConfig(temporal.server.address, { servers: { ev: { ...server, protocol } } });
     const { trace, handle } = await runResearch(config, (tenant) =>
       transport === 'http' ? approve(temporal, config, tenant, 'ev') : Promise.resolve(),
     );
     const step = callsOf(trace)[0];
+    expect(step.protocol).toBe('2025-11-25');
     expect(step.result.isError).toBe(false);
     expect(JSON.stringify(step.result.content)).toContain('Research Report: durable tool calls');
     const taskId = /^task (\S+)$/.exec(step.attempts[0].note ?? '')?.[1];
@@ -138,6 +141,23 @@ test('tasks: a cancelled job sends tasks/cancel for its running task (C1, C2)', 
   });
 });
 
+test('the reference server pinned to 2026-07-28, which it does not speak: no call is made, and the step says why', async () => {
+  const log = path.join(tmpDir(), 'everything.jsonl');
+  const config = testConfig(temporal.server.address, {
+    servers: { ev: { ...everything(log), protocol: '2026-07-28' } },
+    tools: { '*': { maxAttempts: 1 } },
+  });
+  const { trace } = await runResearch(config);
+  expect(callsOf(trace)[0].attempts).toEqual([
+    {
+      attempt: 1,
+      outcome: 'failed',
+      note: expect.stringContaining('did not offer pinned protocol version 2026-07-28'),
+    },
+  ]);
+  expect(readReceived(log).map((r) => r.method)).toEqual(['server/discover']);
+});
+
 test('tasks: a function that requires a task, on a server that offers none, is refused before anything is sent', async () => {
   const log = path.join(tmpDir(), 'tasks.jsonl');
   const config = testConfig(temporal.server.address, {
@@ -184,20 +204,8 @@ test('tasks, T4: a node lost while its call’s task runs: the next attempt, on 
     TASK_MS: '8000',
   });
   try {
-    const dir = tmpDir();
-    const servers = { ts: { url: server.url } };
-    const node = { heartbeatTimeoutSeconds: 3, stateDir: path.join(dir, 'state') };
-    const config = testConfig(temporal.server.address, { servers, node });
-    const file = path.join(dir, 'oz0.config.json');
-    fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, node }));
-    const tenant = uniqueId('t');
-    const a = await startWorker(file, 'node-a', workers);
-    await approve(temporal, config, tenant, 'ts');
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: config.temporal.taskQueue,
-      workflowId: uniqueId('lost'),
-      args: [{ tenant, steps: [{ call: 'ts.slow_write', args: { id: 'w-1' } }] }],
-    });
+    const call = { call: 'ts.slow_write', args: { id: 'w-1' } };
+    const { file, a, handle } = await startOnNodeA(temporal, { server: 'ts', url: server.url }, call, workers);
     const made = await eventually(() => readReceived(log).find((r) => r.event === 'call'), 30_000, 'the task');
     // Past the heartbeat's throttle, so the task id has reached Temporal; then the node dies as a lost one does.
     await new Promise((r) => setTimeout(r, 3000));
@@ -239,8 +247,10 @@ test('client capabilities: a function the server lists only to clients with samp
   const configFile = path.join(tmpDir(), 'oz0.config.json');
   fs.writeFileSync(configFile, JSON.stringify({ servers: { ev: everything(log) } }));
   const { report } = await pluginTestCli(configFile, 'ev');
+  expect(report.protocol).toBe('2025-11-25');
   expect(report.tasks).toEqual({
     offered: true,
+    form: 'SEP-1686',
     functions: [{ function: 'simulate-research-query', support: 'required' }],
   });
   expect(report.hidden).toEqual(

@@ -10,13 +10,15 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { Client, InMemoryTransport, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import type { Transport } from '@modelcontextprotocol/client';
+import {
+  WebStandardStreamableHTTPServerTransport,
+  createMcpHandler,
+  isInitializeRequest,
+} from '@modelcontextprotocol/server';
 import { ProcessTransport } from '../../activities/servers/process-transport';
+import { sendResponse, webRequest } from '../../common/mcp-http';
 import { createBookshop, startBookshopServer } from '../../examples/bookshop';
 import type { Bookshop } from '../../examples/bookshop';
 import { readReceived } from '../../examples/common';
@@ -123,9 +125,7 @@ async function startOrder(
   pay_ms = 30_000,
 ): Promise<{ abort: AbortController; done: Promise<{ at: number; error?: Error }> }> {
   const abort = new AbortController();
-  const done = outcome(
-    client.callTool({ name: 'order_book', arguments: { title, pay_ms } }, undefined, { signal: abort.signal }),
-  );
+  const done = outcome(client.callTool({ name: 'order_book', arguments: { title, pay_ms } }, { signal: abort.signal }));
   await waitFor({ event: 'hold', title });
   return { abort, done };
 }
@@ -183,8 +183,8 @@ describe('order_book: cleanup in finally with a bounded wait', () => {
     expect(Date.now() - started).toBeLessThan(1500);
     // shutdown() returns only after the finally block ran.
     expect(received({ event: 'released', title: 'Beloved' })).toHaveLength(1);
-    // Closing a server aborts its handlers with no reason: the default AbortError.
-    expect((await waitFor({ event: 'cancelled', title: 'Beloved' })).reason).toMatch(/AbortError/);
+    // Closing a server aborts its handlers with the SDK's ConnectionClosed.
+    expect((await waitFor({ event: 'cancelled', title: 'Beloved' })).reason).toBe('Connection closed');
     expect((await done).error?.message).toMatch(/Connection closed/);
   });
 
@@ -209,9 +209,12 @@ describe('rebuild_index: cooperative checks between chunks of CPU work', () => {
     const client = await connectInMemory(createBookshop());
     const abort = new AbortController();
     const done = outcome(
-      client.callTool({ name: 'rebuild_index', arguments: { titles, ms_per_title: 50 } }, undefined, {
-        signal: abort.signal,
-      }),
+      client.callTool(
+        { name: 'rebuild_index', arguments: { titles, ms_per_title: 50 } },
+        {
+          signal: abort.signal,
+        },
+      ),
     );
     await waitFor({ event: 'offline', tool: 'rebuild_index' });
     await eventually(() => received({ event: 'indexed', indexed: 2 })[0], 5000, 'two books indexed');
@@ -288,9 +291,12 @@ describe('the bookshop in a process of its own', () => {
     const titles = Array.from({ length: 10 }, (_, i) => `book-${i + 1}`);
     const abort = new AbortController();
     const done = outcome(
-      client.callTool({ name: 'rebuild_index_blocking', arguments: { titles, ms_per_title: 150 } }, undefined, {
-        signal: abort.signal,
-      }),
+      client.callTool(
+        { name: 'rebuild_index_blocking', arguments: { titles, ms_per_title: 150 } },
+        {
+          signal: abort.signal,
+        },
+      ),
     );
     await waitFor({ event: 'indexed', tool: 'rebuild_index_blocking' });
     const cancelledAt = Date.now();
@@ -374,24 +380,35 @@ describe('the bookshop in a process of its own', () => {
 });
 
 /**
- * Serves `shop` over Streamable HTTP in the two modes that examples/common.ts's serveHttp does not use: stateful with
- * `enableJsonResponse: true`, and stateless (`sessionIdGenerator: undefined`, one transport and server per POST, closed
- * with the response, as the SDK's own stateless example does).
+ * Serves `shop` over Streamable HTTP in the modes that examples/common.ts's serveHttp does not use, on the v2 SDK's
+ * web-standard transports: for older clients, stateful with `enableJsonResponse: true`, and stateless
+ * (`sessionIdGenerator: undefined`, one transport and server per POST, closed with the response, as the SDK's own
+ * stateless leg does); for 2026-07-28 clients, `createMcpHandler` with `responseMode: 'json'`.
  */
-async function serveMode(shop: Bookshop, mode: { stateless: boolean; json: boolean }): Promise<string> {
-  const sessions = new Map<string, StreamableHTTPServerTransport>();
+async function serveMode(
+  shop: Bookshop,
+  mode: { stateless: boolean; json: boolean; modern?: boolean },
+): Promise<string> {
+  const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  // `responseMode: 'json'` warns on the console that progress is dropped: this test reads none.
+  const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+  const modern = mode.modern ? createMcpHandler(() => shop(), { legacy: 'reject', responseMode: 'json' }) : undefined;
+  warn.mockRestore();
   const server = http.createServer((req, res) => {
     void (async () => {
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(chunk as Buffer);
-      const body: unknown = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
+      const raw = Buffer.concat(chunks);
+      const body: unknown = chunks.length > 0 ? JSON.parse(raw.toString('utf8')) : undefined;
+      const request = webRequest(req, res, raw);
+      if (modern) return sendResponse(res, await modern.fetch(request, { parsedBody: body }));
       if (mode.stateless) {
         if (req.method !== 'POST') {
           res.writeHead(405).end();
           return;
         }
         const mcp = shop();
-        const transport = new StreamableHTTPServerTransport({
+        const transport = new WebStandardStreamableHTTPServerTransport({
           sessionIdGenerator: undefined,
           enableJsonResponse: mode.json,
         });
@@ -400,38 +417,49 @@ async function serveMode(shop: Bookshop, mode: { stateless: boolean; json: boole
           void mcp.close();
         });
         await mcp.connect(transport);
-        await transport.handleRequest(req, res, body);
-        return;
+        return sendResponse(res, await transport.handleRequest(request, { parsedBody: body }));
       }
       const sessionId = req.headers['mcp-session-id'];
       const existing = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
-      if (existing) {
-        await existing.handleRequest(req, res, body);
-        return;
-      }
+      if (existing) return sendResponse(res, await existing.handleRequest(request, { parsedBody: body }));
       if (!isInitializeRequest(body)) {
         res.writeHead(400).end();
         return;
       }
-      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         enableJsonResponse: mode.json,
         onsessioninitialized: (id) => void sessions.set(id, transport),
       });
       await shop().connect(transport);
-      await transport.handleRequest(req, res, body);
+      await sendResponse(res, await transport.handleRequest(request, { parsedBody: body }));
     })().catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   cleanups.push(async () => {
     await Promise.allSettled([...sessions.values()].map((t) => t.close()));
+    await modern?.close();
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   });
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
 }
 
-describe('which Streamable HTTP modes keep a cancel (SDK 1.32.2)', () => {
+describe('which Streamable HTTP modes keep a cancel (SDK 2.4.0)', () => {
+  it('2026-07-28, JSON responses: the call\u2019s stream closed is its cancel, and it reaches the handler', async () => {
+    const url = await serveMode(createBookshop(), { stateless: true, json: true, modern: true });
+    const client = new Client({ name: 'bookshop-test', version: '0.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    cleanups.push(() => client.close());
+    expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+    const { abort, done } = await startOrder(client, 'Hild');
+    abort.abort('modern cancel');
+    expect((await done).error?.message).toMatch(/modern cancel/);
+    // No notification carries words on 2026-07-28: the handler hears that its exchange closed.
+    expect((await waitFor({ event: 'cancelled', title: 'Hild' })).reason).toBe('Connection closed');
+    await waitFor({ event: 'released', title: 'Hild' });
+  });
+
   it('stateful with enableJsonResponse: the cancel reaches the handler', async () => {
     const url = await serveMode(createBookshop(), { stateless: false, json: true });
     const client = await connect(new StreamableHTTPClientTransport(new URL(url)));

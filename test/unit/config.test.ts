@@ -36,17 +36,25 @@ describe('Config: parseConfig', () => {
   test('Config: the SPEC example parses as written', () => {
     const config = parseConfig(SPEC_EXAMPLE);
     expect(config.temporal).toEqual(SPEC_EXAMPLE.temporal);
-    expect(config.servers.ledger).toEqual({ command: 'node', args: ['examples/ledger.js'], env: {}, sandbox: false });
+    expect(config.servers.ledger).toEqual({
+      command: 'node',
+      args: ['examples/ledger.js'],
+      env: {},
+      sandbox: false,
+      protocol: 'auto',
+    });
     expect(config.servers.files).toEqual({
       command: 'node',
       args: ['examples/files.js'],
       env: { ROOT: '/tmp/x' },
       // I1-I5: `true` is a sandbox with the defaults: no grants, no network, the default limits.
       sandbox: { read: [], write: [], network: [], memoryMiB: 1024, pids: 512, cpuSeconds: 3600 },
+      protocol: 'auto',
     });
     expect(config.servers.search).toEqual({
       url: 'http://127.0.0.1:8931/mcp',
       headers: { Authorization: 'env:SEARCH_TOKEN' },
+      protocol: 'auto',
     });
     expect(config.tools).toEqual(SPEC_EXAMPLE.tools);
     expect(config.tenants.acme.policy).toEqual({ 'ledger.*': 'allow', 'search.*': 'ask' });
@@ -194,6 +202,21 @@ describe('Config: parseConfig', () => {
     ],
   ])('Config: a server with %s is refused, naming %s', (_what, field, input) => {
     expect(configError(() => parseConfig(input)).message).toContain(`${field}: `);
+  });
+
+  test('Config: a server speaks the MCP revision it offers (auto), or one its config pins; any other is refused', () => {
+    const servers = {
+      a: { command: 'node' },
+      b: { command: 'node', protocol: '2025-11-25' },
+      c: { url: 'http://x/mcp', protocol: '2026-07-28' },
+    };
+    expect(Object.values(parseConfig({ servers }).servers).map((s) => s.protocol)).toEqual([
+      'auto',
+      '2025-11-25',
+      '2026-07-28',
+    ]);
+    const err = configError(() => parseConfig({ servers: { a: { command: 'node', protocol: '2024-11-05' } } }));
+    expect(err.message).toContain('servers.a.protocol: ');
   });
 
   test.each<[string, unknown]>([

@@ -1,11 +1,8 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Progress } from '@modelcontextprotocol/sdk/types.js';
+import { Client, InMemoryTransport, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import type { CallToolResult, Progress } from '@modelcontextprotocol/client';
 import { IDEMPOTENCY_KEY_META, readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle, ServerFactory } from '../../examples/common';
 import { createLedger } from '../../examples/ledger';
@@ -164,7 +161,6 @@ describe('ledger', () => {
     const abort = new AbortController();
     const call = client.callTool(
       { name: 'slow_charge', arguments: { order_id: 'o1', amount: 5, ms: 10_000 }, ...keyed('k1') },
-      undefined,
       { signal: abort.signal },
     );
     await eventually(() => findReceived({ tool: 'slow_charge', key: 'k1' }), 5000, 'slow_charge to start');
@@ -188,7 +184,6 @@ describe('reader', () => {
     const progress: Progress[] = [];
     const result = await client.callTool(
       { name: 'read_pages', arguments: { pages: 3, page_ms: 5 }, ...keyed('r1') },
-      undefined,
       { onprogress: (p) => progress.push(p) },
     );
     expect(text(result)).toBe('read 3 pages');
@@ -210,9 +205,9 @@ describe('reader', () => {
     const client = await connect(createReader({ stateFile }));
     const call = { name: 'read_pages', arguments: { pages: 2, page_ms: 1, fail_first_attempt: true }, ...keyed('f1') };
     const first = await client.callTool(call);
-    // McpServer turns the thrown McpError into a tool error result.
+    // McpServer turns the thrown ProtocolError into a tool error result: its message, as the SDK 2.x words it.
     expect(first.isError).toBe(true);
-    expect(text(first)).toBe('MCP error -32603: first attempt fails on purpose');
+    expect(text(first)).toBe('first attempt fails on purpose');
     const retry = await client.callTool(call);
     expect(retry.isError).toBeFalsy();
     expect(text(retry)).toBe('read 2 pages');
@@ -230,7 +225,7 @@ describe('reader', () => {
   it('records a cancelled sleep with the cancellation reason', async () => {
     const client = await connect(createReader({ stateFile }));
     const abort = new AbortController();
-    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, undefined, { signal: abort.signal });
+    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, { signal: abort.signal });
     const start = await eventually(() => findReceived({ tool: 'sleep', event: 'start' }), 5000, 'sleep to start');
     abort.abort('user pressed stop');
     await expect(call).rejects.toThrow(/user pressed stop/);
@@ -273,7 +268,7 @@ describe('serveHttp', () => {
     expect(text(await client.callTool({ name: 'echo', arguments: { text: 'over http' } }))).toBe('over http');
 
     const abort = new AbortController();
-    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, undefined, { signal: abort.signal });
+    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, { signal: abort.signal });
     await eventually(() => findReceived({ tool: 'sleep', event: 'start' }), 5000, 'sleep to start');
     abort.abort('cancelled over http');
     await expect(call).rejects.toThrow(/cancelled over http/);
@@ -295,6 +290,28 @@ describe('serveHttp', () => {
     });
     expect(gone.status).toBe(404);
     expect(await gone.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
+  });
+
+  it('serves a 2026-07-28 client on the same endpoint: no session, and a call’s stream closed is its cancel', async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(http.url));
+    const client = new Client(
+      { name: 'examples-http-test', version: '0.0.0' },
+      { versionNegotiation: { mode: 'auto' } },
+    );
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+    expect(transport.sessionId).toBeUndefined();
+    expect(text(await client.callTool({ name: 'echo', arguments: { text: 'modern' } }))).toBe('modern');
+
+    const abort = new AbortController();
+    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, { signal: abort.signal });
+    await eventually(() => findReceived({ tool: 'sleep', event: 'start' }), 5000, 'sleep to start');
+    abort.abort('cancelled over 2026-07-28');
+    await expect(call).rejects.toThrow(/cancelled over 2026-07-28/);
+    // No notification carries words on 2026-07-28: the handler hears that its exchange closed.
+    const cancelled = await eventually(() => findReceived({ tool: 'sleep', event: 'cancelled' }), 5000, 'cancel');
+    expect(cancelled.reason).toBe('Connection closed');
   });
 
   it('refuses a POST without a session that is not initialize, and other paths', async () => {
@@ -326,16 +343,18 @@ describe('serveHttp', () => {
 
   it('close() ends sessions with calls in flight', async () => {
     const { client } = await httpClient(http.url);
-    // Over Streamable HTTP the SDK client does not fail a pending call when the server goes away (it only reports
-    // "SSE stream disconnected" to onerror), so the call ends at its own timeout.
-    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, undefined, { timeout: 1000 });
+    const call = client.callTool({ name: 'sleep', arguments: { ms: 10_000 } }, { timeout: 1000 });
+    const settled = call.then(
+      () => 'answered',
+      (err: Error) => err.message,
+    );
     await eventually(() => findReceived({ tool: 'sleep', event: 'start' }), 5000, 'sleep to start');
     const closed = Date.now();
     await http.close();
     expect(Date.now() - closed).toBeLessThan(5000);
-    // The handler's signal is aborted without a reason when its session closes.
+    // The handler's signal is aborted with the SDK's ConnectionClosed when its session closes.
     const cancelled = await eventually(() => findReceived({ tool: 'sleep', event: 'cancelled' }), 5000, 'cancel');
-    expect(cancelled.reason).toMatch(/AbortError/);
-    await expect(call).rejects.toThrow(/Request timed out/);
+    expect(cancelled.reason).toBe('Connection closed');
+    expect(await settled).toMatch(/Connection closed|Request timed out/);
   });
 });

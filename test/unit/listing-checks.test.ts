@@ -2,7 +2,7 @@
  * `oz0 plugin test`'s listing checks ("Words": hints, honours the key; P3 tokens; P6 resume on a plugin server) and
  * the drill file's schema.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import { checkListing, checkProgress, isKeyedWrite } from '../../plugin/drill/listing-checks';
 import { DrillFileError, parseDrillFile } from '../../plugin/drill/drill-file';
 

@@ -7,10 +7,9 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/client';
+import { InMemoryTransport, McpServer } from '@modelcontextprotocol/server';
+import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/server';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import {
@@ -270,7 +269,7 @@ describe('K1: keyedTool honours the key in a tool handler', () => {
     const server = new McpServer({ name: 'kit', version: '0.0.0' });
     server.registerTool(
       'charge',
-      { inputSchema: { amount: z.number() }, ...idempotentWrite() },
+      { inputSchema: z.object({ amount: z.number() }), ...idempotentWrite() },
       keyedTool(store, 'charge', async (args: { amount: number }, _extra, key) =>
         answer(`charged ${args.amount} (#${++charges}, ${key})`),
       ),
@@ -348,6 +347,25 @@ describe('P3: progress with a resume token, and the resume request', () => {
       { method: 'notifications/progress', params: { progressToken: 'p1', progress: 3 } },
     ]);
     expect(resumeTokenOf((e.sent[0].params as { _meta?: unknown })._meta)).toEqual({ token: 'shard:2' });
+  });
+
+  test('P3: progress and resumeRequest read the v2 SDK’s handler context (ctx.mcpReq) as they read 1.x’s extra', async () => {
+    const sent: unknown[] = [];
+    const ctx = {
+      mcpReq: {
+        _meta: { progressToken: 'p2', 'oz0/resume': { token: 'shard:1', progress: 1 } },
+        notify: async (n: unknown) => void sent.push(n),
+      },
+    };
+    await progress(ctx, 2, 4, 'shard:2');
+    expect(sent).toEqual([
+      {
+        method: 'notifications/progress',
+        params: { progressToken: 'p2', progress: 2, total: 4, _meta: { 'oz0/resume': 'shard:2' } },
+      },
+    ]);
+    expect(resumeRequest(ctx)).toEqual({ token: 'shard:1', progress: 1 });
+    expect(idempotencyKey({ mcpReq: { _meta: { 'oz0/idempotency_key': 'j/c1' } } })).toBe('j/c1');
   });
 
   test('P1: no progress is sent when the request asked for none', async () => {

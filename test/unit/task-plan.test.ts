@@ -1,19 +1,25 @@
-/** The pure rule of MCP tasks (issue 19.2): which calls run as a task, and which are refused before anything is sent. */
+/**
+ * The pure rule of MCP tasks (issues 19.2, 25.3): which calls run as a task, which a server may answer with one, and
+ * which are refused before anything is sent.
+ */
 import { taskPlan, taskSupportOf } from '../../activities/call/task';
 import type { TaskSupport } from '../../activities/call/task';
 
-test.each<[TaskSupport, boolean, boolean, ReturnType<typeof taskPlan>]>([
-  ['forbidden', true, false, { as: 'request' }],
-  ['optional', true, false, { as: 'task' }],
-  ['optional', false, false, { as: 'request' }],
-  ['required', true, false, { as: 'task' }],
-  ['required', false, false, { refused: expect.stringContaining('does not offer tasks for tools/call') }],
+test.each<[TaskSupport, boolean, boolean, boolean, ReturnType<typeof taskPlan>]>([
+  ['forbidden', true, false, false, { as: 'request' }],
+  ['optional', true, false, false, { as: 'task' }],
+  ['optional', false, false, false, { as: 'request' }],
+  ['required', true, false, false, { as: 'task' }],
+  ['required', false, false, false, { refused: expect.stringContaining('does not offer tasks for tools/call') }],
   // A task an attempt before made is polled, whatever the listing says now.
-  ['forbidden', false, true, { as: 'task' }],
+  ['forbidden', false, false, true, { as: 'task' }],
+  // SEP-2663: a 2026-07-28 listing says nothing of tasks; a server with the extension decides per call.
+  ['forbidden', false, true, false, { as: 'may be task' }],
+  ['forbidden', false, true, true, { as: 'task' }],
 ])(
-  'a function that says %s, on a server that offers tasks: %s, a task before: %s → %j',
-  (support, offered, prior, plan) => {
-    expect(taskPlan({ support, offered, priorTask: prior })).toEqual(plan);
+  'a function that says %s, on a server that offers SEP-1686 tasks: %s, the extension: %s, a task before: %s → %j',
+  (support, offered, extension, prior, plan) => {
+    expect(taskPlan({ support, offered, extension, priorTask: prior })).toEqual(plan);
   },
 );
 

@@ -1,4 +1,4 @@
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import { readPriorState } from '../../activities/call/resume';
 import type { ServerKind } from '../../common/config';
 import { attemptLimitMs, mayBeMadeAgain, timeLimitMarginMs } from '../../activities/call/verdicts';

@@ -1,0 +1,48 @@
+/**
+ * One `tools/call` as oz0 makes it, to its end: a plain request through the SDK's client, or a task (either form,
+ * ./task.ts) followed to its result. The attempt makes its call with it, and `oz0 plugin test` its samples and drills.
+ *
+ * oz0 fulfils no input request: an `input_required` answer, and a `-32021` refusal, end the call with AskedForInput
+ * (./asked.ts), for the caller to answer with what the server asked for.
+ */
+import { ProtocolError } from '@modelcontextprotocol/client';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
+import { AskedForInput, MISSING_REQUIRED_CLIENT_CAPABILITY, askedFor, missingCapabilities } from './asked';
+import { runTask } from './task';
+import type { TaskCall } from './task';
+
+export interface MakeCall extends TaskCall {
+  /** The function's listing, as oz0 read it. */
+  tool: Tool;
+  /** It runs as a task (SEP-1686), or its server takes tasks as the extension (./task.ts `taskPlan`). */
+  asTask: boolean;
+}
+
+export function makeCall(call: MakeCall): Promise<CallToolResult> {
+  return call.asTask ? runTask(call) : plainCall(call);
+}
+
+/**
+ * A plain `tools/call` through the SDK's client. The client is handed the listing oz0 read without its output schema:
+ * whether structured content fits it is the job's business (the server checks its own), and an input_required
+ * answer has none.
+ */
+async function plainCall(call: MakeCall): Promise<CallToolResult> {
+  const { outputSchema: _unchecked, ...toolDefinition } = call.tool;
+  const options = { signal: call.signal, timeout: call.timeoutMs, maxTotalTimeout: call.timeoutMs };
+  let raw: CallToolResult & { resultType?: string; inputRequests?: unknown; toolResult?: unknown };
+  try {
+    raw = await call.connection.client.callTool(call.params, { ...options, allowInputRequired: true, toolDefinition });
+  } catch (err) {
+    if (err instanceof ProtocolError && err.code === MISSING_REQUIRED_CLIENT_CAPABILITY) {
+      throw new AskedForInput(missingCapabilities(err.data), true);
+    }
+    throw err;
+  }
+  if (raw.resultType === 'input_required') throw new AskedForInput(askedFor(raw.inputRequests));
+  // A server of a revision before 2024-11-05 answers `toolResult`.
+  if (raw.toolResult !== undefined && raw.content === undefined) {
+    return { content: [{ type: 'text', text: JSON.stringify(raw.toolResult) }], isError: false };
+  }
+  return raw;
+}

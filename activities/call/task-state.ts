@@ -1,0 +1,74 @@
+/**
+ * What the two forms of MCP tasks (./task.ts) share: the task as the attempt keeps it, the call that follows one, and
+ * how a poll waits.
+ */
+import { ProtocolError } from '@modelcontextprotocol/client';
+import type { CallProgressState } from '../../common/schemas';
+import type { ServerConnection } from '../servers/connection';
+
+/** The task a call runs as, as the heartbeat keeps it. */
+export type TaskState = NonNullable<CallProgressState['task']>;
+
+/** A task as either form reports it: what the attempt keeps of it. */
+export interface TaskSeen {
+  taskId: string;
+  status: TaskState['status'];
+  statusMessage?: string;
+}
+
+/** The server no longer knows the task (it restarted, it is another connection's, or its ttl ran out). */
+export class TaskGone extends Error {
+  override name = 'TaskGone';
+}
+
+/**
+ * What a failed `tasks/get` means: MCP answers an unknown task with invalid params (either form; the SDKs word it
+ * "Task not found"), and that task is gone: TaskGone. Any other failure is itself.
+ */
+export function goneIfUnknown(err: unknown, taskId: string): unknown {
+  return err instanceof ProtocolError && err.code === -32602 ? new TaskGone(`task ${taskId}: ${err.message}`) : err;
+}
+
+export const isTerminal = (status: TaskSeen['status']) =>
+  status === 'completed' || status === 'failed' || status === 'cancelled';
+
+export interface TaskCall {
+  connection: ServerConnection;
+  /** The `tools/call` params (name, arguments, `_meta`) of a call not made yet. */
+  params: { name: string; arguments: Record<string, unknown>; _meta: Record<string, unknown> };
+  /** The task an attempt before this one made: polled, never made again. */
+  priorTask?: TaskState;
+  /** How long the server should keep the task and its result (SEP-1686; under the extension the server says). */
+  ttlMs: number;
+  /** The attempt's stop: it cancels the request that is open (the protocol's cancel) and ends the polling. */
+  signal: AbortSignal;
+  /** Each request's own limit: never longer than what is left of the attempt. */
+  timeoutMs: number;
+  /** Called with the task when it is made or found, and at each status after. */
+  onTask(task: TaskSeen): void;
+}
+
+/** Waits the task's poll interval (bounded), or less when the server says its status changed (SEP-1686). */
+export function nextStatus(
+  connection: ServerConnection,
+  taskId: string,
+  pollMs: number | undefined,
+  signal: AbortSignal,
+): Promise<void> {
+  const ms = Math.min(Math.max(pollMs ?? 1000, 100), 5000);
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      unwatch();
+      signal.removeEventListener('abort', stopped);
+    };
+    const stopped = () => {
+      done();
+      reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+    };
+    const timer = setTimeout(() => (done(), resolve()), ms);
+    const unwatch = connection.watchTask(taskId, () => (done(), resolve()));
+    if (signal.aborted) stopped();
+    else signal.addEventListener('abort', stopped, { once: true });
+  });
+}
