@@ -1,0 +1,314 @@
+/**
+ * SPEC O1-O4, against the real parts: `oz0 worker` processes with a real Temporal dev server, the example ledger over
+ * stdio, a real OTLP receiver (test/helpers/otlp.ts: the three protocols, decoded as a collector would) and Debian's
+ * `promtool` on what `/metrics` serves. What is asserted is what crossed the wire: the spans the receiver got, the
+ * `traceparent` the server got, the series a scrape got.
+ */
+import { execFileSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ROOT_CONTEXT, context, propagation, trace } from '@opentelemetry/api';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { Resource } from '@opentelemetry/resources';
+import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
+import { readReceived } from '../../examples/common';
+import { freePort } from '../../worker/dev-server';
+import { startWorker as startWorkerProcess } from '../../worker/processes';
+import { createNode } from '../../worker/node';
+import type { JobTrace, StepTrace } from '../../workflows/definitions';
+import { startOtlpReceiver } from '../helpers/otlp';
+import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp';
+import {
+  eventually,
+  example,
+  killTree,
+  logger,
+  startTemporal,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+/** OTLP's SPAN_KIND_CLIENT. */
+const CLIENT = 3;
+
+let temporal: TestTemporal;
+let receiver: OtlpReceiver;
+const workers: ChildProcess[] = [];
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+  receiver = await startOtlpReceiver();
+});
+
+afterAll(async () => {
+  for (const w of workers) if (w.pid) killTree(w.pid);
+  await receiver?.close();
+  await temporal?.close();
+});
+
+function promtool(): string | undefined {
+  try {
+    return execFileSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A ledger over stdio that logs what it receives, a tenant that may not refund, and a config file for a worker. */
+function ledgerSetup(tenant: string) {
+  const dir = tmpDir();
+  const received = path.join(dir, 'received.jsonl');
+  const servers = {
+    ledger: {
+      command: 'node',
+      args: [example('ledger')],
+      env: { OZ0_RECEIVED_LOG: received, LEDGER_FILE: path.join(dir, 'ledger.jsonl') },
+    },
+  };
+  const tenants = { [tenant]: { policy: { 'ledger.refund': 'deny', 'ledger.*': 'allow' } } };
+  const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
+  const config = testConfig(temporal.server.address, { servers, tenants, node });
+  const file = path.join(dir, 'oz0.config.json');
+  fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, tenants, node }));
+  return { config, file, received, dir };
+}
+
+/** `oz0 worker` with these variables (OTEL_*, OZ0_METRICS_PORT); its log goes to this file's log and to `log`. */
+async function worker(file: string, name: string, env: Record<string, string>) {
+  const logFile = path.join(path.dirname(file), `${name}.log`);
+  const started = await startWorkerProcess(file, name, workers, {
+    logFile,
+    env: { OTEL_BSP_SCHEDULE_DELAY: '100', ...env },
+  });
+  return { ...started, logFile };
+}
+
+function spansOf(traceId: string): ReceivedSpan[] {
+  return receiver.spans.filter((s) => s.traceId === traceId);
+}
+
+/** A client of the caller's own, tracing into the same receiver: jobs it starts inside a span join that trace. */
+function tracedCaller() {
+  const provider = new NodeTracerProvider({
+    resource: new Resource({ 'service.name': 'caller' }),
+    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${receiver.httpEndpoint}/v1/traces` }))],
+  });
+  provider.register();
+  const client = new Client({
+    connection: temporal.connection,
+    interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
+  });
+  return { provider, client, tracer: provider.getTracer('caller') };
+}
+
+test('O1-O4: one job seen whole — a trace the caller started, its spans, the traceparent the server got, the series on /metrics, trace ids on log lines', async () => {
+  const tenant = uniqueId('t');
+  const { config, file, received } = ledgerSetup(tenant);
+  const port = await freePort();
+  const node = await worker(file, 'traced', {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpEndpoint,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+    OZ0_METRICS_PORT: String(port),
+  });
+  const caller = tracedCaller();
+  const jobId = uniqueId('obs');
+  const spec = {
+    tenant,
+    steps: [
+      { call: 'ledger.charge', args: { order_id: 'o-1', amount: 5 } },
+      { call: 'ledger.refund', args: { order_id: 'o-1', amount: 5 } },
+      { call: 'ledger.lookup_order', args: { order_id: 7 } },
+      { call: 'ledger.no_such_function', args: {} },
+    ],
+  };
+  const span = caller.tracer.startSpan('caller starts a job');
+  const traceId = span.spanContext().traceId;
+  const handle = await context.with(trace.setSpan(ROOT_CONTEXT, span), () =>
+    caller.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId: jobId, args: [spec] }),
+  );
+  const result: JobTrace = await handle.result();
+  const stepsOf = result.steps as StepTrace[];
+  span.end();
+  await caller.provider.shutdown();
+  // This process's own SDK is the caller's only: the node in-process below must find none.
+  trace.disable();
+  propagation.disable();
+  context.disable();
+  expect(stepsOf.map((s) => s.attempts.at(-1)?.outcome)).toEqual(['ok', 'refused', 'error', 'failed']);
+
+  // O2: every span of the job is in the caller's trace, as the receiver got it.
+  const spans = await eventually(
+    () => {
+      const all = spansOf(traceId);
+      return all.some((s) => s.name === 'RunWorkflow:job') && all.filter((s) => s.kind === CLIENT).length >= 2
+        ? all
+        : undefined;
+    },
+    30_000,
+    'the job’s spans at the receiver',
+  );
+  const root = spans.find((s) => s.name === 'caller starts a job')!;
+  const job = spans.find((s) => s.name === 'RunWorkflow:job')!;
+  expect(job.attributes['oz0.job']).toBe(jobId);
+  expect(job.attributes['oz0.tenant']).toBe(tenant);
+  const byId = new Map(spans.map((s) => [s.spanId, s]));
+  const ancestors = (s: ReceivedSpan): string[] => {
+    const out: string[] = [];
+    for (let p = byId.get(s.parentSpanId); p; p = byId.get(p.parentSpanId)) out.push(p.spanId);
+    return out;
+  };
+  expect(ancestors(job)).toContain(root.spanId);
+
+  const steps = spans.filter((s) => s.name === 'StartActivity:callTool');
+  expect(steps.map((s) => s.attributes['oz0.tool']).sort()).toEqual(spec.steps.map((s) => s.call).sort());
+  const attempts = spans.filter((s) => s.name === 'RunActivity:callTool');
+  expect(attempts.length).toBe(4);
+  for (const a of attempts) {
+    expect(a.attributes['oz0.attempt']).toBe(1);
+    expect(byId.get(a.parentSpanId)?.name).toBe('StartActivity:callTool');
+    expect(ancestors(a)).toContain(job.spanId);
+  }
+  expect(attempts.map((a) => a.attributes['oz0.outcome']).sort()).toEqual(['error', 'failed', 'ok', 'refused']);
+
+  // The MCP client spans: only calls that were sent have one (the refused and the unknown function sent nothing).
+  const calls = spans.filter((s) => s.kind === CLIENT && s.name.startsWith('tools/call '));
+  expect(calls.map((s) => s.name).sort()).toEqual(['tools/call charge', 'tools/call lookup_order']);
+  const charge = calls.find((s) => s.name === 'tools/call charge')!;
+  const lookup = calls.find((s) => s.name === 'tools/call lookup_order')!;
+  const chargeStep = stepsOf[0];
+  expect(charge.attributes).toMatchObject({
+    'mcp.method.name': 'tools/call',
+    'gen_ai.tool.name': 'charge',
+    'gen_ai.operation.name': 'execute_tool',
+    'network.transport': 'pipe',
+    'oz0.tenant': tenant,
+    'oz0.key': chargeStep.key,
+    'oz0.attempt': 1,
+    'oz0.outcome': 'ok',
+  });
+  expect(charge.attributes['error.type']).toBeUndefined();
+  expect(byId.get(charge.parentSpanId)?.name).toBe('RunActivity:callTool');
+  expect(lookup.attributes).toMatchObject({ 'error.type': 'tool_error', 'oz0.outcome': 'error' });
+  expect(lookup.status.code).toBe(2);
+
+  // O3: the server got the client span's own context, and the request id on the span is the one it got.
+  const got = readReceived(received);
+  const chargeGot = got.find((r) => r.tool === 'charge')!;
+  expect(chargeGot.traceparent).toBe(`00-${traceId}-${charge.spanId}-01`);
+  expect(charge.attributes['jsonrpc.request.id']).toBe(String(chargeGot.requestId));
+
+  // O4: the node's lines logged inside the attempt carry its trace's ids.
+  const lines = fs
+    .readFileSync(node.logFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const traced = lines.filter((l) => l.trace_id === traceId);
+  expect(traced.length).toBeGreaterThan(0);
+  expect(traced.every((l) => typeof l.span_id === 'string' && byId.has(l.span_id as string))).toBe(true);
+
+  // O1: the series, by tool, server, tenant and outcome, and the Temporal SDK's own, on one scrape.
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  const series = (name: string, labels: Record<string, string>) =>
+    text
+      .split('\n')
+      .find((l) => l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)));
+  const value = (line: string | undefined) => Number(line?.split(' ').at(-1));
+  expect(value(series('oz0_calls_total', { tool: 'ledger.charge', server: 'ledger', tenant, outcome: 'ok' }))).toBe(1);
+  expect(value(series('oz0_calls_total', { tool: 'ledger.refund', tenant, outcome: 'refused' }))).toBe(1);
+  expect(value(series('oz0_calls_total', { tool: 'ledger.lookup_order', tenant, outcome: 'error' }))).toBe(1);
+  // A function the server does not list is not a label value of its own (bounded cardinality).
+  expect(value(series('oz0_calls_total', { tool: 'ledger.(unknown)', tenant, outcome: 'failed' }))).toBe(1);
+  expect(value(series('oz0_attempts_total', { tool: 'ledger.charge', tenant, outcome: 'ok' }))).toBe(1);
+  expect(value(series('oz0_policy_refusals_total', { tool: 'ledger.refund', tenant }))).toBe(1);
+  expect(value(series('oz0_attempt_duration_seconds_count', { tool: 'ledger.charge', outcome: 'ok' }))).toBe(1);
+  expect(
+    value(
+      series('mcp_client_operation_duration_seconds_count', {
+        gen_ai_tool_name: 'lookup_order',
+        error_type: 'tool_error',
+      }),
+    ),
+  ).toBe(1);
+  expect(text).toMatch(/^oz0_calls_running 0$/m);
+  expect(text).toMatch(/^oz0_slots_free 100$/m);
+  // The SDK's worker metrics, from the node's Temporal runtime, on the same target.
+  expect(text).toMatch(/^temporal_activity_execution_latency_seconds_count\{/m);
+  expect(text).toMatch(/^temporal_worker_task_slots_available\{/m);
+  // No job id, key or argument in any label.
+  expect(text).not.toContain(jobId);
+  expect(text).not.toContain(chargeStep.key);
+  expect(text).not.toContain('o-1');
+
+  const tool = promtool();
+  if (!tool)
+    throw new Error("promtool is missing: apt-get install prometheus (the tests expect Debian's, .ci/run installs it)");
+  const lint = execFileSync(tool, ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  expect(lint).toBe('');
+}, 120_000);
+
+test.each([
+  ['http/json', () => receiver.httpEndpoint],
+  ['grpc', () => receiver.grpcEndpoint],
+] as const)(
+  'O2: spans go out over OTLP %s too',
+  async (protocol, endpoint) => {
+    const tenant = uniqueId('t');
+    const { config, file } = ledgerSetup(tenant);
+    await worker(file, `traced-${protocol.replace('/', '-')}`, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint(),
+      OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+    });
+    const jobId = uniqueId('proto');
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: jobId,
+      args: [{ tenant, steps: [{ call: 'ledger.charge', args: { order_id: 'o-2', amount: 1 } }] }],
+    });
+    await handle.result();
+    const job = await eventually(
+      () => receiver.spans.find((s) => s.name === 'RunWorkflow:job' && s.attributes['oz0.job'] === jobId),
+      30_000,
+      `the job's span over ${protocol}`,
+    );
+    expect(job.via).toBe(protocol);
+    // Without a caller's trace, the job's run is the root of its own.
+    expect(job.parentSpanId).toBe('');
+    const call = await eventually(
+      () => spansOf(job.traceId).find((s) => s.kind === CLIENT && s.name === 'tools/call charge'),
+      30_000,
+      'the tools/call span',
+    );
+    expect(call.via).toBe(protocol);
+  },
+  120_000,
+);
+
+test('O1-O3 off: a node with neither set serves no /metrics and sends no traceparent', async () => {
+  const tenant = uniqueId('t');
+  const { config, received } = ledgerSetup(tenant);
+  expect(config.node.metricsPort).toBeUndefined();
+  const node = await createNode({ config, logger });
+  expect(node.metricsUrl).toBeUndefined();
+  await node.runUntil(async () => {
+    const handle = await temporal.client.workflow.start('job', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: uniqueId('off'),
+      args: [{ tenant, steps: [{ call: 'ledger.charge', args: { order_id: 'o-3', amount: 1 } }] }],
+    });
+    await handle.result();
+  });
+  const got = readReceived(received).find((r) => r.tool === 'charge')!;
+  expect(got.key).toBeDefined();
+  expect(got.traceparent).toBeUndefined();
+  // This process runs no SDK: nothing reached the receiver from it.
+  expect(receiver.spans.some((s) => s.service === 'oz0' && s.attributes['oz0.tenant'] === tenant)).toBe(false);
+}, 120_000);
