@@ -5,6 +5,7 @@
  * `traceparent` the server got, the series a scrape got.
  */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,10 +20,15 @@ import { readReceived } from '../../examples/common';
 import { freePort } from '../../worker/dev-server';
 import { startWorker as startWorkerProcess } from '../../worker/processes';
 import { createNode } from '../../worker/node';
-import type { JobTrace, StepTrace } from '../../workflows/definitions';
+import { callsOf } from '../../workflows/definitions';
+import type { JobTrace, SessionTrace, StepTrace } from '../../workflows/definitions';
+import { findPrometheus, startPrometheus } from '../helpers/prometheus';
+import { python, pythonExample, pythonMissing, withPython } from '../helpers/python';
+import { probeHarness, sandboxed } from '../helpers/sandbox';
 import { startOtlpReceiver } from '../helpers/otlp';
 import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp';
 import {
+  ROOT,
   eventually,
   example,
   killTree,
@@ -34,7 +40,8 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
-/** OTLP's SPAN_KIND_CLIENT. */
+/** OTLP's SPAN_KIND_SERVER and SPAN_KIND_CLIENT. */
+const SERVER = 2;
 const CLIENT = 3;
 
 let temporal: TestTemporal;
@@ -312,3 +319,183 @@ test('O1-O3 off: a node with neither set serves no /metrics and sends no tracepa
   // This process runs no SDK: nothing reached the receiver from it.
   expect(receiver.spans.some((s) => s.service === 'oz0' && s.attributes['oz0.tenant'] === tenant)).toBe(false);
 }, 120_000);
+
+/**
+ * One node as a platform runs it — the Python ledger (busy first, its own spans exported), a harness through the
+ * gateway, a time limit, a refusal — scraped by a real Prometheus while the job runs; then every panel of the Grafana
+ * dashboard (deploy/grafana/oz0-dashboard.json) is asked of that Prometheus.
+ */
+withPython(
+  `O1-O3: the Python server's spans join the call's, the gateway continues a harness's trace, a real Prometheus scrapes the node and every dashboard panel gets data${python ? '' : ` (skipped: ${pythonMissing})`}`,
+  async () => {
+    const found = findPrometheus();
+    if ('why' in found) throw new Error(found.why);
+    const tenant = uniqueId('t');
+    const dir = tmpDir();
+    const servers = {
+      ledger: {
+        command: python!,
+        args: [pythonExample('ledger')],
+        env: {
+          LEDGER_FILE: path.join(dir, 'ledger.db'),
+          LEDGER_BUSY_FIRST: '1',
+          // O3: the server exports its own spans (examples/python/oz0_kit.py export_spans).
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpEndpoint,
+          OTEL_BSP_SCHEDULE_DELAY: '100',
+          OTEL_SERVICE_NAME: 'python-ledger',
+        },
+      },
+    };
+    // The config is a file in a folder of its own: its sandbox's paths are the project's, absolute.
+    const harnesses = {
+      probe: probeHarness(['ledger.*'], { read: sandboxed().read.map((p) => path.resolve(ROOT, p)) }),
+    };
+    const tenants = { [tenant]: { policy: { 'ledger.refund': 'deny', 'ledger.*': 'allow' } } };
+    const tools = { 'ledger.slow_charge': { timeoutSeconds: 2, maxAttempts: 1 } };
+    const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
+    const config = testConfig(temporal.server.address, { servers, harnesses, tenants, tools, node });
+    const file = path.join(dir, 'oz0.config.json');
+    fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, harnesses, tenants, tools, node }));
+    const port = await freePort();
+    await worker(file, 'platform', {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpEndpoint,
+      OZ0_METRICS_PORT: String(port),
+    });
+    const prometheus = await startPrometheus(found.path, [`127.0.0.1:${port}`]);
+    try {
+      await eventually(async () => ((await prometheus.query('up{job="oz0"} == 1')).length ? true : undefined));
+      // The harness's own trace: the gateway takes its traceparent as the parent of the call.
+      const harnessTrace = randomBytes(16).toString('hex');
+      const harnessSpan = randomBytes(8).toString('hex');
+      const runJob = async (jobId: string, order: string): Promise<JobTrace> => {
+        const handle = await temporal.client.workflow.start('job', {
+          taskQueue: config.temporal.taskQueue,
+          workflowId: jobId,
+          args: [
+            {
+              tenant,
+              steps: [
+                { call: 'ledger.charge', args: { order_id: order, amount: 3 } },
+                { call: 'ledger.refund', args: { order_id: order, amount: 3 } },
+                { call: 'ledger.slow_charge', args: { order_id: `${order}-slow`, amount: 3, ms: 20_000 } },
+                {
+                  session: {
+                    harness: 'probe',
+                    input: {
+                      steps: [
+                        {
+                          call: 'ledger.lookup_order',
+                          args: { order_id: order },
+                          meta: { traceparent: `00-${harnessTrace}-${harnessSpan}-01` },
+                        },
+                        { call: 'ledger.lookup_order', args: { order_id: `${order}-slow` } },
+                      ],
+                    },
+                  },
+                },
+              ],
+            },
+          ],
+        });
+        return handle.result();
+      };
+      const jobId = uniqueId('platform');
+      const result = await runJob(jobId, 'p-1');
+      const outcomes = callsOf(result).map((s) => s.attempts.map((a) => a.outcome).join(','));
+      expect(outcomes).toEqual(['busy,ok', 'refused', 'timeout', 'ok', 'ok']);
+
+      // O3: the Python SDK's server span of the charge that answered is a child of oz0's tools/call client span.
+      const job = await eventually(
+        () => receiver.spans.find((s) => s.name === 'RunWorkflow:job' && s.attributes['oz0.job'] === jobId),
+        30_000,
+        'the job span',
+      );
+      const pyCharges = await eventually(
+        () => {
+          const found = spansOf(job.traceId).filter(
+            (s) => s.service === 'python-ledger' && s.name === 'tools/call charge',
+          );
+          return found.length === 2 ? found : undefined;
+        },
+        30_000,
+        "the Python ledger's two charge spans",
+      );
+      const clients = spansOf(job.traceId).filter((s) => s.kind === CLIENT && s.name === 'tools/call charge');
+      expect(clients).toHaveLength(2);
+      for (const py of pyCharges) {
+        expect(py.kind).toBe(SERVER);
+        expect(clients.map((c) => c.spanId)).toContain(py.parentSpanId);
+        expect(py.attributes['mcp.method.name']).toBe('tools/call');
+      }
+      // The busy answer is an error result: error.type tool_error on the client span, and busy its outcome.
+      const busy = clients.find((c) => c.attributes['oz0.attempt'] === 1)!;
+      expect(busy.attributes).toMatchObject({ 'error.type': 'tool_error', 'oz0.outcome': 'busy' });
+      expect(clients.find((c) => c.attributes['oz0.attempt'] === 2)?.attributes['oz0.outcome']).toBe('ok');
+
+      // O3: the harness's call with a traceparent is in the harness's trace, under its span, down to the MCP request.
+      const gatewayCalls = await eventually(
+        () => {
+          const found = receiver.spans.filter(
+            (s) =>
+              s.kind === SERVER && s.name === 'tools/call ledger.lookup_order' && s.attributes['oz0.job'] === jobId,
+          );
+          return found.length === 2 ? found : undefined;
+        },
+        30_000,
+        "the gateway's spans",
+      );
+      const own = gatewayCalls.find((s) => s.traceId === harnessTrace)!;
+      expect(own.parentSpanId).toBe(harnessSpan);
+      const inHarnessTrace = await eventually(
+        () => spansOf(harnessTrace).find((s) => s.kind === CLIENT && s.name === 'tools/call lookup_order'),
+        30_000,
+        'the MCP request in the harness trace',
+      );
+      expect(inHarnessTrace.attributes['oz0.job']).toBe(jobId);
+      // The other, sent without one, is in the job's trace, under the session's span.
+      const other = gatewayCalls.find((s) => s !== own)!;
+      expect(other.traceId).toBe(job.traceId);
+      expect(spansOf(job.traceId).find((s) => s.spanId === other.parentSpanId)?.name).toBe('RunActivity:runHarness');
+      // The harness was started in the session's trace (TRACEPARENT in its environment).
+      const session = result.steps[3] as SessionTrace;
+      expect((session.result?.structuredContent as { env?: string[] } | undefined)?.env).toContain('TRACEPARENT');
+
+      // O1: a real Prometheus has the series; every dashboard panel's query returns data.
+      await eventually(
+        async () => ((await prometheus.query(`oz0_gateway_calls_total{tenant="${tenant}"}`)).length ? true : undefined),
+        20_000,
+        'the last scrape',
+      );
+      // Again, so every series has moved within Prometheus' window: a series' first value is no increase to rate().
+      await runJob(uniqueId('platform'), 'p-2');
+      await new Promise((r) => setTimeout(r, 2500));
+      const dashboard = JSON.parse(
+        fs.readFileSync(path.join(ROOT, 'deploy', 'grafana', 'oz0-dashboard.json'), 'utf8'),
+      ) as {
+        panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+      };
+      const empty: string[] = [];
+      for (const panel of dashboard.panels) {
+        let data = 0;
+        for (const target of panel.targets) {
+          const expr = target.expr
+            .replaceAll('$__rate_interval', '5m')
+            .replaceAll('$tenant', tenant)
+            .replaceAll('$instance', '.*');
+          data += (await prometheus.query(expr)).filter((r) => Number.isFinite(r.value)).length;
+        }
+        if (data === 0) empty.push(panel.title);
+      }
+      expect(empty).toEqual([]);
+      const calls = await prometheus.query(`sum by (outcome) (oz0_calls_total{tenant="${tenant}"})`);
+      expect(Object.fromEntries(calls.map((c) => [c.metric.outcome, c.value]))).toEqual({
+        ok: 6,
+        refused: 2,
+        timeout: 2,
+      });
+    } finally {
+      await prometheus.stop();
+    }
+  },
+  180_000,
+);
