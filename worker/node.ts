@@ -119,12 +119,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   });
   // Servers start on first use; a command missing here is said now too, naming the server or harness.
   for (const problem of launchProblems(config)) logger.warn({ node: name }, problem);
-  // O2: the gateway's Updates carry the harness call's span to the job (Temporal's client interceptor).
-  const client = new Client({
-    connection,
-    namespace: config.temporal.namespace,
-    interceptors: { workflow: tracingClientInterceptors() },
-  });
+  const client = new Client({ connection, namespace: config.temporal.namespace });
   const gate = new PolicyGate(
     policyTargetOf(config, client),
     logger,
@@ -133,11 +128,17 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   );
   const relay = new CallRelay();
   // H3: the node's MCP gateway for the harnesses its sessions run.
+  // O2: the gateway's Updates carry a harness call's span to its job (Temporal's client interceptor); the node's own
+  // client (policy reads, every call) stays untraced, or each read would be a trace of its own.
+  const interceptors = tracingClientInterceptors();
+  const gatewayClient = interceptors.length
+    ? new Client({ connection, namespace: config.temporal.namespace, interceptors: { workflow: interceptors } })
+    : client;
   const gateway = await Gateway.start({
     config,
     pool,
     gate,
-    client,
+    client: gatewayClient,
     relay,
     logger: logger.child({ node: name }),
     metrics,

@@ -40,18 +40,18 @@ const OtelEnvSchema = z.object({
 export type OtlpProtocol = 'http/protobuf' | 'http/json' | 'grpc';
 
 /** Where spans go, from the environment: undefined when tracing is off. A bad value is said, naming the variable. */
-export function tracingTarget(env: NodeJS.ProcessEnv = process.env): { protocol: OtlpProtocol } | undefined {
-  const blank = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith('OTEL_') && v !== ''));
-  const parsed = OtelEnvSchema.safeParse(blank);
+export function tracingTarget(source: NodeJS.ProcessEnv = process.env): { protocol: OtlpProtocol } | undefined {
+  const set = Object.fromEntries(Object.entries(source).filter(([k, v]) => k.startsWith('OTEL_') && v !== ''));
+  const parsed = OtelEnvSchema.safeParse(set);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     throw new Error(`${issue.path.join('.')}: ${issue.message}`);
   }
-  const e = parsed.data;
-  if (e.OTEL_SDK_DISABLED === 'true' || e.OTEL_TRACES_EXPORTER?.split(',').includes('none')) return undefined;
-  if (!e.OTEL_EXPORTER_OTLP_ENDPOINT && !e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return undefined;
+  const env = parsed.data;
+  if (env.OTEL_SDK_DISABLED === 'true' || env.OTEL_TRACES_EXPORTER?.split(',').includes('none')) return undefined;
+  if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return undefined;
   // OpenTelemetry's default protocol for OTLP is http/protobuf.
-  return { protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' };
+  return { protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' };
 }
 
 interface Tracing {
