@@ -74,7 +74,7 @@ function print(c: LocalCluster, uiAsked: boolean): string {
     ['PostgreSQL', `${d.postgres} (data in ${path.join(stateDir, 'pg')})`],
     ...(d.jaeger && d.prometheus
       ? ([
-          ['Jaeger', `${d.jaeger} (service oz0; OTLP on 127.0.0.1:4317 and :4318)`],
+          ['Jaeger', `${d.jaeger}/api/traces?service=oz0&operation=RunWorkflow:job (its query API)`],
           ['Prometheus', `${d.prometheus}/graph?g0.expr=sum%20by%20(tool)%20(oz0_calls_total)`],
         ] as Array<[string, string]>)
       : []),

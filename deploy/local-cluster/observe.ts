@@ -8,19 +8,16 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../worker/dev-server';
-import { ensureJaeger } from './jaeger';
+import { ensureJaeger, startJaeger } from './jaeger';
 
 export interface Observability {
+  /** Jaeger's query API (the binary built from its Go module has no web UI). */
   jaegerUrl: string;
   prometheusUrl: string;
   /** What a node's environment gets: its own metrics port, and where its spans go. */
   nodeEnv(): Promise<Record<string, string>>;
   stop(): Promise<void>;
 }
-
-/** Jaeger's own defaults (its all-in-one config): OTLP/HTTP on 4318, the UI and query API on 16686. */
-const JAEGER_OTLP_HTTP = 'http://127.0.0.1:4318';
-const JAEGER_UI = 'http://127.0.0.1:16686';
 
 function started(bin: string, args: string[], logFile: string): { proc: ChildProcess; stop(): Promise<void> } {
   const log = fs.openSync(logFile, 'a');
@@ -59,10 +56,9 @@ export async function startObservability(opts: {
 }): Promise<Observability> {
   const jaegerBin = await ensureJaeger(opts.root, opts.say);
   const prometheusBin = findPrometheus();
-  const jaeger = started(jaegerBin, [], path.join(opts.logsDir, 'jaeger.log'));
+  const jaeger = await startJaeger(jaegerBin, path.join(opts.stateDir, 'jaeger'));
   const stops = [() => jaeger.stop()];
   try {
-    await ready(`${JAEGER_UI}/api/services`, 'Jaeger');
     const dir = path.join(opts.stateDir, 'prometheus');
     fs.mkdirSync(dir, { recursive: true });
     const targetsFile = path.join(dir, 'nodes.json');
@@ -92,13 +88,13 @@ export async function startObservability(opts: {
     const prometheusUrl = `http://127.0.0.1:${port}`;
     await ready(`${prometheusUrl}/-/ready`, 'Prometheus');
     return {
-      jaegerUrl: JAEGER_UI,
+      jaegerUrl: jaeger.queryUrl,
       prometheusUrl,
       async nodeEnv() {
         const metrics = await freePort();
         targets.push(`127.0.0.1:${metrics}`);
         writeTargets();
-        return { OZ0_METRICS_PORT: String(metrics), OTEL_EXPORTER_OTLP_ENDPOINT: JAEGER_OTLP_HTTP };
+        return { OZ0_METRICS_PORT: String(metrics), OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttp };
       },
       async stop() {
         for (const stop of stops.reverse()) await stop();

@@ -17,6 +17,7 @@ import { Resource } from '@opentelemetry/resources';
 import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { readReceived } from '../../examples/common';
+import { JAEGER_VERSION, startJaeger } from '../../deploy/local-cluster/jaeger';
 import { freePort } from '../../worker/dev-server';
 import { startWorker as startWorkerProcess } from '../../worker/processes';
 import { createNode } from '../../worker/node';
@@ -39,6 +40,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import type { LoadedConfig } from '../../common/config';
 
 /** OTLP's SPAN_KIND_SERVER and SPAN_KIND_CLIENT. */
 const SERVER = 2;
@@ -94,6 +96,11 @@ async function worker(file: string, name: string, env: Record<string, string>) {
     env: { OTEL_BSP_SCHEDULE_DELAY: '100', ...env },
   });
   return { ...started, logFile };
+}
+
+/** Starts a job on the config's task queue. */
+function startJob(config: LoadedConfig, workflowId: string, spec: unknown) {
+  return temporal.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId, args: [spec] });
 }
 
 function spansOf(traceId: string): ReceivedSpan[] {
@@ -275,10 +282,9 @@ test.each([
       OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
     });
     const jobId = uniqueId('proto');
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: config.temporal.taskQueue,
-      workflowId: jobId,
-      args: [{ tenant, steps: [{ call: 'ledger.charge', args: { order_id: 'o-2', amount: 1 } }] }],
+    const handle = await startJob(config, jobId, {
+      tenant,
+      steps: [{ call: 'ledger.charge', args: { order_id: 'o-2', amount: 1 } }],
     });
     await handle.result();
     const job = await eventually(
@@ -306,10 +312,9 @@ test('O1-O3 off: a node with neither set serves no /metrics and sends no tracepa
   const node = await createNode({ config, logger });
   expect(node.metricsUrl).toBeUndefined();
   await node.runUntil(async () => {
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: config.temporal.taskQueue,
-      workflowId: uniqueId('off'),
-      args: [{ tenant, steps: [{ call: 'ledger.charge', args: { order_id: 'o-3', amount: 1 } }] }],
+    const handle = await startJob(config, uniqueId('off'), {
+      tenant,
+      steps: [{ call: 'ledger.charge', args: { order_id: 'o-3', amount: 1 } }],
     });
     await handle.result();
   });
@@ -368,32 +373,26 @@ withPython(
       const harnessTrace = randomBytes(16).toString('hex');
       const harnessSpan = randomBytes(8).toString('hex');
       const runJob = async (jobId: string, order: string): Promise<JobTrace> => {
-        const handle = await temporal.client.workflow.start('job', {
-          taskQueue: config.temporal.taskQueue,
-          workflowId: jobId,
-          args: [
+        const handle = await startJob(config, jobId, {
+          tenant,
+          steps: [
+            { call: 'ledger.charge', args: { order_id: order, amount: 3 } },
+            { call: 'ledger.refund', args: { order_id: order, amount: 3 } },
+            { call: 'ledger.slow_charge', args: { order_id: `${order}-slow`, amount: 3, ms: 20_000 } },
             {
-              tenant,
-              steps: [
-                { call: 'ledger.charge', args: { order_id: order, amount: 3 } },
-                { call: 'ledger.refund', args: { order_id: order, amount: 3 } },
-                { call: 'ledger.slow_charge', args: { order_id: `${order}-slow`, amount: 3, ms: 20_000 } },
-                {
-                  session: {
-                    harness: 'probe',
-                    input: {
-                      steps: [
-                        {
-                          call: 'ledger.lookup_order',
-                          args: { order_id: order },
-                          meta: { traceparent: `00-${harnessTrace}-${harnessSpan}-01` },
-                        },
-                        { call: 'ledger.lookup_order', args: { order_id: `${order}-slow` } },
-                      ],
+              session: {
+                harness: 'probe',
+                input: {
+                  steps: [
+                    {
+                      call: 'ledger.lookup_order',
+                      args: { order_id: order },
+                      meta: { traceparent: `00-${harnessTrace}-${harnessSpan}-01` },
                     },
-                  },
+                    { call: 'ledger.lookup_order', args: { order_id: `${order}-slow` } },
+                  ],
                 },
-              ],
+              },
             },
           ],
         });
@@ -498,4 +497,74 @@ withPython(
     }
   },
   180_000,
+);
+
+const jaegerBin = path.join(ROOT, '.tools', 'jaeger', JAEGER_VERSION, 'jaeger');
+const withJaeger: jest.It = fs.existsSync(jaegerBin) ? test : (test.skip as jest.It);
+
+interface JaegerTrace {
+  traceID: string;
+  spans: Array<{
+    spanID: string;
+    operationName: string;
+    references: Array<{ refType: string; spanID: string }>;
+    tags: Array<{ key: string; value: unknown }>;
+  }>;
+}
+
+withJaeger(
+  `O2: Jaeger receives a job as one trace, read back through its own query API${fs.existsSync(jaegerBin) ? '' : ' (skipped: no Jaeger; npm run jaeger:install builds it, as .ci/run does)'}`,
+  async () => {
+    const jaeger = await startJaeger(jaegerBin, tmpDir('oz0-jaeger-'));
+    try {
+      const tenant = uniqueId('t');
+      const { config, file } = ledgerSetup(tenant);
+      await worker(file, 'to-jaeger', { OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttp });
+      const jobId = uniqueId('jaeger');
+      const handle = await startJob(config, jobId, {
+        tenant,
+        steps: [
+          { call: 'ledger.charge', args: { order_id: 'j-1', amount: 2 } },
+          { call: 'ledger.lookup_order', args: { order_id: 7 } },
+        ],
+      });
+      await handle.result();
+      const tags = encodeURIComponent(JSON.stringify({ 'oz0.job': jobId }));
+      const found = await eventually(
+        async () => {
+          const res = await fetch(`${jaeger.queryUrl}/api/traces?service=oz0&operation=RunWorkflow:job&tags=${tags}`);
+          const { data } = (await res.json()) as { data: JaegerTrace[] | null };
+          return data?.length ? data[0] : undefined;
+        },
+        30_000,
+        "the job's trace in Jaeger",
+      );
+      // The whole trace, once every span has arrived: job, steps, attempts, MCP requests.
+      const trace = await eventually(
+        async () => {
+          const res = await fetch(`${jaeger.queryUrl}/api/traces/${found.traceID}`);
+          const { data } = (await res.json()) as { data: JaegerTrace[] };
+          const spans = data[0]?.spans ?? [];
+          return spans.filter((s) => s.operationName.startsWith('tools/call ')).length === 2 ? data[0] : undefined;
+        },
+        30_000,
+        'every span of the trace',
+      );
+      const names = trace.spans.map((s) => s.operationName);
+      expect(names.filter((n) => n === 'RunWorkflow:job')).toHaveLength(1);
+      expect(names.filter((n) => n === 'StartActivity:callTool')).toHaveLength(2);
+      expect(names.filter((n) => n === 'RunActivity:callTool')).toHaveLength(2);
+      const byId = new Map(trace.spans.map((s) => [s.spanID, s]));
+      const tag = (s: JaegerTrace['spans'][number], key: string) => s.tags.find((t) => t.key === key)?.value;
+      const lookup = trace.spans.find((s) => s.operationName === 'tools/call lookup_order')!;
+      expect(tag(lookup, 'error.type')).toBe('tool_error');
+      expect(tag(lookup, 'gen_ai.tool.name')).toBe('lookup_order');
+      const parent = byId.get(lookup.references.find((r) => r.refType === 'CHILD_OF')!.spanID)!;
+      expect(parent.operationName).toBe('RunActivity:callTool');
+      expect(tag(parent, 'oz0.outcome')).toBe('error');
+    } finally {
+      await jaeger.stop();
+    }
+  },
+  120_000,
 );
