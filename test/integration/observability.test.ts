@@ -70,7 +70,7 @@ function promtool(): string | undefined {
 }
 
 /** A ledger over stdio that logs what it receives, a tenant that may not refund, and a config file for a worker. */
-function ledgerSetup(tenant: string) {
+function ledgerSetup(tenant: string, extra: Record<string, unknown> = {}) {
   const dir = tmpDir();
   const received = path.join(dir, 'received.jsonl');
   const servers = {
@@ -82,9 +82,9 @@ function ledgerSetup(tenant: string) {
   };
   const tenants = { [tenant]: { policy: { 'ledger.refund': 'deny', 'ledger.*': 'allow' } } };
   const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
-  const config = testConfig(temporal.server.address, { servers, tenants, node });
+  const config = testConfig(temporal.server.address, { servers, tenants, node, ...extra });
   const file = path.join(dir, 'oz0.config.json');
-  fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, tenants, node }));
+  fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, tenants, node, ...extra }));
   return { config, file, received, dir };
 }
 
@@ -304,6 +304,31 @@ test.each([
   },
   120_000,
 );
+
+test('O2: a job that continues as new is still one trace: each run a child of the run before', async () => {
+  const tenant = uniqueId('t');
+  const { config, file } = ledgerSetup(tenant, { jobs: { continueAsNewAfterCalls: 1 } });
+  await worker(file, 'continues', { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpEndpoint });
+  const jobId = uniqueId('can');
+  const steps = [1, 2, 3].map((n) => ({ call: 'ledger.charge', args: { order_id: `c-${n}`, amount: n } }));
+  const result: JobTrace = await (await startJob(config, jobId, { tenant, steps })).result();
+  expect(result.run).toBe(2);
+  const runs = await eventually(
+    () => {
+      const found = receiver.spans.filter((s) => s.name === 'RunWorkflow:job' && s.attributes['oz0.job'] === jobId);
+      return found.length === 3 ? found : undefined;
+    },
+    30_000,
+    'three runs',
+  );
+  expect(new Set(runs.map((r) => r.traceId)).size).toBe(1);
+  const spans = spansOf(runs[0].traceId);
+  const byId = new Map(spans.map((s) => [s.spanId, s]));
+  // Each later run hangs under the one before (its ContinueAsNew span), so the runs form one chain.
+  const roots = runs.filter((r) => !byId.has(r.parentSpanId));
+  expect(roots).toHaveLength(1);
+  expect(spans.filter((s) => s.kind === CLIENT && s.name === 'tools/call charge')).toHaveLength(3);
+}, 120_000);
 
 test('O1-O3 off: a node with neither set serves no /metrics and sends no traceparent', async () => {
   const tenant = uniqueId('t');
