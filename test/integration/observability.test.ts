@@ -19,7 +19,7 @@ import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors
 import { readReceived } from '../../examples/common';
 import { JAEGER_VERSION, startJaeger } from '../../deploy/local-cluster/jaeger';
 import { freePort } from '../../worker/dev-server';
-import { startWorker as startWorkerProcess } from '../../worker/processes';
+import { startHttpExample, startWorker as startWorkerProcess } from '../../worker/processes';
 import { createNode } from '../../worker/node';
 import { callsOf } from '../../workflows/definitions';
 import type { JobTrace, SessionTrace, StepTrace } from '../../workflows/definitions';
@@ -30,6 +30,7 @@ import { startOtlpReceiver } from '../helpers/otlp';
 import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp';
 import {
   ROOT,
+  approve,
   eventually,
   example,
   killTree,
@@ -328,6 +329,67 @@ test('O2: a job that continues as new is still one trace: each run a child of th
   const roots = runs.filter((r) => !byId.has(r.parentSpanId));
   expect(roots).toHaveLength(1);
   expect(spans.filter((s) => s.kind === CLIENT && s.name === 'tools/call charge')).toHaveLength(3);
+}, 120_000);
+
+test('O1-O2: a remote server on 2025-11-25: the client span names its MCP session; a job cancel is timed from cancel to stopped', async () => {
+  const dir = tmpDir();
+  const received = path.join(dir, 'received.jsonl');
+  const ledger = await startHttpExample(example('ledger'), {
+    OZ0_RECEIVED_LOG: received,
+    LEDGER_FILE: path.join(dir, 'ledger.jsonl'),
+  });
+  try {
+    const tenant = uniqueId('t');
+    const servers = { remote: { url: ledger.url, protocol: '2025-11-25' } };
+    const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
+    const config = testConfig(temporal.server.address, { servers, node });
+    const file = path.join(dir, 'oz0.config.json');
+    fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, node }));
+    const port = await freePort();
+    await worker(file, 'remote', {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpEndpoint,
+      OZ0_METRICS_PORT: String(port),
+    });
+    await approve(temporal, config, tenant, 'remote');
+    const jobId = uniqueId('remote');
+    await (
+      await startJob(config, jobId, {
+        tenant,
+        steps: [{ call: 'remote.charge', args: { order_id: 'r-1', amount: 1 } }],
+      })
+    ).result();
+    const call = await eventually(
+      () => receiver.spans.find((s) => s.kind === CLIENT && s.attributes['oz0.job'] === jobId),
+      30_000,
+      'the tools/call span',
+    );
+    expect(call.attributes).toMatchObject({ 'network.transport': 'tcp', 'mcp.protocol.version': '2025-11-25' });
+    expect(call.attributes['mcp.session.id']).toEqual(expect.stringMatching(/^[0-9a-f-]{36}$/));
+
+    // C1 as a series: the cancel's time to the attempt's stop, under the outcome's word.
+    const slow = await startJob(config, uniqueId('cancel'), {
+      tenant,
+      steps: [{ call: 'remote.slow_charge', args: { order_id: 'r-2', amount: 1, ms: 60_000 } }],
+    });
+    await eventually(() => readReceived(received).find((r) => r.tool === 'slow_charge'), 30_000, 'the slow call');
+    await slow.cancel();
+    await expect(slow.result()).rejects.toThrow();
+    const text = await eventually(
+      async () => {
+        const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        return /^oz0_cancel_to_stopped_seconds_count\{tool="remote.slow_charge",cause="cancelled"\} 1$/m.test(body)
+          ? body
+          : undefined;
+      },
+      20_000,
+      'the cancel in the series',
+    );
+    expect(text).toMatch(
+      /^oz0_calls_total\{tool="remote.slow_charge",server="remote",tenant="[^"]+",outcome="cancelled"\} 1$/m,
+    );
+  } finally {
+    await ledger.close();
+  }
 }, 120_000);
 
 test('O1-O3 off: a node with neither set serves no /metrics and sends no traceparent', async () => {
