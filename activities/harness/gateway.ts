@@ -60,6 +60,8 @@ class Holder {
   listed?: string;
   /** The tools it was last listed: a call's `tool` label names one of them, or says unknown (bounded, O1). */
   names = new Set<string>();
+  /** Its listing was read for the labels once already (a harness that calls without listing). */
+  namesRead = false;
   /** O2: the session's trace context, for the calls of a harness that sends no traceparent of its own. */
   readonly trace = currentContext();
   /** The MCP revisions its harness has spoken, said once each in the node's log. */
@@ -220,7 +222,7 @@ export class Gateway {
       protocol: era === 'modern' ? MODERN_PROTOCOL : undefined,
       attributes: { job: entry.jobId, tenant: entry.tenant },
     });
-    const label = holder.names.has(tool) ? tool : UNKNOWN;
+    const label = await this.toolLabel(holder, tool);
     let outcome = 'failed';
     try {
       const result = await span.within(() => this.callInSpan(holder, request, ctx, era));
@@ -234,6 +236,20 @@ export class Gateway {
     } finally {
       this.deps.metrics?.gatewayCall(label, entry.tenant, outcome);
     }
+  }
+
+  /**
+   * O1: a call's `tool` label is the tool when the harness's listing has it (read now, once, if it called before
+   * listing), else `(unknown)`: a harness cannot grow the node's series with names of its own making.
+   */
+  private async toolLabel(holder: Holder, tool: string): Promise<string> {
+    if (!this.deps.metrics) return UNKNOWN;
+    if (!holder.names.has(tool) && !holder.namesRead) {
+      holder.namesRead = true;
+      const tools = await harnessTools(holder.entry, this.deps).catch(() => []);
+      for (const t of tools) holder.names.add(t.name);
+    }
+    return holder.names.has(tool) ? tool : UNKNOWN;
   }
 
   private async callInSpan(

@@ -573,6 +573,15 @@ withPython(
         if (data === 0) empty.push(panel.title);
       }
       expect(empty).toEqual([]);
+      // Sandboxes (the harness ran in one per session), sessions and the gateway's calls, as Prometheus has them.
+      const one = async (expr: string) => (await prometheus.query(expr))[0]?.value;
+      expect(await one('sum(oz0_sandboxes_started_total{kind="harness",name="probe"})')).toBe(2);
+      expect(await one('sum(oz0_sandboxes_stopped_total{kind="harness",name="probe",reason="exit"})')).toBe(2);
+      expect(await one('sum(oz0_sandboxes_running)')).toBe(0);
+      expect(await one('sum(oz0_sessions_live)')).toBe(0);
+      expect(
+        await one(`sum(oz0_gateway_calls_total{tenant="${tenant}",tool="ledger.lookup_order",outcome="ok"})`),
+      ).toBe(4);
       const calls = await prometheus.query(`sum by (outcome) (oz0_calls_total{tenant="${tenant}"})`);
       expect(Object.fromEntries(calls.map((c) => [c.metric.outcome, c.value]))).toEqual({
         ok: 6,
