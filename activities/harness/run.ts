@@ -93,7 +93,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
         OZ0_SESSION: input.session,
         OZ0_SESSION_RUN: String(input.sessionRun),
         OZ0_INPUT: JSON.stringify(input.input ?? null),
-        // O3: the session's trace, for a harness that traces (OpenTelemetry's TRACEPARENT environment variable).
+        // O3: the session's trace, for a harness that traces: OZ0_TRACEPARENT, OZ0_TRACESTATE (./observe/gateway.ts).
         ...traceEnv(),
       },
       grants: harness.sandbox,

@@ -10,11 +10,15 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import { SpanAttr } from '../../workflows/tracing';
 import { McpAttr, TOOL_ERROR, TRACER_NAME } from './attempt';
 
-/** The trace context a harness is started in, for its environment: `TRACEPARENT`, `TRACESTATE` (empty when none). */
+/**
+ * The trace context a harness is started in, for its environment: `OZ0_TRACEPARENT`, `OZ0_TRACESTATE` (none when
+ * nothing is traced). OpenTelemetry's environment carrier calls them TRACEPARENT and TRACESTATE; a harness's
+ * environment holds only what its config names and OZ0_* (SPEC I5, H2), so they carry oz0's prefix.
+ */
 export function traceEnv(): Record<string, string> {
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
-  return Object.fromEntries(Object.entries(carrier).map(([k, v]) => [k.toUpperCase(), v]));
+  return Object.fromEntries(Object.entries(carrier).map(([k, v]) => [`OZ0_${k.toUpperCase()}`, v]));
 }
 
 /** The context current now: where a harness's calls go when it sends no traceparent of its own. */

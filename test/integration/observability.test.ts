@@ -542,9 +542,9 @@ withPython(
       const other = gatewayCalls.find((s) => s !== own)!;
       expect(other.traceId).toBe(job.traceId);
       expect(spansOf(job.traceId).find((s) => s.spanId === other.parentSpanId)?.name).toBe('RunActivity:runHarness');
-      // The harness was started in the session's trace (TRACEPARENT in its environment).
+      // The harness was started in the session's trace (OZ0_TRACEPARENT in its environment, I5's prefix).
       const session = result.steps[3] as SessionTrace;
-      expect((session.result?.structuredContent as { env?: string[] } | undefined)?.env).toContain('TRACEPARENT');
+      expect((session.result?.structuredContent as { env?: string[] } | undefined)?.env).toContain('OZ0_TRACEPARENT');
 
       // O1: a real Prometheus has the series; every dashboard panel's query returns data.
       await eventually(
