@@ -115,10 +115,16 @@ export function createActivities(deps: ActivityDeps) {
 
     /** H2, H7: runs a harness on this node until it exits; its heartbeat is the session's lease. */
     async runHarness(input: HarnessInput): Promise<HarnessOutcome> {
-      return runHarness(
-        { ...deps.harness, config: deps.config, logger: deps.logger, heartbeatMs: deps.heartbeatMs },
-        input,
-      );
+      // O1: a live session on this node while its harness runs.
+      const ended = deps.metrics?.sessionStarted();
+      try {
+        return await runHarness(
+          { ...deps.harness, config: deps.config, logger: deps.logger, heartbeatMs: deps.heartbeatMs },
+          input,
+        );
+      } finally {
+        ended?.();
+      }
     },
 
     /** H5: stops a live session's running call on this node with its caller's words; false when none runs here. */

@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway,sandbox,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway,sandbox,observability,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -20,8 +20,19 @@ import { measureLongJob } from './measures/long-job';
 import { measureMemory } from './measures/memory';
 import { measureThroughput } from './measures/throughput';
 import { measureSandbox } from './measures/sandbox';
+import { measureObservability } from './measures/observability';
 
-const MEASURES = ['cost', 'throughput', 'cancel', 'long', 'memory', 'gateway', 'sandbox', 'default'] as const;
+const MEASURES = [
+  'cost',
+  'throughput',
+  'cancel',
+  'long',
+  'memory',
+  'gateway',
+  'sandbox',
+  'observability',
+  'default',
+] as const;
 
 const OptionsSchema = z.strictObject({
   quick: z.boolean().default(false),
@@ -57,6 +68,7 @@ async function main(): Promise<void> {
     memory: { calls: quick ? 100 : 500 },
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
+    observability: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 },
   };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
@@ -80,9 +92,11 @@ async function main(): Promise<void> {
                   ? await measureGateway(env, settings.gateway)
                   : name === 'sandbox'
                     ? await measureSandbox(settings.sandbox)
-                    : name === 'default'
-                      ? await onDefaultServer(settings.cost)
-                      : await measureMemory(env, settings.memory);
+                    : name === 'observability'
+                      ? await measureObservability(env, settings.observability)
+                      : name === 'default'
+                        ? await onDefaultServer(settings.cost)
+                        : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

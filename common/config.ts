@@ -189,6 +189,13 @@ export const ConfigSchema = z.strictObject({
       /** The port of the node's gateway for harnesses (H3), on 127.0.0.1; 0 picks a free one. */
       gatewayPort: z.number().int().min(0).max(65535).default(0),
       /**
+       * O1: the port of the node's Prometheus endpoint, `/metrics` (`OZ0_METRICS_PORT` overrides); unset, nothing
+       * listens. 0 picks a free one (tests).
+       */
+      metricsPort: z.number().int().min(0).max(65535).optional(),
+      /** O1: the address `/metrics` listens on; every interface by default, so a Prometheus elsewhere can scrape it. */
+      metricsHost: z.string().min(1).default('0.0.0.0'),
+      /**
        * Calls of one job a harness may have in flight at once through the gateway; the rest wait their turn. Temporal
        * admits 10 Updates in flight per workflow by default (`history.maxInFlightUpdates`), and cancels need room.
        */
@@ -220,6 +227,13 @@ export type ServerConfig = StdioServerConfig | RemoteServerConfig;
 export type HarnessConfig = z.infer<typeof HarnessSchema>;
 export type StdioServerConfig = z.infer<typeof StdioServerSchema>;
 export type RemoteServerConfig = z.infer<typeof RemoteServerSchema>;
+
+/** O1: `OZ0_METRICS_PORT`, a port number (0 picks a free one). */
+const MetricsPortEnv = z
+  .string()
+  .regex(/^\d{1,5}$/, 'a port number, 0-65535')
+  .transform(Number)
+  .pipe(z.number().int().min(0).max(65535, 'a port number, 0-65535'));
 
 /** A loaded config and the folder its relative paths are resolved against. */
 export interface LoadedConfig extends Config {
@@ -271,6 +285,11 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
   const config = parseConfig(raw, source);
   if (env.TEMPORAL_ADDRESS) config.temporal.address = env.TEMPORAL_ADDRESS;
   if (env.TEMPORAL_NAMESPACE) config.temporal.namespace = env.TEMPORAL_NAMESPACE;
+  if (env.OZ0_METRICS_PORT !== undefined && env.OZ0_METRICS_PORT !== '') {
+    const port = MetricsPortEnv.safeParse(env.OZ0_METRICS_PORT);
+    if (!port.success) throw new ConfigError(`OZ0_METRICS_PORT: ${port.error.issues[0].message}`);
+    config.node.metricsPort = port.data;
+  }
   return { ...config, baseDir: source === 'defaults' ? cwd : path.dirname(file), source };
 }
 

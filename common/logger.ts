@@ -3,6 +3,7 @@
  * reach a log line. Temporal's runtime and worker log through the same logger.
  */
 import pino from 'pino';
+import { isSpanContextValid, trace } from '@opentelemetry/api';
 import type { Logger as TemporalLogger, LogLevel, LogMetadata } from '@temporalio/common';
 
 /** Keys whose values never reach a log, at any depth: config secrets and anything that looks like one. */
@@ -37,12 +38,21 @@ export function redactSecrets(value: unknown, depth = 0, seen = new WeakSet<obje
 
 export type Logger = pino.Logger;
 
+/** O4: the current span's ids on each line logged inside it; nothing when no span is current (tracing off). */
+export function traceIds(): { trace_id?: string; span_id?: string } {
+  const span = trace.getActiveSpan();
+  if (!span) return {};
+  const ids = span.spanContext();
+  return isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
+}
+
 /** The process's logger: JSON to stderr (stdout stays for the CLI's output), level from OZ0_LOG_LEVEL. */
 export function createLogger(opts: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
   return pino(
     {
       name: 'oz0',
       level: opts.level ?? process.env.OZ0_LOG_LEVEL ?? 'info',
+      mixin: traceIds,
       // pino's own redact takes fixed paths; secrets can sit at any depth (a whole config logged), so walk.
       formatters: {
         log: (object) => redactSecrets(object) as Record<string, unknown>,

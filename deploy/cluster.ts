@@ -3,7 +3,7 @@
  * from its Go module, the Web UI, and N `oz0 worker` nodes (deploy/local-cluster/). Prints where everything is,
  * runs until Ctrl-C, then stops it all: nodes first, then Temporal, then PostgreSQL (fast shutdown).
  *
- *   npm run cluster -- [--nodes 3] [--json] [--no-ui]
+ *   npm run cluster -- [--nodes 3] [--json] [--no-ui] [--observe]   --observe: Jaeger and Prometheus too (SPEC O1-O2)
  *   npm run cluster -- --check              the short version CI runs: one session through two nodes, one killed
  *   npm run cluster -- --chaos [--short]    the chaos suite on this cluster (bench/chaos.ts), every fault
  *   npm run cluster -- --down               removes the cluster's state (.oz0/cluster), stopping what still runs
@@ -29,6 +29,7 @@ const OptionsSchema = z
     nodes: z.coerce.number().int().min(0).max(20).default(3),
     json: z.boolean().default(false),
     ui: z.boolean().default(true),
+    observe: z.boolean().default(false),
     down: z.boolean().default(false),
     check: z.boolean().default(false),
     chaos: z.boolean().default(false),
@@ -54,6 +55,8 @@ function describe(c: LocalCluster) {
     temporal: c.address,
     namespace: c.namespace,
     ui: c.uiUrl ?? null,
+    jaeger: c.observability?.jaegerUrl ?? null,
+    prometheus: c.observability?.prometheusUrl ?? null,
     postgres: `127.0.0.1:${c.postgres.port}`,
     nodes: c.nodes.map((n) => ({ name: n.name, pid: n.proc.pid, log: n.logFile })),
     config: c.configFile,
@@ -69,6 +72,12 @@ function print(c: LocalCluster, uiAsked: boolean): string {
     ['namespace', d.namespace],
     ['Web UI', d.ui ? `${d.ui}/namespaces/${d.namespace}/workflows` : noUi],
     ['PostgreSQL', `${d.postgres} (data in ${path.join(stateDir, 'pg')})`],
+    ...(d.jaeger && d.prometheus
+      ? ([
+          ['Jaeger', `${d.jaeger}/api/traces?service=oz0&operation=RunWorkflow:job (its query API)`],
+          ['Prometheus', `${d.prometheus}/graph?g0.expr=sum%20by%20(tool)%20(oz0_calls_total)`],
+        ] as Array<[string, string]>)
+      : []),
     ...d.nodes.map((n): [string, string] => [n.name, `pid ${n.pid}, log ${n.log}`]),
     ['nodes config', d.config],
     ['logs', d.logs],
@@ -87,6 +96,7 @@ async function main(): Promise<void> {
     .addOption(new Option('--nodes <n>', 'oz0 nodes (oz0 worker processes)').default('3'))
     .addOption(new Option('--json', 'print the addresses as JSON'))
     .addOption(new Option('--no-ui', 'no Web UI'))
+    .addOption(new Option('--observe', "Jaeger receiving the nodes' spans and Prometheus scraping their /metrics"))
     .addOption(new Option('--down', 'stop what still runs and remove the state in .oz0/cluster'))
     .addOption(new Option('--check', 'one session through two nodes, one killed; the counts checked; then down'))
     .addOption(new Option('--chaos', 'the chaos suite (bench/chaos.ts) on this cluster, every fault; then down'))
@@ -106,7 +116,14 @@ async function main(): Promise<void> {
   await stopLeftovers(stateDir, say);
   // The check wants two nodes; chaos starts nodes of its own, with its own config and faults.
   const nodes = opts.check ? 2 : opts.chaos ? 0 : opts.nodes;
-  const cluster = await startLocalCluster({ root, stateDir, nodes, ui: opts.ui && !opts.check && !opts.chaos, say });
+  const cluster = await startLocalCluster({
+    root,
+    stateDir,
+    nodes,
+    ui: opts.ui && !opts.check && !opts.chaos,
+    observe: opts.observe,
+    say,
+  });
   writePids(stateDir);
   let failed = false;
   try {

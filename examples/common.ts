@@ -8,6 +8,8 @@ import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprot
 import { serveStdio as serveStdioEntry } from '@modelcontextprotocol/server/stdio';
 import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../common/mcp-http';
 import type { Era } from '../common/mcp-http';
+import { requestMeta } from '../plugin/kit/keys';
+import type { RequestWithMeta } from '../plugin/kit/keys';
 
 /**
  * Builds a fresh McpServer. The entries call it for each connection on stdio, each session over HTTP (an older
@@ -30,6 +32,12 @@ export interface HttpHandle {
 
 // The key's name and reader are the plugin kit's; the examples and their tests import them from here too.
 export { IDEMPOTENCY_KEY_META, idempotencyKey } from '../plugin/kit/keys';
+
+/** O3: the trace context a request came with (`_meta.traceparent`, MCP SEP-414), for the log of what it received. */
+export function traceOf(ctx: RequestWithMeta): { traceparent?: string } {
+  const traceparent = requestMeta(ctx)?.traceparent;
+  return typeof traceparent === 'string' ? { traceparent } : {};
+}
 
 /** A JSON-RPC request body larger than this is refused with 413; the examples never need more. */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;

@@ -3,7 +3,7 @@ import { McpServer } from '@modelcontextprotocol/server';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { idempotentWrite, keyedTool, openKeyStore, readKeyStore, readOnly } from '../plugin';
-import { abortReason, abortableSleep, idempotencyKey, recordReceived, runMain, serveHttp } from './common';
+import { abortReason, abortableSleep, idempotencyKey, recordReceived, runMain, serveHttp, traceOf } from './common';
 import type { HttpHandle, ServerFactory, ToolContext } from './common';
 
 /** Options for {@link createLedger}. */
@@ -110,7 +110,7 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
         ...WRITE,
       },
       async (args, ctx) => {
-        recordReceived({ tool: 'charge', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
+        recordReceived({ tool: 'charge', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id, ...traceOf(ctx) });
         return charge(args, ctx);
       },
     );
@@ -145,7 +145,13 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
         ...readOnly({ openWorld: false }),
       },
       async (args, ctx) => {
-        recordReceived({ tool: 'lookup_order', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
+        recordReceived({
+          tool: 'lookup_order',
+          key: idempotencyKey(ctx),
+          args,
+          requestId: ctx.mcpReq.id,
+          ...traceOf(ctx),
+        });
         const found = lookup(args.order_id);
         return { content: [{ type: 'text', text: JSON.stringify(found) }], structuredContent: found };
       },
@@ -161,7 +167,7 @@ export function createLedger(opts?: LedgerOptions): ServerFactory {
         ...WRITE,
       },
       async (args, ctx) => {
-        recordReceived({ tool: 'refund', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id });
+        recordReceived({ tool: 'refund', key: idempotencyKey(ctx), args, requestId: ctx.mcpReq.id, ...traceOf(ctx) });
         return refund(args, ctx);
       },
     );

@@ -17,7 +17,12 @@ const WORKFLOWS_DIR = path.join(__dirname, '..', 'workflows');
 const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }));
 
 function bundleCode(): Promise<{ code: string }> {
-  return bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietBundlerLogger });
+  return bundleWorkflowCode({
+    workflowsPath: require.resolve('../workflows'),
+    // O2: tracing's workflow side is in every bundle, so a job's commands never depend on a node's telemetry (T5).
+    workflowInterceptorModules: [require.resolve('../workflows/tracing')],
+    logger: quietBundlerLogger,
+  });
 }
 
 /** The file exists and is newer than every compiled workflow module. */

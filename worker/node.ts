@@ -24,6 +24,15 @@ import { connectionOptions } from '../common/connection';
 import { TemporalPinoLogger } from '../common/logger';
 import type { Logger } from '../common/logger';
 import { ensureSearchAttributes } from './search-attributes';
+import {
+  flushTracing,
+  prepareRuntimeMetrics,
+  runtimeMetricsOptions,
+  serveMetrics,
+  startTracing,
+  tracingClientInterceptors,
+  tracingWorkerOptions,
+} from './telemetry';
 
 let runtimeInstalled = false;
 
@@ -34,7 +43,10 @@ export function installRuntime(logger: Logger): void {
   try {
     Runtime.install({
       logger: new TemporalPinoLogger(logger.child({ component: 'temporal' })),
-      telemetryOptions: { logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} } },
+      telemetryOptions: {
+        logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} },
+        ...runtimeMetricsOptions(),
+      },
       // oz0 owns SIGINT/SIGTERM: it drains its nodes, stops their servers, then exits.
       shutdownSignals: [],
     });
@@ -57,6 +69,8 @@ export interface Oz0Node {
   pool: ServerPool;
   /** The node's MCP gateway for harnesses (H3). */
   gateway: Gateway;
+  /** O1: where this node serves its Prometheus series; undefined when node.metricsPort is unset. */
+  metricsUrl?: string;
   /** Runs until shutdown() or a fatal error. */
   run(): Promise<void>;
   /** Runs the workers while fn runs, then shuts them down (tests). */
@@ -66,6 +80,9 @@ export interface Oz0Node {
 
 export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const { config, logger } = opts;
+  // O2: before the runtime and the workers, so their interceptors find the SDK.
+  startTracing(logger);
+  await prepareRuntimeMetrics(config.node.metricsPort);
   installRuntime(logger);
   const ownConnection = !opts.connection;
   const connection =
@@ -79,8 +96,19 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     id: name,
     queue: `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`,
   };
+  // O1: the node's series, served at /metrics when a port is configured.
+  const served =
+    config.node.metricsPort === undefined
+      ? undefined
+      : await serveMetrics({
+          port: config.node.metricsPort,
+          host: config.node.metricsHost,
+          slots: config.node.slots,
+          logger,
+        });
+  const metrics = served?.metrics;
   // I1-I6: how this node isolates sandboxed servers and harnesses, said at start (or why it cannot).
-  const isolation = new Isolation(config, logger.child({ node: name }));
+  const isolation = new Isolation(config, logger.child({ node: name }), metrics);
   for (const line of isolation.startupLines()) logger[line.level]({ node: name }, line.text);
   const pool = new ServerPool({
     config,
@@ -100,7 +128,21 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   );
   const relay = new CallRelay();
   // H3: the node's MCP gateway for the harnesses its sessions run.
-  const gateway = await Gateway.start({ config, pool, gate, client, relay, logger: logger.child({ node: name }) });
+  // O2: the gateway's Updates carry a harness call's span to its job (Temporal's client interceptor); the node's own
+  // client (policy reads, every call) stays untraced, or each read would be a trace of its own.
+  const interceptors = tracingClientInterceptors();
+  const gatewayClient = interceptors.length
+    ? new Client({ connection, namespace: config.temporal.namespace, interceptors: { workflow: interceptors } })
+    : client;
+  const gateway = await Gateway.start({
+    config,
+    pool,
+    gate,
+    client: gatewayClient,
+    relay,
+    logger: logger.child({ node: name }),
+    metrics,
+  });
   const stateRoot = path.resolve(config.baseDir, config.node.stateDir);
   const activities = createActivities({
     config,
@@ -108,6 +150,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     gate,
     relay,
     logger,
+    metrics,
     node: identity,
     heartbeatMs: config.node.heartbeatMs,
     policyMaxAgeMs: config.node.policyMaxAgeMs,
@@ -131,6 +174,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     shutdownGraceTime: config.node.shutdownGraceSeconds * 1000,
     // A job cached on a node that died waits this long before another node takes its next workflow task (T4).
     stickyQueueScheduleToStartTimeout: '3s',
+    // O2: each attempt's span, and the sink of the workflows' spans.
+    ...tracingWorkerOptions(),
   };
   const shared = await Worker.create({
     ...common,
@@ -149,6 +194,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
           taskQueue: config.temporal.policyTaskQueue,
           workflowBundle: await workflowBundle(),
           stickyQueueScheduleToStartTimeout: '3s',
+          sinks: tracingWorkerOptions().sinks,
         } as WorkerOptions);
   const workers = [shared, own, ...(policy ? [policy] : [])];
   logger.info(
@@ -158,6 +204,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       nodeQueue: identity.queue,
       slots: config.node.slots,
       gateway: gateway.url,
+      ...(served ? { metrics: served.url } : {}),
     },
     'node ready',
   );
@@ -180,6 +227,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       gate.close();
       await pool.close();
       await isolation.close();
+      await served?.close();
+      await flushTracing();
       if (ownConnection) await connection.close();
     }
   };
@@ -187,6 +236,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     identity,
     pool,
     gateway,
+    ...(served ? { metricsUrl: served.url } : {}),
     run,
     shutdown,
     async runUntil<T>(fn: () => Promise<T>): Promise<T> {

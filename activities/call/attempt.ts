@@ -35,6 +35,8 @@ import { hiddenFunctions, hiddenWhy } from '../servers/capabilities';
 import { OutcomeUnknown } from '../servers/errors';
 import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
 import type { CallRelay } from './relay';
+import { AttemptWatch } from '../observe/attempt';
+import type { NodeMetrics } from '../observe/metrics';
 import { AskedForInput } from './asked';
 import { makeCall } from './request';
 import { readPriorState, resumePlan } from './resume';
@@ -60,6 +62,8 @@ export interface CallDeps {
   heartbeatMs: number;
   /** Live sessions' calls on this node: their callers stop them and hear their progress through it (H5, H6). */
   relay: CallRelay;
+  /** O1: the node's series, when it serves them. */
+  metrics?: NodeMetrics;
 }
 
 /** An answer larger than this is not handed to the job: it would not fit Temporal's history. */
@@ -149,6 +153,8 @@ class Attempt {
   /** The function only reads: a task of it that its server lost may be made anew. */
   private readOnly = false;
   private sent = false;
+  /** O1-O3: this attempt's series and spans. */
+  private readonly watch: AttemptWatch;
 
   constructor(
     private readonly deps: CallDeps,
@@ -156,9 +162,29 @@ class Attempt {
   ) {
     this.last = this.n >= input.maxAttempts;
     this.state = { ...readPriorState(this.ctx.info.heartbeatDetails, this.n), tool: input.tool, key: input.key };
+    this.watch = new AttemptWatch(deps.metrics, input, this.n);
   }
 
+  /** The attempt, and what it tells observability when it ends: its outcome, and whether a next attempt follows. */
   async run(): Promise<CallOutput | CallAsks> {
+    try {
+      const out = await this.attempt();
+      this.watch.ended('asks' in out ? undefined : this.outcome(), true);
+      return out;
+    } catch (err) {
+      const retried = err instanceof ApplicationFailure && !err.nonRetryable && !this.last;
+      this.watch.ended(this.outcome() ?? 'failed', !retried);
+      throw err;
+    }
+  }
+
+  /** This attempt's outcome, as its line in the trace says. */
+  private outcome(): Outcome | undefined {
+    const line = this.state.attempts.at(-1);
+    return line?.attempt === this.n ? line.outcome : undefined;
+  }
+
+  private async attempt(): Promise<CallOutput | CallAsks> {
     const { ctx } = this;
     // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
     // a word is read as lost. A call that runs longer than heartbeatMs beats from then on (and hears a cancel).
@@ -202,6 +228,7 @@ class Attempt {
       const why = `this node has no server named "${server}"`;
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
+    this.watch.listed(true, false);
     let tools: Tool[];
     try {
       this.lease = await deps.pool.acquire(server, input.jobId);
@@ -238,6 +265,7 @@ class Attempt {
       const why = `server "${server}" has no function "${fn}"${needs ? `: ${hiddenWhy(needs)}` : ''}`;
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
+    this.watch.listed(true, true);
     let allowed = await this.policyVerdict(server, tools, connection.kind === 'remote');
     if (allowed.allowed && allowed.confirm && input.confirmed?.key !== input.key) {
       allowed = await this.question(server, tools, connection.kind === 'remote');
@@ -394,10 +422,13 @@ class Attempt {
     // caller asked for it (H6), and one that runs as a task, which a later attempt follows too.
     const progressToken = this.again || input.relay?.progress || p.asTask ? `oz0:${input.key}:${this.n}` : undefined;
     const unwatch = progressToken ? p.connection.watchProgress(progressToken, (n) => this.onProgress(n, p)) : undefined;
+    // O2-O3: the MCP client span; its traceparent goes in _meta, so the server's spans are its children.
+    const mcp = this.watch.toolsCall(p.fn, p.connection);
     const request = {
       name: p.fn,
       arguments: input.args,
       _meta: {
+        ...mcp.meta,
         [IDEMPOTENCY_KEY_META]: input.key,
         ...(progressToken ? { progressToken } : {}),
         ...(p.resume ? { [RESUME_META]: p.resume } : {}),
@@ -408,18 +439,23 @@ class Attempt {
     const signal = this.controller.signal;
     this.sent = true;
     try {
-      return await makeCall({
-        connection: p.connection,
-        tool: p.tool,
-        params: request,
-        asTask: p.asTask,
-        priorTask: this.state.task,
-        ttlMs: input.timeoutSeconds * input.maxAttempts * 1000,
-        signal,
-        timeoutMs,
-        onTask: (task) => this.onTask(task, p.connection.protocol),
-      });
+      const result = await mcp.within(() =>
+        makeCall({
+          connection: p.connection,
+          tool: p.tool,
+          params: request,
+          asTask: p.asTask,
+          priorTask: this.state.task,
+          ttlMs: input.timeoutSeconds * input.maxAttempts * 1000,
+          signal,
+          timeoutMs,
+          onTask: (task) => this.onTask(task, p.connection.protocol),
+        }),
+      );
+      mcp.end(result);
+      return result;
     } catch (err) {
+      mcp.end(undefined, err, this.stopCause?.outcome);
       if (err instanceof AskedForInput) return await this.asked(err, p);
       throw err;
     } finally {
@@ -430,6 +466,7 @@ class Attempt {
 
   /** The first stop names the cause; the MCP request is cancelled with its words as the reason (C2). */
   private stop(why: StopCause): void {
+    this.watch.stopping();
     this.stopCause ??= why;
     this.controller.abort(this.stopCause.text);
   }
@@ -500,6 +537,7 @@ class Attempt {
     const busy = busyVerdict({ again: this.again, lastAttempt: this.last, retryAfter });
     this.record('busy', busy.note);
     if (busy.retry) {
+      this.watch.busyWait(busy.delayMs);
       this.handOn();
       // One retry layer (B5): Temporal waits, not oz0; maximumInterval is 60 s so this delay is never cut short.
       throw ApplicationFailure.create({

@@ -25,6 +25,9 @@ import type { CallRelay } from '../call/relay';
 import type { PolicyGate } from '../policy/gate';
 import type { ServerPool } from '../servers/pool';
 import { HarnessProgress } from './progress';
+import { currentContext, gatewayCallSpan } from '../observe/gateway';
+import type { NodeMetrics } from '../observe/metrics';
+import { UNKNOWN } from '../observe/metrics';
 import { harnessTools, toolsDigest } from './tools';
 
 /** A gateway request body larger than this is refused (413): a call's arguments must fit Temporal's history. */
@@ -47,12 +50,20 @@ export interface GatewayDeps {
   client: Client;
   relay: CallRelay;
   logger: Logger;
+  /** O1: the node's series, when it serves them. */
+  metrics?: NodeMetrics;
 }
 
 /** One token's run, its MCP endpoint (both revisions) and what it last listed. */
 class Holder {
   closed = false;
   listed?: string;
+  /** The tools it was last listed: a call's `tool` label names one of them, or says unknown (bounded, O1). */
+  names = new Set<string>();
+  /** Its listing was read for the labels once already (a harness that calls without listing). */
+  namesRead = false;
+  /** O2: the session's trace context, for the calls of a harness that sends no traceparent of its own. */
+  readonly trace = currentContext();
   /** The MCP revisions its harness has spoken, said once each in the node's log. */
   readonly spoken = new Set<string>();
 
@@ -180,6 +191,7 @@ export class Gateway {
       heard();
       const tools = await harnessTools(holder.entry, this.deps);
       holder.listed = toolsDigest(tools);
+      holder.names = new Set(tools.map((t) => t.name));
       return { tools };
     });
     server.setRequestHandler('tools/call', (request, ctx) => {
@@ -199,6 +211,53 @@ export class Gateway {
 
   /** H4: one call of the harness, made by its job's workflow; H5, H6: its cancel and its progress. */
   private async call(holder: Holder, request: CallToolRequest, ctx: ServerContext, era: Era): Promise<CallToolResult> {
+    const { entry } = holder;
+    const tool = request.params.name;
+    const span = gatewayCallSpan({
+      tool,
+      meta: request.params._meta,
+      session: holder.trace,
+      requestId: ctx.mcpReq.id,
+      sessionId: ctx.sessionId,
+      protocol: era === 'modern' ? MODERN_PROTOCOL : undefined,
+      attributes: { job: entry.jobId, tenant: entry.tenant },
+    });
+    const label = await this.toolLabel(holder, tool);
+    let outcome = 'failed';
+    try {
+      const result = await span.within(() => this.callInSpan(holder, request, ctx, era));
+      outcome = result.isError ? 'error' : 'ok';
+      span.end(result);
+      return result;
+    } catch (err) {
+      outcome = ctx.mcpReq.signal.aborted ? 'cancelled' : 'failed';
+      span.end(undefined, err);
+      throw err;
+    } finally {
+      this.deps.metrics?.gatewayCall(label, entry.tenant, outcome);
+    }
+  }
+
+  /**
+   * O1: a call's `tool` label is the tool when the harness's listing has it (read now, once, if it called before
+   * listing), else `(unknown)`: a harness cannot grow the node's series with names of its own making.
+   */
+  private async toolLabel(holder: Holder, tool: string): Promise<string> {
+    if (!this.deps.metrics) return UNKNOWN;
+    if (!holder.names.has(tool) && !holder.namesRead) {
+      holder.namesRead = true;
+      const tools = await harnessTools(holder.entry, this.deps).catch(() => []);
+      for (const t of tools) holder.names.add(t.name);
+    }
+    return holder.names.has(tool) ? tool : UNKNOWN;
+  }
+
+  private async callInSpan(
+    holder: Holder,
+    request: CallToolRequest,
+    ctx: ServerContext,
+    era: Era,
+  ): Promise<CallToolResult> {
     const { entry } = holder;
     const tool = request.params.name;
     if (toolProblem(tool) || !matchesAny(entry.patterns, tool)) {

@@ -18,6 +18,7 @@ import type { HarnessInput, HarnessOutcome, ToolResult } from '../../workflows/d
 import type { Started } from '../process-group';
 import type { Isolation } from '../sandbox';
 import { resolveEnvRefs } from '../servers/env';
+import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';
 
@@ -92,6 +93,8 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
         OZ0_SESSION: input.session,
         OZ0_SESSION_RUN: String(input.sessionRun),
         OZ0_INPUT: JSON.stringify(input.input ?? null),
+        // O3: the session's trace, for a harness that traces: OZ0_TRACEPARENT, OZ0_TRACESTATE (./observe/gateway.ts).
+        ...traceEnv(),
       },
       grants: harness.sandbox,
       gateway: { port: deps.gateway.port, accept: (socket) => deps.gateway.accept(socket) },

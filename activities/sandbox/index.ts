@@ -24,6 +24,8 @@ import { SandboxNetwork, parseGrant } from './network';
 import { bwrapArgs, within } from './plan';
 import type { PathKind, SandboxPlan } from './plan';
 import { programPaths } from './program';
+import { UNKNOWN } from '../observe/metrics';
+import type { NodeMetrics } from '../observe/metrics';
 
 export interface SandboxRequest {
   /** Who it is, in words: `server "notes" (sandbox of job-1)`, `harness "refunds"`. */
@@ -71,6 +73,8 @@ export class Isolation {
   constructor(
     private readonly config: LoadedConfig,
     private readonly logger: Logger,
+    /** O1: counts sandboxes started and stopped. */
+    private readonly metrics?: NodeMetrics,
   ) {
     if (process.getuid?.() === 0) this.dropTo = { uid: config.node.sandboxUid, gid: config.node.sandboxGid };
   }
@@ -132,6 +136,17 @@ export class Isolation {
 
   /** Starts the request's program in a sandbox of its own; throws {@link IsolationRefused} saying why it cannot. */
   async start(req: SandboxRequest): Promise<Started> {
+    const started = await this.startSandbox(req);
+    if (this.metrics) {
+      // `servers.NAME.sandbox` or `harnesses.NAME.sandbox`: the config's names, a bounded label.
+      const [group, name] = req.field.split('.');
+      const stopped = this.metrics.sandboxStarted(group === 'harnesses' ? 'harness' : 'server', name ?? UNKNOWN);
+      started.child.once('exit', () => stopped(started.stoppedFor() ? 'limit' : 'exit'));
+    }
+    return started;
+  }
+
+  private async startSandbox(req: SandboxRequest): Promise<Started> {
     const status = this.check();
     const command = resolveCommand(req.command);
     if (status.mode === 'none') return startGroup({ command, args: req.args, cwd: req.cwd, env: req.env });

@@ -53,6 +53,8 @@ export class ServerConnection {
   /** Requests this connection cancelled: a server may still answer one (e.g. -32800 "Request cancelled"). */
   private readonly cancelledIds = new Set<string | number>();
   private readonly ownRequests = new Map<string, OwnAnswer>();
+  /** O2: requests whose JSON-RPC id a span waits for, by the `traceparent` in their `_meta`. */
+  private readonly sentWatchers = new Map<string, (id: string | number) => void>();
   private ownIds = 0;
   private inUse = 0;
   lastUsed = Date.now();
@@ -144,12 +146,29 @@ export class ServerConnection {
     };
   }
 
+  /** The Streamable HTTP session's id, where the server gave one (2025-11-25); none on stdio or 2026-07-28. */
+  get sessionId(): string | undefined {
+    return this.transport.sessionId;
+  }
+
+  /** Calls fn with the JSON-RPC id of the request sent with this `traceparent` in its `_meta`, until unwatched. */
+  watchSent(traceparent: string, fn: (id: string | number) => void): () => void {
+    this.sentWatchers.set(traceparent, fn);
+    return () => this.sentWatchers.delete(traceparent);
+  }
+
   /** Notes what the SDK sends: a `notifications/cancelled` makes its request's late answer expected protocol traffic. */
   noteSent(message: JSONRPCMessage): void {
+    if (this.sentWatchers.size > 0 && 'id' in message && 'method' in message) this.noteRequest(message);
     if (!('method' in message) || message.method !== 'notifications/cancelled' || 'id' in message) return;
     const id = (message.params as { requestId?: unknown } | undefined)?.requestId;
     if (typeof id !== 'string' && typeof id !== 'number') return;
     this.rememberCancelled(id);
+  }
+
+  private noteRequest(message: { id: string | number; params?: { _meta?: Record<string, unknown> } }): void {
+    const traceparent = message.params?._meta?.traceparent;
+    if (typeof traceparent === 'string') this.sentWatchers.get(traceparent)?.(message.id);
   }
 
   private rememberCancelled(id: string | number): void {

@@ -25,12 +25,16 @@ import {
 } from './temporal-server';
 import type { ServerPorts, TemporalServer } from './temporal-server';
 import { startUi } from './ui';
+import { startObservability } from './observe';
+import type { Observability } from './observe';
 
 export interface ClusterOptions {
   root: string;
   stateDir: string;
   nodes: number;
   ui: boolean;
+  /** O1-O2: Jaeger receiving the nodes' spans, Prometheus scraping their /metrics (./observe.ts). */
+  observe?: boolean;
   say: (line: string) => void;
 }
 
@@ -46,6 +50,8 @@ export interface LocalCluster {
   address: string;
   namespace: string;
   uiUrl?: string;
+  /** With `observe`: Jaeger's UI and Prometheus'. */
+  observability?: { jaegerUrl: string; prometheusUrl: string };
   postgres: Postgres;
   temporal: TemporalServer;
   /** The config every node runs on, and the one to give the CLI (`oz0 job start --config …`). */
@@ -166,6 +172,12 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
     stops.push(() => search.close());
 
     const nodeEnv = { SEARCH_TOKEN: 'Bearer example-token' };
+    let observability: Observability | undefined;
+    if (opts.observe) {
+      say('starting Jaeger and Prometheus (--observe)');
+      observability = await startObservability({ root, stateDir, logsDir, say });
+      stops.push(() => observability!.stop());
+    }
     const configFor = (name: string) => {
       const file = path.join(stateDir, name === '' ? 'oz0.config.json' : `oz0.${name}.json`);
       const state = path.join(stateDir, 'nodes', name || 'cli');
@@ -186,7 +198,8 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
     const addNode = async () => {
       const name = `node-${++named}`;
       const logFile = log(name);
-      const { proc } = await startWorker(configFor(name), name, workers, { logFile, env: nodeEnv, detached: true });
+      const env = { ...nodeEnv, ...(await observability?.nodeEnv()) };
+      const { proc } = await startWorker(configFor(name), name, workers, { logFile, env, detached: true });
       const node = { name, proc, logFile };
       nodes.push(node);
       return node;
@@ -215,6 +228,9 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
       address,
       namespace: settings.namespace,
       uiUrl,
+      ...(observability
+        ? { observability: { jaegerUrl: observability.jaegerUrl, prometheusUrl: observability.prometheusUrl } }
+        : {}),
       postgres,
       temporal,
       configFile: configFile0,

@@ -219,11 +219,35 @@ async def keyed(
         return text_result(str(err), is_error=True)
 
 
+def export_spans(service: str) -> None:
+    """O3: the MCP Python SDK makes a span of each request it serves, a child of the `traceparent` in its `_meta`
+    (mcp.server._otel.OpenTelemetryMiddleware, on by default). With OTEL_EXPORTER_OTLP_ENDPOINT set and the SDK and
+    exporter installed (requirements.txt), they go out over OTLP (http/protobuf): a call's server span joins oz0's."""
+    if not (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+        return
+    try:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as err:
+        print(f"tracing off: {err}", file=sys.stderr, flush=True)
+        return
+    name = os.environ.get("OTEL_SERVICE_NAME") or service
+    provider = TracerProvider(resource=Resource.create({"service.name": name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    atexit.register(provider.shutdown)
+
+
 def serve(mcp: MCPServer, argv: list[str] | None = None) -> None:
     """stdio by default; `--http PORT` serves Streamable HTTP (stateful, SSE responses, so cancels reach handlers)
-    on 127.0.0.1 and prints `listening <url>` on stderr. PORT 0 picks a free port. An exit on its own is recorded."""
+    on 127.0.0.1 and prints `listening <url>` on stderr. PORT 0 picks a free port. An exit on its own is recorded.
+    Its spans go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where (export_spans)."""
     argv = sys.argv[1:] if argv is None else argv
     atexit.register(lambda: record({"event": "exit"}))
+    export_spans(mcp.name)
     if not argv:
         mcp.run()
         return

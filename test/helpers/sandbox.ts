@@ -64,3 +64,15 @@ export function cmdlineOf(pid: number): string {
 }
 
 export { ROOT };
+
+/** The probe harness (test/fixtures/harness.js) in a config: it does what its input's steps say, with these tools. */
+export function probeHarness(tools: string[], sandbox: ReturnType<typeof sandboxed> = sandboxed()) {
+  return {
+    command: 'node',
+    args: [path.join(ROOT, 'test', 'fixtures', 'harness.js')],
+    env: { NODE_PATH: path.join(ROOT, 'node_modules') },
+    tools,
+    timeoutSeconds: 120,
+    sandbox,
+  };
+}

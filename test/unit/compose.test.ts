@@ -508,3 +508,30 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
     }
   });
 });
+
+describe('docker-compose.yml: observability (O1-O2)', () => {
+  const prometheusConfig = parse(
+    fs.readFileSync(path.join(ROOT, 'deploy', 'prometheus', 'prometheus.yml'), 'utf8'),
+  ) as {
+    scrape_configs: Array<{ job_name: string; dns_sd_configs?: Array<{ names: string[]; port: number }> }>;
+  };
+
+  test('O1: every node serves /metrics on 9464, and Prometheus finds every replica of node there', () => {
+    expect(nodeEnv.OZ0_METRICS_PORT).toBe('9464');
+    const job = prometheusConfig.scrape_configs.find((c) => c.job_name === 'oz0');
+    expect(job?.dns_sd_configs).toEqual([expect.objectContaining({ names: ['node'], port: 9464 })]);
+    const mount = services.prometheus.volumes?.find(
+      (v) => typeof v === 'object' && v.target?.includes('prometheus.yml'),
+    );
+    expect(mount).toMatchObject({ source: './deploy/prometheus/prometheus.yml', read_only: true });
+  });
+
+  test('O2: nodes send their spans to the jaeger service over OTLP/HTTP', () => {
+    expect(nodeEnv.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://jaeger:4318');
+  });
+
+  test('O1-O2: Prometheus publishes 9090 and Jaeger 16686, on the host loopback only', () => {
+    expect(publishedPorts(services.prometheus)).toContainEqual({ container: 9090, host: '127.0.0.1:9090' });
+    expect(publishedPorts(services.jaeger)).toContainEqual({ container: 16686, host: '127.0.0.1:16686' });
+  });
+});

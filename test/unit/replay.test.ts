@@ -4,6 +4,10 @@
  * a scripted session, a harness's live session, a job cancelled mid-call, and a tenant's policy workflow with its
  * updates — and today's workflow bundle must replay each without a nondeterminism error. They are the binary
  * protobuf of each `History` as that version's client fetched it.
+ *
+ * The `traced-*` ones were recorded by a node that traced (O2: OTEL_EXPORTER_OTLP_ENDPOINT set, spans' context in
+ * the activities' headers, `record.js` run on the dist/ of issue 27): they replay here on a worker with no tracing at
+ * all, as on a node that traces nothing — the workflow side of tracing is in every bundle (workflows/tracing.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,7 +18,7 @@ import { workflowBundle } from '../../worker/bundle';
 const DIR = path.join(__dirname, '..', 'fixtures', 'histories');
 
 test.each(fs.readdirSync(DIR).filter((f) => f.endsWith('.history')))(
-  'T5: %s, recorded before A4, replays under today’s workflows',
+  'T5: %s, recorded by an earlier oz0 (before A4, or traced), replays under today’s workflows',
   async (file) => {
     const history = temporal.api.history.v1.History.decode(fs.readFileSync(path.join(DIR, file)));
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file);

@@ -1,0 +1,195 @@
+/**
+ * What one attempt tells observability (O1-O3): its series when it ends, its attributes on the attempt's span
+ * (`RunActivity:callTool`, made by Temporal's activity interceptor), and the MCP `tools/call` client span, whose
+ * context goes to the server in `params._meta` (`traceparent`, `tracestate`: MCP SEP-414).
+ *
+ * With no OpenTelemetry SDK installed (no `OTEL_EXPORTER_OTLP_*`), the API's tracer is a no-op: the spans cost a
+ * call each and nothing goes in `_meta`; with no metrics port, `metrics` is undefined.
+ */
+import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import { busyOf } from '../../common/protocol';
+import type { Outcome } from '../../common/schemas';
+import type { CallInput } from '../../workflows/definitions';
+import { SpanAttr } from '../../workflows/tracing';
+import type { ServerConnection } from '../servers/connection';
+import { callLabels } from './metrics';
+import type { NodeMetrics } from './metrics';
+
+export const TRACER_NAME = 'oz0';
+const tracer = () => trace.getTracer(TRACER_NAME);
+
+/** The MCP conventions' attribute names (OpenTelemetry semantic-conventions-genai, gen-ai/mcp.md). */
+export const McpAttr = {
+  method: 'mcp.method.name',
+  sessionId: 'mcp.session.id',
+  protocolVersion: 'mcp.protocol.version',
+  requestId: 'jsonrpc.request.id',
+  transport: 'network.transport',
+  errorType: 'error.type',
+  statusCode: 'rpc.response.status_code',
+} as const;
+
+/** The conventions' `error.type` for an answer with `isError: true` (a busy answer is one too). */
+export const TOOL_ERROR = 'tool_error';
+
+/** stdio is a pipe, Streamable HTTP runs over TCP. */
+function transportOf(connection: ServerConnection): string {
+  return connection.kind === 'remote' ? 'tcp' : 'pipe';
+}
+
+/** One attempt's observation: made when it starts, told its stops and its end. */
+export class AttemptWatch {
+  private readonly startedAt = performance.now();
+  private stoppedAt?: number;
+  private known = { server: false, fn: false };
+  private readonly span = trace.getActiveSpan();
+  private readonly release?: () => void;
+
+  constructor(
+    private readonly metrics: NodeMetrics | undefined,
+    private readonly input: CallInput,
+    private readonly attempt: number,
+  ) {
+    this.release = metrics?.attemptStarted();
+    this.span?.setAttributes({
+      [SpanAttr.job]: input.jobId,
+      [SpanAttr.tenant]: input.tenant,
+      [SpanAttr.tool]: input.tool,
+      [SpanAttr.key]: input.key,
+      [SpanAttr.attempt]: attempt,
+      [SpanAttr.genAiToolName]: input.tool.slice(input.tool.indexOf('.') + 1),
+      [SpanAttr.genAiOperation]: 'execute_tool',
+    });
+  }
+
+  /** The server exists on this node, and (when it does) whether it lists the function: bounds the labels. */
+  listed(server: boolean, fn: boolean): void {
+    this.known = { server, fn };
+  }
+
+  /** The first stop's time: the cancel → stopped histogram runs from here. */
+  stopping(): void {
+    this.stoppedAt ??= performance.now();
+  }
+
+  /** B2: a busy server makes the call wait before its next attempt (this long, when it said; else Temporal's backoff). */
+  busyWait(ms: number | undefined): void {
+    const { tool, server } = callLabels(this.input.tool, this.known);
+    this.metrics?.busyWait({ tool, server, tenant: this.input.tenant }, ms === undefined ? undefined : ms / 1000);
+  }
+
+  /** The MCP `tools/call` as a client span, child of the attempt's; its context rides in the request's `_meta`. */
+  toolsCall(fn: string, connection: ServerConnection): McpCall {
+    return new McpCall(this, fn, connection);
+  }
+
+  /** The attempt ended with this outcome (none: it only asked a person, A4); `final` when no attempt follows. */
+  ended(outcome: Outcome | undefined, final: boolean): void {
+    this.release?.();
+    if (!outcome) return;
+    const now = performance.now();
+    this.span?.setAttribute(SpanAttr.outcome, outcome);
+    if (outcome !== 'ok' && outcome !== 'error') this.span?.setAttribute(McpAttr.errorType, outcome);
+    if (!this.metrics) return;
+    const { tool, server } = callLabels(this.input.tool, this.known);
+    this.metrics.attemptEnded({
+      tool,
+      server,
+      tenant: this.input.tenant,
+      outcome,
+      seconds: (now - this.startedAt) / 1000,
+      final,
+      ...(this.stoppedAt !== undefined && outcome !== 'ok' && outcome !== 'error'
+        ? { stoppedAfter: (now - this.stoppedAt) / 1000 }
+        : {}),
+    });
+  }
+
+  /** @internal for McpCall */
+  get parts() {
+    return { metrics: this.metrics, input: this.input, attempt: this.attempt };
+  }
+}
+
+/** One MCP `tools/call` client span: `tools/call <function>`, with the conventions' attributes and oz0's. */
+export class McpCall {
+  private readonly span: Span;
+  private readonly startedAt = performance.now();
+  /** `traceparent` and `tracestate` for the request's `_meta`: empty when nothing is traced. */
+  readonly meta: Record<string, string> = {};
+  private readonly unwatch?: () => void;
+
+  constructor(
+    private readonly watch: AttemptWatch,
+    private readonly fn: string,
+    private readonly connection: ServerConnection,
+  ) {
+    const { input, attempt } = watch.parts;
+    const sessionId = connection.sessionId;
+    this.span = tracer().startSpan(`tools/call ${fn}`, {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        [McpAttr.method]: 'tools/call',
+        [SpanAttr.genAiToolName]: fn,
+        [SpanAttr.genAiOperation]: 'execute_tool',
+        [McpAttr.transport]: transportOf(connection),
+        [McpAttr.protocolVersion]: connection.protocol,
+        ...(sessionId ? { [McpAttr.sessionId]: sessionId } : {}),
+        [SpanAttr.job]: input.jobId,
+        [SpanAttr.tenant]: input.tenant,
+        [SpanAttr.tool]: input.tool,
+        [SpanAttr.key]: input.key,
+        [SpanAttr.attempt]: attempt,
+      },
+    });
+    if (!this.span.isRecording()) return;
+    propagation.inject(trace.setSpan(context.active(), this.span), this.meta);
+    // The request's own JSON-RPC id is known once the SDK sends it: found by this span's traceparent.
+    if (this.meta.traceparent) {
+      this.unwatch = connection.watchSent(this.meta.traceparent, (id) =>
+        this.span.setAttribute(McpAttr.requestId, String(id)),
+      );
+    }
+  }
+
+  /** Runs fn with this span current, so what it logs names the span (O4). */
+  within<T>(fn: () => Promise<T>): Promise<T> {
+    return context.with(trace.setSpan(context.active(), this.span), fn);
+  }
+
+  /** The request answered (or failed, or was stopped with `stopped`'s outcome). */
+  end(result: CallToolResult | undefined, err?: unknown, stopped?: Outcome): void {
+    this.unwatch?.();
+    const { metrics } = this.watch.parts;
+    let errorType: string | undefined;
+    if (result?.isError) errorType = TOOL_ERROR;
+    else if (stopped) errorType = stopped;
+    else if (err) {
+      const code = (err as { code?: unknown }).code;
+      errorType = typeof code === 'number' ? String(code) : ((err as Error).name ?? 'Error');
+      if (typeof code === 'number') this.span.setAttribute(McpAttr.statusCode, String(code));
+    }
+    const outcome: Outcome = result
+      ? busyOf(result)
+        ? 'busy'
+        : result.isError
+          ? 'error'
+          : 'ok'
+      : (stopped ?? 'failed');
+    this.span.setAttribute(SpanAttr.outcome, outcome);
+    if (errorType) {
+      this.span.setAttribute(McpAttr.errorType, errorType);
+      this.span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
+    }
+    this.span.end();
+    metrics?.mcpRequest(
+      'tools/call',
+      this.fn,
+      errorType,
+      transportOf(this.connection),
+      (performance.now() - this.startedAt) / 1000,
+    );
+  }
+}

@@ -1,0 +1,239 @@
+/**
+ * A node's telemetry (SPEC O1-O2): OpenTelemetry tracing, once per process, when the standard
+ * `OTEL_EXPORTER_OTLP_*` variables say where to send spans; and the node's Prometheus endpoint, `/metrics`, when
+ * `node.metricsPort` (or `OZ0_METRICS_PORT`) says where to serve it, carrying oz0's series and the Temporal SDK's.
+ *
+ * Tracing off, no OpenTelemetry SDK is loaded: the API's no-op tracer answers oz0's few span calls, the workflow
+ * interceptors' spans go to a sink that drops them, and nothing is added to a request's `_meta`.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import { z } from 'zod';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { Resource } from '@opentelemetry/resources';
+import type { NodeSDK } from '@opentelemetry/sdk-node';
+// Types only: the packages themselves are loaded when tracing starts, never by a node that traces nothing.
+import type * as SdkNode from '@opentelemetry/sdk-node';
+import type * as SdkTraceBase from '@opentelemetry/sdk-trace-base';
+import type * as Resources from '@opentelemetry/resources';
+import type * as OtlpGrpc from '@opentelemetry/exporter-trace-otlp-grpc';
+import type * as OtlpJson from '@opentelemetry/exporter-trace-otlp-http';
+import type * as OtlpProto from '@opentelemetry/exporter-trace-otlp-proto';
+import type * as TemporalOtel from '@temporalio/interceptors-opentelemetry';
+import type { InjectedSinks, TelemetryOptions, WorkerOptions } from '@temporalio/worker';
+import type { WorkflowClientInterceptor } from '@temporalio/client';
+import type { OpenTelemetrySinks } from '@temporalio/interceptors-opentelemetry';
+import type { Logger } from '../common/logger';
+import { NodeMetrics } from '../activities/observe/metrics';
+
+/** The standard variables oz0 reads itself; the exporters read the rest (headers, timeouts, certificates). */
+const OtelEnvSchema = z.object({
+  OTEL_SDK_DISABLED: z.enum(['true', 'false', '']).optional(),
+  OTEL_TRACES_EXPORTER: z.string().optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.url().optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(['http/protobuf', 'http/json', 'grpc']).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(['http/protobuf', 'http/json', 'grpc']).optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).optional(),
+});
+
+export type OtlpProtocol = 'http/protobuf' | 'http/json' | 'grpc';
+
+/** Where spans go, from the environment: undefined when tracing is off. A bad value is said, naming the variable. */
+export function tracingTarget(source: NodeJS.ProcessEnv = process.env): { protocol: OtlpProtocol } | undefined {
+  const set = Object.fromEntries(Object.entries(source).filter(([k, v]) => k.startsWith('OTEL_') && v !== ''));
+  const parsed = OtelEnvSchema.safeParse(set);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`${issue.path.join('.')}: ${issue.message}`);
+  }
+  const env = parsed.data;
+  if (env.OTEL_SDK_DISABLED === 'true' || env.OTEL_TRACES_EXPORTER?.split(',').includes('none')) return undefined;
+  if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return undefined;
+  // OpenTelemetry's default protocol for OTLP is http/protobuf.
+  return { protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' };
+}
+
+interface Tracing {
+  sdk: NodeSDK;
+  processor: SpanProcessor;
+  resource: Resource;
+  protocol: OtlpProtocol;
+  interceptors: typeof TemporalOtel;
+}
+
+let tracing: Tracing | null | undefined;
+
+/** Starts OpenTelemetry's Node SDK once per process when the environment asks for spans; undefined when it does not. */
+export function startTracing(logger: Logger): Tracing | undefined {
+  if (tracing !== undefined) return tracing ?? undefined;
+  const target = tracingTarget();
+  if (!target) {
+    tracing = null;
+    return undefined;
+  }
+  // Loaded only now: a node that traces nothing never loads the SDK.
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { NodeSDK } = require('@opentelemetry/sdk-node') as typeof SdkNode;
+  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base') as typeof SdkTraceBase;
+  const { Resource } = require('@opentelemetry/resources') as typeof Resources;
+  const exporter =
+    target.protocol === 'grpc'
+      ? new (require('@opentelemetry/exporter-trace-otlp-grpc') as typeof OtlpGrpc).OTLPTraceExporter()
+      : target.protocol === 'http/json'
+        ? new (require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpJson).OTLPTraceExporter()
+        : new (require('@opentelemetry/exporter-trace-otlp-proto') as typeof OtlpProto).OTLPTraceExporter();
+  const interceptors = require('@temporalio/interceptors-opentelemetry') as typeof TemporalOtel;
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const processor = new BatchSpanProcessor(exporter);
+  const resource = new Resource({ 'service.name': process.env.OTEL_SERVICE_NAME ?? 'oz0' });
+  const sdk = new NodeSDK({
+    resource,
+    spanProcessors: [processor],
+    // oz0 logs through pino (O4 puts the trace's ids on its lines); no OTLP log exporter by default.
+    logRecordProcessors: [],
+  });
+  sdk.start();
+  tracing = { sdk, processor, resource, protocol: target.protocol, interceptors };
+  logger.info({ protocol: target.protocol }, 'tracing: spans go out over OTLP');
+  return tracing;
+}
+
+/** Sends the spans still buffered (a node that stops, a test that reads them). */
+export async function flushTracing(): Promise<void> {
+  await tracing?.processor.forceFlush();
+}
+
+/**
+ * What a worker that runs workflows and activities needs for tracing: Temporal's activity interceptors (each attempt
+ * a span, child of its step's) and the sink the workflow interceptors' spans leave by (workflows/tracing.ts).
+ */
+export function tracingWorkerOptions(): Pick<WorkerOptions, 'interceptors' | 'sinks'> {
+  if (!tracing) return { sinks: droppingSinks() };
+  const otel = tracing.interceptors;
+  return {
+    interceptors: {
+      activity: [
+        (ctx) => ({
+          inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx),
+          outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx),
+        }),
+      ],
+    },
+    sinks: {
+      exporter: otel.makeWorkflowExporter(tracing.processor, tracing.resource),
+    } as InjectedSinks<OpenTelemetrySinks>,
+  };
+}
+
+/** A client that starts jobs inside the caller's trace (O2): its span's context goes in the workflow's headers. */
+export function tracingClientInterceptors(): WorkflowClientInterceptor[] {
+  if (!tracing) return [];
+  return [new tracing.interceptors.OpenTelemetryWorkflowClientInterceptor()];
+}
+
+/** With tracing off the workflow interceptors still hand their spans to this sink: dropped, never exported. */
+function droppingSinks(): InjectedSinks<OpenTelemetrySinks> {
+  return { exporter: { export: { fn: () => undefined } } };
+}
+
+// ---- metrics ----
+
+/** The Temporal runtime's own Prometheus endpoint, on loopback only: a node's /metrics carries its text. */
+let runtimeMetricsPort: number | undefined;
+
+/** A free loopback port (bound, then closed) for the runtime's exporter, which needs its address up front. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The runtime's telemetry options for metrics: Prometheus on a private loopback port, when this node serves
+ * `/metrics`. Picked before the runtime is installed (once per process): a process whose first node serves no
+ * metrics has no SDK metrics.
+ */
+export async function prepareRuntimeMetrics(metricsPort: number | undefined): Promise<void> {
+  if (metricsPort === undefined || runtimeMetricsPort !== undefined) return;
+  runtimeMetricsPort = await freePort();
+}
+
+/** For Runtime.install's telemetryOptions: where the SDK's metrics go (nowhere when no node serves /metrics). */
+export function runtimeMetricsOptions(): Pick<TelemetryOptions, 'metrics'> {
+  if (runtimeMetricsPort === undefined) return {};
+  return {
+    metrics: {
+      prometheus: {
+        bindAddress: `127.0.0.1:${runtimeMetricsPort}`,
+        countersTotalSuffix: true,
+        unitSuffix: true,
+        useSecondsForDurations: true,
+      },
+    },
+  };
+}
+
+/** The SDK's series as its runtime serves them; empty when it has none (or is slow: a scrape never waits long). */
+async function runtimeMetricsText(): Promise<string> {
+  if (runtimeMetricsPort === undefined) return '';
+  try {
+    const res = await fetch(`http://127.0.0.1:${runtimeMetricsPort}/metrics`, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? await res.text() : '';
+  } catch {
+    return '';
+  }
+}
+
+export interface MetricsServer {
+  metrics: NodeMetrics;
+  /** Where /metrics is served (the port picked when the config said 0). */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** O1: serves the node's series and the Temporal SDK's at `http://<host>:<port>/metrics`. */
+export async function serveMetrics(opts: {
+  port: number;
+  host: string;
+  slots: number;
+  logger: Logger;
+}): Promise<MetricsServer> {
+  const metrics = new NodeMetrics(opts.slots);
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('oz0 serves /metrics\n');
+      return;
+    }
+    Promise.all([metrics.text(), runtimeMetricsText()])
+      .then(([own, sdk]) => {
+        res.writeHead(200, { 'content-type': metrics.contentType });
+        res.end(sdk ? `${own}\n${sdk}` : own);
+      })
+      .catch((err: unknown) => {
+        opts.logger.warn({ err: (err as Error).message }, 'metrics: a scrape failed');
+        res.writeHead(500).end();
+      });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const { port } = server.address() as net.AddressInfo;
+  const shown = opts.host === '0.0.0.0' || opts.host === '::' ? '127.0.0.1' : opts.host;
+  const url = `http://${shown.includes(':') ? `[${shown}]` : shown}:${port}/metrics`;
+  return {
+    metrics,
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
