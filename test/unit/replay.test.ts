@@ -12,8 +12,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { temporal } from '@temporalio/proto';
-import { Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
 import { workflowBundle } from '../../worker/bundle';
+
+// Replay workers announce each state change, and the tampered history below makes the SDK's core warn of the
+// nondeterminism it is meant to find: a person reading npm test's output needs neither, only errors.
+Runtime.install({
+  logger: new DefaultLogger('ERROR'),
+  telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }), forward: {} } },
+});
 
 const DIR = path.join(__dirname, '..', 'fixtures', 'histories');
 
