@@ -21,6 +21,7 @@ import { splitTool } from '../workflows/checks';
 import { mayBeMadeAgain } from './call/verdicts';
 import { callToolAttempt } from './call/attempt';
 import { runHarness } from './harness/run';
+import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/attempt';
 import type { JobSpec } from '../common/schemas';
@@ -28,7 +29,7 @@ import type { JobSpec } from '../common/schemas';
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
   /** H2-H7: the node's gateway and where its harness runs keep their folders. */
-  harness: Omit<HarnessDeps, 'config' | 'logger' | 'heartbeatMs'>;
+  harness: Omit<HarnessDeps, 'config' | 'logger' | 'route'>;
 }
 
 export function createActivities(deps: ActivityDeps) {
@@ -107,23 +108,39 @@ export function createActivities(deps: ActivityDeps) {
      */
     async holdSession(): Promise<void> {
       const ctx = Context.current();
-      for (;;) {
+      const pulse = new Pulse(ctx, deps.route.pace(ctx.info.heartbeatTimeoutMs));
+      try {
         ctx.heartbeat();
-        await ctx.sleep(deps.heartbeatMs);
+        await ctx.cancelled;
+      } finally {
+        pulse.stop();
       }
     },
 
     /** H2, H7: runs a harness on this node until it exits; its heartbeat is the session's lease. */
     async runHarness(input: HarnessInput): Promise<HarnessOutcome> {
-      return runHarness(
-        { ...deps.harness, config: deps.config, logger: deps.logger, heartbeatMs: deps.heartbeatMs },
-        input,
-      );
+      return runHarness({ ...deps.harness, config: deps.config, logger: deps.logger, route: deps.route }, input);
     },
 
     /** H5: stops a live session's running call on this node with its caller's words; false when none runs here. */
     async stopCall(jobId: string, callId: string, why: string): Promise<boolean> {
       return deps.relay.stop(jobId, callId, why);
+    },
+
+    /**
+     * The start probe's activity (worker/cancel-way.ts): it never heartbeats and waits for its cancel, so a cancel
+     * that reaches it was pushed by the server.
+     */
+    async awaitPushedCancel(waitMs: number): Promise<void> {
+      const ctx = Context.current();
+      const probe = deps.route.probe;
+      probe?.started();
+      try {
+        await ctx.sleep(waitMs);
+      } catch (err) {
+        if (ctx.cancellationDetails?.cancelRequested) probe?.heard();
+        throw err;
+      }
     },
 
     /** Stops a job's sandboxed servers on this node, with their process trees; run on the node's own queue. */

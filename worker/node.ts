@@ -24,8 +24,12 @@ import { connectionOptions } from '../common/connection';
 import { TemporalPinoLogger } from '../common/logger';
 import type { Logger } from '../common/logger';
 import { ensureSearchAttributes } from './search-attributes';
+import { CancelRoute } from '../activities/heartbeats';
+import { findCancelWay } from './cancel-way';
 
 let runtimeInstalled = false;
+/** The runtime's worker heartbeats: see installRuntime. */
+export const WORKER_HEARTBEAT_INTERVAL = '10s';
 
 /** Routes the Temporal runtime's and workers' logs through pino; once per process. */
 export function installRuntime(logger: Logger): void {
@@ -35,6 +39,10 @@ export function installRuntime(logger: Logger): void {
     Runtime.install({
       logger: new TemporalPinoLogger(logger.child({ component: 'temporal' })),
       telemetryOptions: { logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} } },
+      // Worker heartbeating on: the SDK polls this process's control queue for worker commands (a pushed activity
+      // cancel, issue 26) only beside it. The interval is the process's own liveness report to the server (what
+      // `temporal worker list` shows), one RPC per process: 10 s is fresh enough for a person and costs nothing.
+      workerHeartbeatInterval: WORKER_HEARTBEAT_INTERVAL,
       // oz0 owns SIGINT/SIGTERM: it drains its nodes, stops their servers, then exits.
       shutdownSignals: [],
     });
@@ -55,6 +63,8 @@ export interface NodeOptions {
 export interface Oz0Node {
   identity: NodeIdentity;
   pool: ServerPool;
+  /** How cancels reach this node (issue 26): `heartbeat` until its start probe proved `push`. */
+  route: CancelRoute;
   /** The node's MCP gateway for harnesses (H3). */
   gateway: Gateway;
   /** Runs until shutdown() or a fatal error. */
@@ -99,6 +109,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     config.node.policyWatch,
   );
   const relay = new CallRelay();
+  // Issue 26: heartbeats as cancels need them until the node knows the server pushes cancels (found at run).
+  const route = new CancelRoute(config.node.heartbeatMs);
   // H3: the node's MCP gateway for the harnesses its sessions run.
   const gateway = await Gateway.start({ config, pool, gate, client, relay, logger: logger.child({ node: name }) });
   const stateRoot = path.resolve(config.baseDir, config.node.stateDir);
@@ -109,7 +121,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     relay,
     logger,
     node: identity,
-    heartbeatMs: config.node.heartbeatMs,
+    route,
     policyMaxAgeMs: config.node.policyMaxAgeMs,
     harness: {
       gateway,
@@ -124,7 +136,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     activities,
     identity: name,
     maxConcurrentActivityTaskExecutions: config.node.slots,
-    // Cancellation reaches an activity only through a heartbeat's answer: heartbeats go out this often.
+    // The SDK sends an activity's heartbeats at most this often; how often oz0 asks is ../activities/heartbeats.ts
+    // (every heartbeatMs where a cancel comes only in a heartbeat's answer, far less where the server pushes it).
     maxHeartbeatThrottleInterval: config.node.heartbeatMs,
     defaultHeartbeatThrottleInterval: config.node.heartbeatMs,
     // On shutdown, running calls get this long to finish before they are cancelled.
@@ -170,6 +183,16 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     return stopping;
   };
   const run = async () => {
+    // I/O of its own, beside the workers (its probe needs them running): the node says which way once it knows.
+    void findCancelWay({
+      connection,
+      client,
+      namespace: config.temporal.namespace,
+      sharedQueue: config.temporal.taskQueue,
+      nodeQueue: identity.queue,
+      route,
+      logger: logger.child({ node: name }),
+    });
     try {
       // When one worker ends, for whatever reason, the others go down with it.
       const results = await Promise.allSettled(workers.map((w) => w.run().finally(shutdown)));
@@ -186,6 +209,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   return {
     identity,
     pool,
+    route,
     gateway,
     run,
     shutdown,

@@ -20,12 +20,15 @@ import type { Isolation } from '../sandbox';
 import { resolveEnvRefs } from '../servers/env';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';
+import { Pulse } from '../heartbeats';
+import type { CancelRoute } from '../heartbeats';
 
 export interface HarnessDeps {
   config: LoadedConfig;
   gateway: Gateway;
   logger: Logger;
-  heartbeatMs: number;
+  /** How cancels reach this node, and so how often the session's lease beats (../heartbeats.ts). */
+  route: CancelRoute;
   /** SIGTERM, then SIGKILL after this long (H5, H7). */
   killGraceMs: number;
   /** Where this node keeps its sessions' folders. */
@@ -136,6 +139,7 @@ async function endOf(
   started: Started,
 ): Promise<End> {
   const timers: NodeJS.Timeout[] = [];
+  let pulse: Pulse | undefined;
   try {
     return await new Promise<End>((resolve) => {
       const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
@@ -158,7 +162,7 @@ async function endOf(
           harness.timeoutSeconds * 1000,
         ),
       );
-      timers.push(setInterval(() => ctx.heartbeat(), deps.heartbeatMs));
+      pulse = new Pulse(ctx, deps.route.pace(ctx.info.heartbeatTimeoutMs));
       const onCancel = () => {
         const shutdown = ctx.cancellationDetails?.workerShutdown === true;
         resolve({
@@ -171,6 +175,7 @@ async function endOf(
     });
   } finally {
     for (const t of timers) clearInterval(t);
+    pulse?.stop();
   }
 }
 
