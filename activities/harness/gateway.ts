@@ -80,6 +80,12 @@ export class Gateway {
   url = '';
   /** Its port on 127.0.0.1: a sandboxed harness reaches it at the same address inside (I3). */
   port = 0;
+  private posts = 0;
+
+  /** POSTs whose response has not ended yet: calls running, or held for nothing (issue 26.6). */
+  get openPosts(): number {
+    return this.posts;
+  }
 
   private constructor(private readonly deps: GatewayDeps) {
     this.http = http.createServer((req, res) => {
@@ -154,6 +160,10 @@ export class Gateway {
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
       res.setHeader('Allow', 'GET, POST, DELETE');
       return replyError(res, 405, -32000, `method ${req.method} not allowed`);
+    }
+    if (req.method === 'POST') {
+      this.posts++;
+      res.once('close', () => this.posts--);
     }
     const body = req.method === 'POST' ? await readJsonBody(req, res, MAX_GATEWAY_BODY) : undefined;
     if (req.method === 'POST' && !body) return;
@@ -251,6 +261,10 @@ export class Gateway {
       unwatch?.();
       progress?.close();
       signal.removeEventListener('abort', onCancel);
+      // A cancelled call has stopped (or answered anyway): the SDK sends a cancelled request nothing, so a legacy
+      // harness's response for it is ended now, not when the harness ends its session (issue 26.6); a 2026-07-28
+      // harness's cancel closed its own. After this handler has settled, so nothing is written after the end.
+      if (signal.aborted && era === 'legacy') setImmediate(() => holder.mcp.endRequest(ctx.sessionId, ctx.mcpReq.id));
     }
   }
 
