@@ -20,6 +20,8 @@ import { listingDigest } from '../workflows/policy-rules';
 import { splitTool } from '../workflows/checks';
 import { mayBeMadeAgain } from './call/verdicts';
 import { callToolAttempt } from './call/attempt';
+import { completeDurably } from './call/durable';
+import type { Client } from '@temporalio/client';
 import { runHarness } from './harness/run';
 import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
@@ -28,6 +30,8 @@ import type { JobSpec } from '../common/schemas';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
+  /** Temporal, for a live session's call that completes itself (H4, ./call/durable.ts). */
+  client: Client;
   /** H2-H7: the node's gateway and where its harness runs keep their folders. */
   harness: Omit<HarnessDeps, 'config' | 'logger' | 'route'>;
 }
@@ -36,7 +40,8 @@ export function createActivities(deps: ActivityDeps) {
   return {
     /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
     async callTool(input: CallInput): Promise<CallOutput | CallAsks> {
-      return callToolAttempt(deps, input);
+      // H4: a live session's answer goes to Temporal from here, then at once to its caller (./call/durable.ts).
+      return completeDurably(deps, input, await callToolAttempt(deps, input));
     },
 
     /**

@@ -122,6 +122,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     logger,
     node: identity,
     route,
+    client,
     policyMaxAgeMs: config.node.policyMaxAgeMs,
     harness: {
       gateway,
