@@ -31,11 +31,21 @@ export class CancelRoute {
   why = 'not yet known: the node is starting';
   /** The start probe's activity on this node, while one runs: it says when it runs and when its cancel came. */
   probe?: { started(): void; heard(): void };
+  private settle!: () => void;
+  /** Resolves once the node has decided its way (worker/cancel-way.ts). */
+  readonly decided = new Promise<void>((resolve) => (this.settle = resolve));
 
   constructor(
     /** `node.heartbeatMs`: the period without push, the floor with it. */
     readonly heartbeatMs: number,
   ) {}
+
+  /** The way is known now (it changes no more). */
+  decide(way: CancelWay, why: string): void {
+    this.way = way;
+    this.why = why;
+    this.settle();
+  }
 
   /** The pace of one activity's heartbeats, for the way cancels reach it now and its heartbeat timeout. */
   pace(heartbeatTimeoutMs: number | undefined): Pace {

@@ -38,24 +38,23 @@ export async function serverTakesWorkerCommands(connection: NativeConnection, na
 /** Decides the node's cancel way (capability, then probe), sets it on the route, and says it. Never throws. */
 export async function findCancelWay(opts: CancelWayOptions): Promise<void> {
   const { route } = opts;
+  let why: string;
+  let pushedIn: number | undefined;
   try {
     if (!(await serverTakesWorkerCommands(opts.connection, opts.namespace))) {
-      route.why =
+      why =
         'the server does not take worker commands (its namespace capability workerCommands is off: frontend.WorkerCommandsEnabled)';
     } else {
-      for (let n = 1; n <= PROBES && route.way === 'heartbeat'; n++) {
-        const ms = await probe(opts, n);
-        if (ms !== undefined) {
-          route.way = 'push';
-          route.why = `the server pushed a probe's cancel in ${ms} ms`;
-        } else {
-          route.why = `the server takes worker commands but pushed no cancel within ${PROBE_WAIT_MS / 1000} s (system.enableCancelActivityWorkerCommand off?)`;
-        }
-      }
+      for (let n = 1; n <= PROBES && pushedIn === undefined; n++) pushedIn = await probe(opts, n);
+      why =
+        pushedIn !== undefined
+          ? `the server pushed a probe's cancel in ${pushedIn} ms`
+          : `the server takes worker commands but pushed no cancel within ${PROBE_WAIT_MS / 1000} s (system.enableCancelActivityWorkerCommand off?)`;
     }
   } catch (err) {
-    route.why = `the probe failed: ${(err as Error).message}`;
+    why = `the probe failed: ${(err as Error).message}`;
   }
+  route.decide(pushedIn !== undefined ? 'push' : 'heartbeat', why);
   opts.logger.info(
     cancelWayLine(route),
     route.way === 'push' ? 'cancels reach this node by push' : 'cancels reach this node in heartbeat answers',

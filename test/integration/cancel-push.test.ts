@@ -63,7 +63,8 @@ test('C1/C2 by push: the node says cancels are pushed, and a call that has not h
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     if (externalTemporal) return; // a cluster's own config decides; deploy/temporal/dynamicconfig.yaml turns it on
-    await eventually(() => (node.route.way === 'push' ? true : undefined), 30_000, 'the probe to prove push');
+    await node.route.decided;
+    expect(node.route.way).toBe('push');
     expect(node.route.why).toMatch(/^the server pushed a probe's cancel in \d+ ms$/);
     expect(node.route.pace(90_000)).toEqual({ idleMs: 30_000, carryMs: 1000 });
     const { started, cancelled, beatenBeforeCancel } = await cancelHangingCall(temporal.client, node, config, log);
@@ -93,7 +94,7 @@ test('C1/C2 without push: on a server without worker commands the node says canc
     const config = probeConfig(server.address, log, { heartbeatMs: 200 });
     const node = await createNode({ config, logger });
     await node.runUntil(async () => {
-      await eventually(() => (/capability/.test(node.route.why) ? true : undefined), 30_000, 'the node to decide');
+      await node.route.decided;
       expect(node.route.way).toBe('heartbeat');
       expect(node.route.why).toContain('does not take worker commands');
       expect(node.route.pace(10_000)).toEqual({ idleMs: 200, carryMs: 0 });
