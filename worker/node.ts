@@ -26,6 +26,7 @@ import type { Logger } from '../common/logger';
 import { ensureSearchAttributes } from './search-attributes';
 import { CancelRoute } from '../activities/heartbeats';
 import { findCancelWay } from './cancel-way';
+import { completionsSent } from '../activities/call/durable';
 
 let runtimeInstalled = false;
 /** The runtime's worker heartbeats: see installRuntime. */
@@ -200,6 +201,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
     } finally {
+      // A live call's answer completed from here (activities/call/durable.ts) reaches Temporal before the connection closes.
+      await completionsSent();
       await gateway.close();
       gate.close();
       await pool.close();

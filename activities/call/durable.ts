@@ -22,6 +22,14 @@ const COMPLETE_TRIES = 5;
 /** `OZ0_TEST_FAULT`: the node dies (SIGKILL) right after it answered a live call early; for tests only. */
 export const DIE_AFTER_EARLY_ANSWER = 'die-after-early-answer';
 
+/** Completions sent from here and not yet answered: a node closing its connection waits for them. */
+const inFlight = new Set<Promise<void>>();
+
+/** Resolves when every completion sent so far has its answer (a node's shutdown, before its connection closes). */
+export async function completionsSent(): Promise<void> {
+  while (inFlight.size > 0) await Promise.all([...inFlight]);
+}
+
 export interface DurableDeps {
   client: Client;
   relay: CallRelay;
@@ -38,8 +46,16 @@ export function completeDurably(
   if (!relay || 'asks' in out) return out;
   const { taskToken } = Context.current().info;
   // After the worker has taken the CompleteAsyncError below: the activity is then ours to complete.
+  let settle!: () => void;
+  const sent = new Promise<void>((resolve) => (settle = resolve));
+  const done = () => {
+    inFlight.delete(sent);
+    settle();
+  };
+  inFlight.add(sent);
   setImmediate(() => {
     void complete(deps, taskToken, out).then((accepted) => {
+      done();
       if (!accepted) return;
       deps.relay.answered(input.jobId, relay.callId, { result: out.result, key: input.key });
       // Fault injection for the test of a node lost between the answer and the Update's completion (the answer is
