@@ -20,22 +20,28 @@ import { listingDigest } from '../workflows/policy-rules';
 import { splitTool } from '../workflows/checks';
 import { mayBeMadeAgain } from './call/verdicts';
 import { callToolAttempt } from './call/attempt';
+import { completeDurably } from './call/durable';
+import type { Client } from '@temporalio/client';
 import { runHarness } from './harness/run';
+import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/attempt';
 import type { JobSpec } from '../common/schemas';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
+  /** Temporal, for a live session's call that completes itself (H4, ./call/durable.ts). */
+  client: Client;
   /** H2-H7: the node's gateway and where its harness runs keep their folders. */
-  harness: Omit<HarnessDeps, 'config' | 'logger' | 'heartbeatMs'>;
+  harness: Omit<HarnessDeps, 'config' | 'logger' | 'route'>;
 }
 
 export function createActivities(deps: ActivityDeps) {
   return {
     /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
     async callTool(input: CallInput): Promise<CallOutput | CallAsks> {
-      return callToolAttempt(deps, input);
+      // H4: a live session's answer goes to Temporal from here, then at once to its caller (./call/durable.ts).
+      return completeDurably(deps, input, await callToolAttempt(deps, input));
     },
 
     /**
@@ -107,9 +113,12 @@ export function createActivities(deps: ActivityDeps) {
      */
     async holdSession(): Promise<void> {
       const ctx = Context.current();
-      for (;;) {
+      const pulse = new Pulse(ctx, deps.route.pace(ctx.info.heartbeatTimeoutMs));
+      try {
         ctx.heartbeat();
-        await ctx.sleep(deps.heartbeatMs);
+        await ctx.cancelled;
+      } finally {
+        pulse.stop();
       }
     },
 
@@ -119,7 +128,7 @@ export function createActivities(deps: ActivityDeps) {
       const ended = deps.metrics?.sessionStarted();
       try {
         return await runHarness(
-          { ...deps.harness, config: deps.config, logger: deps.logger, heartbeatMs: deps.heartbeatMs },
+          { ...deps.harness, config: deps.config, logger: deps.logger, route: deps.route },
           input,
         );
       } finally {
@@ -130,6 +139,22 @@ export function createActivities(deps: ActivityDeps) {
     /** H5: stops a live session's running call on this node with its caller's words; false when none runs here. */
     async stopCall(jobId: string, callId: string, why: string): Promise<boolean> {
       return deps.relay.stop(jobId, callId, why);
+    },
+
+    /**
+     * The start probe's activity (worker/cancel-way.ts): it never heartbeats and waits for its cancel, so a cancel
+     * that reaches it was pushed by the server.
+     */
+    async awaitPushedCancel(waitMs: number): Promise<void> {
+      const ctx = Context.current();
+      const probe = deps.route.probe;
+      probe?.started();
+      try {
+        await ctx.sleep(waitMs);
+      } catch (err) {
+        if (ctx.cancellationDetails?.cancelRequested) probe?.heard();
+        throw err;
+      }
     },
 
     /** Stops a job's sandboxed servers on this node, with their process trees; run on the node's own queue. */

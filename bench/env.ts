@@ -30,6 +30,8 @@ export interface BenchEnv {
   logger: Logger;
   /** The example reader's stdio entry point (echo, sleep). */
   reader: string;
+  /** How cancels reached the last node this run started (issue 26): `push` or `heartbeat`. */
+  cancels: string;
   /** A workflow id no other job of this run has. */
   id(prefix: string): string;
   close(): Promise<void>;
@@ -69,6 +71,7 @@ export async function openBenchEnv(
     client: new Client({ connection }),
     logger,
     reader: path.join(root, 'dist', 'examples', 'reader.js'),
+    cancels: 'not yet known',
     id: (prefix) => `${prefix}-${process.pid}-${++n}`,
     async close() {
       await connection.close();
@@ -101,6 +104,9 @@ export async function withNode<T>(env: BenchEnv, config: LoadedConfig, fn: () =>
   const node = await createNode({ config, logger: env.logger });
   const running = node.run();
   try {
+    // Measured as the node runs for good: once it knows how cancels reach it (issue 26), which the tables say.
+    await node.route.decided;
+    env.cancels = node.route.way;
     return await fn();
   } finally {
     await node.shutdown();

@@ -41,6 +41,7 @@ const OptionsSchema = z.strictObject({
     .regex(/^[\w.-]+:\d+$/, 'host:port')
     .optional(),
   only: listOption('measure', MEASURES),
+  heap: z.boolean().default(false),
 });
 
 async function main(): Promise<void> {
@@ -50,6 +51,12 @@ async function main(): Promise<void> {
     .addOption(new Option('--only <measures>', `comma-separated: ${MEASURES.join(', ')}`))
     .addOption(
       new Option(
+        '--heap',
+        'memory: heap snapshots of both workers with every call running, summed (its peaks not quoted)',
+      ),
+    )
+    .addOption(
+      new Option(
         '--temporal <host:port>',
         'measure on this Temporal (e.g. npm run cluster) instead of a dev server',
       ).env('OZ0_BENCH_TEMPORAL'),
@@ -57,7 +64,7 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal } = parsed.data!;
+  const { quick, temporal, heap } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -65,7 +72,7 @@ async function main(): Promise<void> {
     throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 16, rounds: 5 },
     cancel: quick ? { cancels: 20, calls: 100, tenants: 20 } : { cancels: 100, calls: 100, tenants: 20 },
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
-    memory: { calls: quick ? 100 : 500 },
+    memory: { calls: quick ? 100 : 500, heap },
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
     observability: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 },

@@ -162,7 +162,11 @@ export const ConfigSchema = z.strictObject({
   node: z
     .strictObject({
       slots: z.number().int().min(1).max(10_000).default(100),
-      /** How often a running call heartbeats: a cancel reaches the call within about this long. */
+      /**
+       * Where the server does not push cancels (worker commands off: Temporal Cloud, an older cluster), a running call
+       * heartbeats this often, and a cancel reaches it within about this long. With push, calls beat a third of the
+       * heartbeat timeout apart and carry a change within a second; this is then only the SDK's throttle (issue 26).
+       */
       heartbeatMs: z.number().int().min(50).max(10_000).default(200),
       /** A node whose call misses heartbeats this long is taken as lost (T4). */
       heartbeatTimeoutSeconds: z.number().min(1).max(600).default(10),

@@ -17,7 +17,7 @@ import {
   isInitializeRequest,
   isLegacyRequest,
 } from '@modelcontextprotocol/server';
-import type { McpHttpHandler, McpServer, Server } from '@modelcontextprotocol/server';
+import type { McpHttpHandler, McpServer, RequestId, Server } from '@modelcontextprotocol/server';
 
 /** Which revision a server instance is made for: `modern` serves one 2026-07-28 request, `legacy` one session. */
 export type Era = 'modern' | 'legacy';
@@ -67,6 +67,15 @@ export class McpHttpEndpoint {
     };
     await server.connect(transport);
     return transport.handleRequest(request, body);
+  }
+
+  /**
+   * Ends a legacy session's request's event stream. A request its client cancelled (`notifications/cancelled`) gets
+   * no answer (the protocol says so), and the SDK's transport keeps its stream open until the session ends: a
+   * connection held for nothing. Its handler calls this once the work has stopped (issue 26.6).
+   */
+  endRequest(sessionId: string | undefined, requestId: RequestId): void {
+    if (sessionId !== undefined) this.sessions.get(sessionId)?.transport.closeSSEStream(requestId);
   }
 
   /** The tool list changed: legacy sessions get `notifications/tools/list_changed`, 2026-07-28 listeners the event. */

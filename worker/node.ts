@@ -33,8 +33,13 @@ import {
   tracingClientInterceptors,
   tracingWorkerOptions,
 } from './telemetry';
+import { CancelRoute } from '../activities/heartbeats';
+import { findCancelWay } from './cancel-way';
+import { completionsSent } from '../activities/call/durable';
 
 let runtimeInstalled = false;
+/** The runtime's worker heartbeats: see installRuntime. */
+export const WORKER_HEARTBEAT_INTERVAL = '10s';
 
 /** Routes the Temporal runtime's and workers' logs through pino; once per process. */
 export function installRuntime(logger: Logger): void {
@@ -47,6 +52,10 @@ export function installRuntime(logger: Logger): void {
         logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} },
         ...runtimeMetricsOptions(),
       },
+      // Worker heartbeating on: the SDK polls this process's control queue for worker commands (a pushed activity
+      // cancel, issue 26) only beside it. The interval is the process's own liveness report to the server (what
+      // `temporal worker list` shows), one RPC per process: 10 s is fresh enough for a person and costs nothing.
+      workerHeartbeatInterval: WORKER_HEARTBEAT_INTERVAL,
       // oz0 owns SIGINT/SIGTERM: it drains its nodes, stops their servers, then exits.
       shutdownSignals: [],
     });
@@ -67,6 +76,8 @@ export interface NodeOptions {
 export interface Oz0Node {
   identity: NodeIdentity;
   pool: ServerPool;
+  /** How cancels reach this node (issue 26): `heartbeat` until its start probe proved `push`. */
+  route: CancelRoute;
   /** The node's MCP gateway for harnesses (H3). */
   gateway: Gateway;
   /** O1: where this node serves its Prometheus series; undefined when node.metricsPort is unset. */
@@ -127,6 +138,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     config.node.policyWatch,
   );
   const relay = new CallRelay();
+  // Issue 26: heartbeats as cancels need them until the node knows the server pushes cancels (found at run).
+  const route = new CancelRoute(config.node.heartbeatMs);
   // H3: the node's MCP gateway for the harnesses its sessions run.
   // O2: the gateway's Updates carry a harness call's span to its job (Temporal's client interceptor); the node's own
   // client (policy reads, every call) stays untraced, or each read would be a trace of its own.
@@ -152,7 +165,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     logger,
     metrics,
     node: identity,
-    heartbeatMs: config.node.heartbeatMs,
+    route,
+    client,
     policyMaxAgeMs: config.node.policyMaxAgeMs,
     harness: {
       gateway,
@@ -167,7 +181,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     activities,
     identity: name,
     maxConcurrentActivityTaskExecutions: config.node.slots,
-    // Cancellation reaches an activity only through a heartbeat's answer: heartbeats go out this often.
+    // The SDK sends an activity's heartbeats at most this often; how often oz0 asks is ../activities/heartbeats.ts
+    // (every heartbeatMs where a cancel comes only in a heartbeat's answer, far less where the server pushes it).
     maxHeartbeatThrottleInterval: config.node.heartbeatMs,
     defaultHeartbeatThrottleInterval: config.node.heartbeatMs,
     // On shutdown, running calls get this long to finish before they are cancelled.
@@ -217,12 +232,24 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     return stopping;
   };
   const run = async () => {
+    // I/O of its own, beside the workers (its probe needs them running): the node says which way once it knows.
+    void findCancelWay({
+      connection,
+      client,
+      namespace: config.temporal.namespace,
+      sharedQueue: config.temporal.taskQueue,
+      nodeQueue: identity.queue,
+      route,
+      logger: logger.child({ node: name }),
+    });
     try {
       // When one worker ends, for whatever reason, the others go down with it.
       const results = await Promise.allSettled(workers.map((w) => w.run().finally(shutdown)));
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
     } finally {
+      // A live call's answer completed from here (activities/call/durable.ts) reaches Temporal before the connection closes.
+      await completionsSent();
       await gateway.close();
       gate.close();
       await pool.close();
@@ -235,6 +262,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   return {
     identity,
     pool,
+    route,
     gateway,
     ...(served ? { metricsUrl: served.url } : {}),
     run,

@@ -89,27 +89,11 @@ export interface CallEnd {
 /**
  * Runs one call's activity, records its step and returns how it ended. A job cancel is recorded, then thrown on; any
  * other failure is the step's error result, as a model would read it, and the job goes on.
+ *
+ * One async function per call, its ends recorded where they happen: every promise a workflow makes costs a stack
+ * capture in the SDK (sdk-typescript#1587), and the workflow thread's time per call grows with them (issue 26.5).
  */
 export async function makeCall(
-  ctx: JobContext,
-  placed: Placed,
-  call: CallStep,
-  key: string,
-  place: CallPlace,
-): Promise<CallEnd> {
-  try {
-    const end = await runCall(ctx, placed, call, key, place);
-    place.record(end.step);
-    return end;
-  } catch (err) {
-    const step = stepOf(err);
-    if (!step) throw err;
-    place.record(step);
-    throw (err as CallStopped).cancel;
-  }
-}
-
-async function runCall(
   ctx: JobContext,
   placed: Placed,
   call: CallStep,
@@ -154,6 +138,12 @@ async function runCall(
   };
   ctx.running.set(placed.activityId, running);
   ctx.show();
+  /** The call's end: off the running list and into the trace (which shows the details once for both). */
+  const ended = (end: CallEnd): CallEnd => {
+    ctx.running.delete(placed.activityId);
+    place.record(end.step);
+    return end;
+  };
   const confirmTimeoutSeconds = settings.confirmTimeoutSeconds ?? DEFAULT_CONFIRM_TIMEOUT_SECONDS;
   const input: CallInput = {
     jobId: ctx.jobId,
@@ -186,7 +176,10 @@ async function runCall(
         ctx.running.set(placed.activityId, running);
         if ('refused' in settled) {
           const attempts = [{ attempt: 1, outcome: 'refused' as const, note: settled.refused.note }];
-          return { step: { ...base, question, result: errorResult(settled.refused.text), attempts }, unsent: true };
+          return ended({
+            step: { ...base, question, result: errorResult(settled.refused.text), attempts },
+            unsent: true,
+          });
         }
         // A5: a yes goes with this call's attempts, under its one key; after a change of policy, it looks again.
         if ('approved' in settled) input.confirmed = { key, by: settled.approved.by, at: settled.approved.at };
@@ -196,41 +189,60 @@ async function runCall(
       const protocol = out.protocol ? { protocol: out.protocol } : {};
       const withQuestion = question ? { question } : {};
       const step = { ...base, ...withQuestion, result, attempts: out.attempts, node: out.node, ...protocol };
-      return { step, meta };
+      return ended({ step, meta });
     }
   } catch (err) {
-    if (waiting) return whileWaiting(err, base, question!, place);
-    const failed = describeFailure(err);
-    for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
-    const protocol = failed.protocol ? { protocol: failed.protocol } : {};
-    const withQuestion = question ? { question } : {};
-    const lost = place.lost?.() ?? (place.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
-    if (lost) {
-      const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
-      attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: `oz0: ${lost}` });
-      const text = `oz0: the call was lost with its node (${lost})`;
-      return { step: { ...base, ...withQuestion, result: errorResult(text), attempts, ...protocol }, lost };
+    try {
+      return ended(failedEnd(ctx, err, { base, question, waiting }, place, { tool, key }));
+    } catch (stop) {
+      if (!(stop instanceof CallStopped)) throw stop;
+      ended({ step: stop.step });
+      throw stop.cancel;
     }
-    const byCaller = place.cancelledBy?.();
-    if (byCaller !== undefined && (isCancellation(err) || failed.type === FailureType.callCancelled)) {
-      const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled');
-      attempts.push({
-        attempt: attempts.length + 1,
-        outcome: 'cancelled',
-        note: `oz0: cancelled by its session: ${byCaller}`,
-      });
-      const result = errorResult(`oz0: the call was cancelled by its session: ${byCaller}`);
-      return { step: { ...base, ...withQuestion, result, attempts, ...protocol } };
-    }
-    const step = { ...base, ...withQuestion, result: failed.result, attempts: failed.attempts, ...protocol };
-    if (isCancellation(err)) throw new CallStopped(err, step);
-    // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.
-    log.info('call failed', { tool, key, message: failed.message });
-    return { step };
   } finally {
-    ctx.running.delete(placed.activityId);
-    ctx.show();
+    // Shown already where it ended; a failure of the workflow's own is shown here.
+    if (ctx.running.delete(placed.activityId)) ctx.show();
   }
+}
+
+/** How a call whose activity failed (or that was stopped while it waited for a person) ended; a job cancel throws. */
+function failedEnd(
+  ctx: JobContext,
+  err: unknown,
+  at: { base: Omit<StepTrace, 'result' | 'attempts'>; question?: QuestionTrace; waiting: boolean },
+  place: CallPlace,
+  call: { tool: string; key: string },
+): CallEnd {
+  const { base, question } = at;
+  const { tool, key } = call;
+  if (at.waiting) return whileWaiting(err, base, question!, place);
+  const failed = describeFailure(err);
+  for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
+  const protocol = failed.protocol ? { protocol: failed.protocol } : {};
+  const withQuestion = question ? { question } : {};
+  const lost = place.lost?.() ?? (place.taskQueue && nodeTimedOut(err) ? 'its node stopped answering' : undefined);
+  if (lost) {
+    const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled' && a.outcome !== 'lost');
+    attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: `oz0: ${lost}` });
+    const text = `oz0: the call was lost with its node (${lost})`;
+    return { step: { ...base, ...withQuestion, result: errorResult(text), attempts, ...protocol }, lost };
+  }
+  const byCaller = place.cancelledBy?.();
+  if (byCaller !== undefined && (isCancellation(err) || failed.type === FailureType.callCancelled)) {
+    const attempts = failed.attempts.filter((a) => a.outcome !== 'cancelled');
+    attempts.push({
+      attempt: attempts.length + 1,
+      outcome: 'cancelled',
+      note: `oz0: cancelled by its session: ${byCaller}`,
+    });
+    const result = errorResult(`oz0: the call was cancelled by its session: ${byCaller}`);
+    return { step: { ...base, ...withQuestion, result, attempts, ...protocol } };
+  }
+  const step = { ...base, ...withQuestion, result: failed.result, attempts: failed.attempts, ...protocol };
+  if (isCancellation(err)) throw new CallStopped(err, step);
+  // An error result on the step, as a model reads it: the job goes on; not a warning of the workflow's.
+  log.info('call failed', { tool, key, message: failed.message });
+  return { step };
 }
 
 /**
@@ -272,10 +284,6 @@ class CallStopped {
     readonly cancel: unknown,
     readonly step: StepTrace,
   ) {}
-}
-
-function stepOf(err: unknown): StepTrace | undefined {
-  return err instanceof CallStopped ? err.step : undefined;
 }
 
 export function errorResult(text: string): ToolResult {

@@ -105,7 +105,8 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
         summary,
         running: running.values(),
         waiting: questions.list(),
-        trace: steps,
+        // Only live sessions are read from the trace: a job that never had one skips its steps.
+        trace: counters.sessions > 0 ? steps : [],
       }),
     );
   const ctx: JobContext = {
@@ -150,7 +151,8 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     for (let i = 0; i < spec.steps.length; i++) {
       const step = spec.steps[i];
       at = i;
-      show();
+      // A call shows the details itself as it starts (./calls.ts): once per call, not twice (issue 26.5).
+      if (!('call' in step)) show();
       const isLive = 'session' in step && !scriptedCalls(step);
       const due =
         counters.callsThisRun >= resolved.continueAsNewAfterCalls ||

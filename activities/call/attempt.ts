@@ -37,6 +37,8 @@ import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
 import type { CallRelay } from './relay';
 import { AttemptWatch } from '../observe/attempt';
 import type { NodeMetrics } from '../observe/metrics';
+import { Pulse } from '../heartbeats';
+import type { CancelRoute } from '../heartbeats';
 import { AskedForInput } from './asked';
 import { makeCall } from './request';
 import { readPriorState, resumePlan } from './resume';
@@ -58,8 +60,8 @@ export interface CallDeps {
   policyMaxAgeMs: number;
   logger: Logger;
   node: NodeIdentity;
-  /** How often a running attempt heartbeats; a cancel reaches it within about this long. */
-  heartbeatMs: number;
+  /** How cancels reach this node, and so how often a running attempt heartbeats (./heartbeats.ts). */
+  route: CancelRoute;
   /** Live sessions' calls on this node: their callers stop them and hear their progress through it (H5, H6). */
   relay: CallRelay;
   /** O1: the node's series, when it serves them. */
@@ -155,6 +157,7 @@ class Attempt {
   private sent = false;
   /** O1-O3: this attempt's series and spans. */
   private readonly watch: AttemptWatch;
+  private pulse?: Pulse;
 
   constructor(
     private readonly deps: CallDeps,
@@ -187,8 +190,8 @@ class Attempt {
   private async attempt(): Promise<CallOutput | CallAsks> {
     const { ctx } = this;
     // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
-    // a word is read as lost. A call that runs longer than heartbeatMs beats from then on (and hears a cancel).
-    const heartbeats = setInterval(() => this.beat(), this.deps.heartbeatMs);
+    // a word is read as lost. A call that runs longer than its pace's idle period beats from then on.
+    this.pulse = new Pulse(ctx, this.deps.route.pace(ctx.info.heartbeatTimeoutMs), () => this.state);
     // C5: registered before the policy is read, so a kill switch thrown from here on stops this call too.
     const unregister = this.deps.gate.register({
       tenant: this.input.tenant,
@@ -214,7 +217,7 @@ class Attempt {
       ctx.cancellationSignal.removeEventListener('abort', onCancel);
       unrelay?.();
       unregister();
-      clearInterval(heartbeats);
+      this.pulse?.stop();
       this.lease?.release();
     }
   }
@@ -256,7 +259,7 @@ class Attempt {
     if (connection.kind === 'sandbox' && !this.state.sandboxQueues?.includes(deps.node.queue)) {
       // Said at once, in a heartbeat: a node cut off before its answer arrives still gets its sandbox stopped.
       this.state.sandboxQueues = [...(this.state.sandboxQueues ?? []), deps.node.queue];
-      this.beat();
+      this.beat(true);
     }
     const tool = tools.find((t) => t.name === fn);
     if (!tool) {
@@ -493,7 +496,7 @@ class Attempt {
   private onTask(task: TaskSeen, protocol: string): void {
     if (!this.state.task) this.notes.push(`task ${task.taskId}`);
     this.state.task = { id: task.taskId, status: task.status, protocol: this.state.task?.protocol ?? protocol };
-    this.beat();
+    this.beat(true);
   }
 
   /**
@@ -509,8 +512,9 @@ class Attempt {
     return err.result();
   }
 
-  private beat(): void {
-    this.ctx.heartbeat(this.state);
+  /** Something the heartbeat carries changed: it goes out within the pace's carry period, or now. */
+  private beat(now = false): void {
+    this.pulse?.beat(now);
   }
 
   // ---- settle: the outcome, its record, what Temporal is told ----
@@ -642,9 +646,13 @@ class Attempt {
     ];
   }
 
-  /** The next attempt reads what this one left from the last heartbeat (P2): the record goes out in one. */
+  /**
+   * The next attempt reads what this one left from the last heartbeat (P2): the record goes out in one, now (the
+   * failure that ends the attempt carries it too, as its details).
+   */
   private handOn(): void {
-    this.beat();
+    this.pulse?.stop();
+    this.ctx.heartbeat(this.state);
   }
 
   /** The job's view of an answer: content, structured content, isError, _meta; and the trace of its attempts. */

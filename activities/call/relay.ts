@@ -4,6 +4,7 @@
  * and, for a call that waits for a person's yes, that it waits.
  */
 import type { Progress } from '../../common/schemas';
+import type { SessionCallOutput } from '../../workflows/definitions';
 
 type Stop = (why: string) => void;
 
@@ -13,6 +14,11 @@ export interface CallNews {
   progress(progress: Progress): void;
   /** A7: the call waits for a person's yes (in words, with the command that answers it); undefined: it goes on. */
   waiting(words: string | undefined): void;
+  /**
+   * H4 (issue 26.3): the call's answer is durable — its activity completed and Temporal accepted it — so it is what
+   * the job's Update will answer too, once its workflow task has recorded it.
+   */
+  answered?(out: SessionCallOutput): void;
 }
 
 export class CallRelay {
@@ -45,6 +51,11 @@ export class CallRelay {
       set.delete(news);
       if (set.size === 0 && this.listeners.get(id) === set) this.listeners.delete(id);
     };
+  }
+
+  /** H4: the call's activity completed with this answer and Temporal accepted it (./durable.ts). */
+  answered(jobId: string, callId: string, out: SessionCallOutput): void {
+    for (const news of this.listeners.get(idOf(jobId, callId)) ?? []) news.answered?.(out);
   }
 
   report(jobId: string, callId: string, progress: Progress): void {

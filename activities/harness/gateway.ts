@@ -20,6 +20,7 @@ import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } f
 import type { Era } from '../../common/mcp-http';
 import { IDEMPOTENCY_KEY_META, MODERN_PROTOCOL } from '../../common/protocol';
 import { admitted, sessionCall } from '../../common/session-client';
+import type { SessionCallOutput } from '../../workflows/definitions';
 import { matchesAny, toolProblem } from '../../workflows/checks';
 import type { CallRelay } from '../call/relay';
 import type { PolicyGate } from '../policy/gate';
@@ -91,6 +92,12 @@ export class Gateway {
   url = '';
   /** Its port on 127.0.0.1: a sandboxed harness reaches it at the same address inside (I3). */
   port = 0;
+  private posts = 0;
+
+  /** POSTs whose response has not ended yet: calls running, or held for nothing (issue 26.6). */
+  get openPosts(): number {
+    return this.posts;
+  }
 
   private constructor(private readonly deps: GatewayDeps) {
     this.http = http.createServer((req, res) => {
@@ -165,6 +172,10 @@ export class Gateway {
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
       res.setHeader('Allow', 'GET, POST, DELETE');
       return replyError(res, 405, -32000, `method ${req.method} not allowed`);
+    }
+    if (req.method === 'POST') {
+      this.posts++;
+      res.once('close', () => this.posts--);
     }
     const body = req.method === 'POST' ? await readJsonBody(req, res, MAX_GATEWAY_BODY) : undefined;
     if (req.method === 'POST' && !body) return;
@@ -272,7 +283,14 @@ export class Gateway {
             const notification = { method: 'notifications/progress' as const, params: { progressToken, ...params } };
             ctx.mcpReq.notify(notification).catch(() => undefined);
           }, this.deps.config.node.waitingNoticeMs);
-    const unwatch = progress ? this.deps.relay.watch(entry.jobId, callId, progress) : undefined;
+    // H4 (issue 26.3): the answer, once durable, comes through the relay before the Update's own.
+    let answered!: (out: SessionCallOutput) => void;
+    const durable = new Promise<SessionCallOutput>((resolve) => (answered = resolve));
+    const unwatch = this.deps.relay.watch(entry.jobId, callId, {
+      progress: (p) => progress?.progress(p),
+      waiting: (words) => progress?.waiting(words),
+      answered,
+    });
     const where = { client: this.deps.client, jobId: entry.jobId, session: entry.session, run: entry.sessionRun };
     const { signal } = ctx.mcpReq;
     const onCancel = () => {
@@ -289,7 +307,8 @@ export class Gateway {
     };
     signal.addEventListener('abort', onCancel, { once: true });
     try {
-      const out = await admitted(
+      // The Update keeps its place among the job's in-flight ones until it completes, after the answer went out.
+      const update = admitted(
         entry.jobId,
         () =>
           sessionCall(where).call({
@@ -300,6 +319,16 @@ export class Gateway {
           }),
         this.deps.config.node.gatewayCallsPerJob,
       );
+      let early = false;
+      update.catch((err: unknown) => {
+        if (early)
+          this.deps.logger.warn(
+            { err: (err as Error).message, jobId: entry.jobId },
+            'gateway: a call’s Update failed after its answer',
+          );
+      });
+      const out = await Promise.race([update, durable.then((o) => ((early = true), o))]);
+      this.deps.logger.debug({ jobId: entry.jobId, callId, early }, 'gateway: a call answered');
       const meta = { ...(out.result._meta ?? {}), ...(out.key ? { [IDEMPOTENCY_KEY_META]: out.key } : {}) };
       return { ...out.result, content: out.result.content as CallToolResult['content'], _meta: meta };
     } catch (err) {
@@ -307,9 +336,13 @@ export class Gateway {
       if (signal.aborted) throw err;
       return errorResult(`oz0: ${(err as Error).message}`);
     } finally {
-      unwatch?.();
+      unwatch();
       progress?.close();
       signal.removeEventListener('abort', onCancel);
+      // A cancelled call has stopped (or answered anyway): the SDK sends a cancelled request nothing, so a legacy
+      // harness's response for it is ended now, not when the harness ends its session (issue 26.6); a 2026-07-28
+      // harness's cancel closed its own. After this handler has settled, so nothing is written after the end.
+      if (signal.aborted && era === 'legacy') setImmediate(() => holder.mcp.endRequest(ctx.sessionId, ctx.mcpReq.id));
     }
   }
 

@@ -21,12 +21,15 @@ import { resolveEnvRefs } from '../servers/env';
 import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';
+import { Pulse } from '../heartbeats';
+import type { CancelRoute } from '../heartbeats';
 
 export interface HarnessDeps {
   config: LoadedConfig;
   gateway: Gateway;
   logger: Logger;
-  heartbeatMs: number;
+  /** How cancels reach this node, and so how often the session's lease beats (../heartbeats.ts). */
+  route: CancelRoute;
   /** SIGTERM, then SIGKILL after this long (H5, H7). */
   killGraceMs: number;
   /** Where this node keeps its sessions' folders. */
@@ -139,6 +142,7 @@ async function endOf(
   started: Started,
 ): Promise<End> {
   const timers: NodeJS.Timeout[] = [];
+  let pulse: Pulse | undefined;
   try {
     return await new Promise<End>((resolve) => {
       const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
@@ -161,7 +165,7 @@ async function endOf(
           harness.timeoutSeconds * 1000,
         ),
       );
-      timers.push(setInterval(() => ctx.heartbeat(), deps.heartbeatMs));
+      pulse = new Pulse(ctx, deps.route.pace(ctx.info.heartbeatTimeoutMs));
       const onCancel = () => {
         const shutdown = ctx.cancellationDetails?.workerShutdown === true;
         resolve({
@@ -174,6 +178,7 @@ async function endOf(
     });
   } finally {
     for (const t of timers) clearInterval(t);
+    pulse?.stop();
   }
 }
 

@@ -16,9 +16,18 @@ import type { BenchEnv } from '../env';
 import { bareBundleCode } from '../bare/worker';
 import type { BareWorkerOptions } from '../bare/worker';
 import { descendants, killTree, startWorker, stderrLine } from '../../worker/processes';
+import { summarizeHeap, takeHeapSnapshot } from '../heap';
+import type { HeapSummary } from '../heap';
 
 export interface MemoryOptions {
   calls: number;
+  /** Heap snapshots of both workers with every call running (bench/heap.ts); their peaks are then not a figure. */
+  heap?: boolean;
+}
+
+/** Node's flags for a worker whose heap is snapshotted on SIGUSR2, into `dir`. */
+function heapFlags(dir: string): Record<string, string> {
+  return { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${dir}` };
 }
 
 /** A field of /proc/<pid>/status in MiB (VmRSS, VmHWM); undefined once the process is gone. */
@@ -32,6 +41,8 @@ function statusMiB(pid: number, field: string): number | undefined {
 }
 
 interface Footprint {
+  /** Main thread's V8 heap summed by constructor, with every call running (--heap). */
+  heap?: HeapSummary;
   idleMiB: number;
   runningMiB: number;
   peakMiB: number;
@@ -50,6 +61,7 @@ async function footprint(
   calls: number,
   start: () => Promise<void>,
   end: () => Promise<void>,
+  heapDir?: string,
 ): Promise<Footprint> {
   const idleMiB = statusMiB(pid, 'VmRSS') ?? NaN;
   let serverPeakMiB = 0;
@@ -64,17 +76,22 @@ async function footprint(
     const allRunningSeconds = (performance.now() - t0) / 1000;
     await sleep(5000);
     const runningMiB = statusMiB(pid, 'VmRSS') ?? NaN;
+    const heap = heapDir ? summarizeHeap(await takeHeapSnapshot(pid, heapDir)) : undefined;
     await end();
     await sleep(500);
     const peakMiB = statusMiB(pid, 'VmHWM') ?? NaN;
-    return { idleMiB, runningMiB, peakMiB, serverPeakMiB, allRunningSeconds };
+    return { idleMiB, runningMiB, peakMiB, serverPeakMiB, allRunningSeconds, ...(heap ? { heap } : {}) };
   } finally {
     clearInterval(sampler);
   }
 }
 
 /** The oz0 node: an `oz0 worker` process; its jobs are cancelled at the end, so every call is stopped for real. */
-async function measureOz0(env: BenchEnv, calls: number): Promise<Footprint & { cancelAllSeconds: number }> {
+async function measureOz0(
+  env: BenchEnv,
+  calls: number,
+  heapDir?: string,
+): Promise<Footprint & { cancelAllSeconds: number }> {
   const taskQueue = 'oz0-memory';
   const log = path.join(env.dir, 'memory-oz0-received.jsonl');
   const file = path.join(env.dir, 'memory.config.json');
@@ -93,7 +110,7 @@ async function measureOz0(env: BenchEnv, calls: number): Promise<Footprint & { c
     }),
   );
   const workers: ChildProcess[] = [];
-  const { proc } = await startWorker(file, 'bench-memory', workers);
+  const { proc } = await startWorker(file, 'bench-memory', workers, heapDir ? { env: heapFlags(heapDir) } : {});
   let cancelAllSeconds = NaN;
   try {
     const jobs: Awaited<ReturnType<BenchEnv['client']['workflow']['start']>>[] = [];
@@ -120,6 +137,7 @@ async function measureOz0(env: BenchEnv, calls: number): Promise<Footprint & { c
         await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
         cancelAllSeconds = (performance.now() - t) / 1000;
       },
+      heapDir,
     );
     return { ...result, cancelAllSeconds };
   } finally {
@@ -131,7 +149,7 @@ async function measureOz0(env: BenchEnv, calls: number): Promise<Footprint & { c
  * The baseline: a bare worker process (its bundle built here, so no webpack runs in it). Its activity neither
  * heartbeats nor hears a cancel, so its workflows are terminated and the process killed at the end.
  */
-async function measureBare(env: BenchEnv, calls: number): Promise<Footprint> {
+async function measureBare(env: BenchEnv, calls: number, heapDir?: string): Promise<Footprint> {
   const taskQueue = 'bare-memory';
   const log = path.join(env.dir, 'memory-bare-received.jsonl');
   const bundlePath = path.join(env.dir, 'bare-bundle.js');
@@ -149,6 +167,7 @@ async function measureBare(env: BenchEnv, calls: number): Promise<Footprint> {
     [path.join(env.root, 'dist', 'bench', 'bare', 'worker.js'), JSON.stringify(opts)],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, ...(heapDir ? heapFlags(heapDir) : {}) },
     },
   );
   try {
@@ -170,6 +189,7 @@ async function measureBare(env: BenchEnv, calls: number): Promise<Footprint> {
       async () => {
         await Promise.all(ids.map((id) => env.client.workflow.getHandle(id).terminate('bench: done')));
       },
+      heapDir,
     );
   } finally {
     if (proc.exitCode === null) killTree(proc.pid!);
@@ -177,8 +197,10 @@ async function measureBare(env: BenchEnv, calls: number): Promise<Footprint> {
 }
 
 export async function measureMemory(env: BenchEnv, opts: MemoryOptions) {
-  const bare = await measureBare(env, opts.calls);
-  const oz0 = await measureOz0(env, opts.calls);
+  const heapDir = opts.heap ? fs.mkdtempSync(path.join(env.dir, 'heap-')) : undefined;
+  const bare = await measureBare(env, opts.calls, heapDir);
+  const oz0 = await measureOz0(env, opts.calls, heapDir);
+  if (oz0.heap && bare.heap) printHeaps(oz0.heap, bare.heap, oz0.runningMiB, bare.runningMiB);
   const rows: Row[] = [
     {
       measure: `(f) node peak memory, ${opts.calls} calls at once`,
@@ -190,4 +212,19 @@ export async function measureMemory(env: BenchEnv, opts: MemoryOptions) {
     },
   ];
   return { rows, data: { ...opts, oz0, bare } };
+}
+
+/** The two main threads' heaps side by side, by what holds the most in oz0's. */
+function printHeaps(oz0: HeapSummary, bare: HeapSummary, oz0Rss: number, bareRss: number): void {
+  const bareBy = new Map(bare.by.map((b) => [b.what, b]));
+  const lines = [
+    `heap with every call running: oz0 main thread ${fixed(oz0.totalMiB, 0)} MiB of ${fixed(oz0Rss, 0)} resident; ` +
+      `bare ${fixed(bare.totalMiB, 0)} of ${fixed(bareRss, 0)} (the rest: workflow threads, native memory, code)`,
+    `${'what'.padEnd(40)} ${'oz0 MiB'.padStart(8)} ${'count'.padStart(8)} ${'bare MiB'.padStart(9)} ${'count'.padStart(8)}`,
+    ...oz0.by.map((o) => {
+      const b = bareBy.get(o.what);
+      return `${o.what.slice(0, 40).padEnd(40)} ${fixed(o.mib, 1).padStart(8)} ${String(o.count).padStart(8)} ${fixed(b?.mib ?? 0, 1).padStart(9)} ${String(b?.count ?? 0).padStart(8)}`;
+    }),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
 }

@@ -206,8 +206,8 @@ export function workerConfig(temporal: TestTemporal, servers: Record<string, unk
 }
 
 /** `oz0 worker` as a process of its own (see worker/processes.ts), its log into this test file's log. */
-export function startWorker(file: string, name: string, workers: ChildProcess[] = []) {
-  return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown') });
+export function startWorker(file: string, name: string, workers: ChildProcess[] = [], env?: Record<string, string>) {
+  return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown'), env });
 }
 
 /**

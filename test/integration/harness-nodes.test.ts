@@ -14,6 +14,7 @@ import { readKeyStore } from '../../plugin';
 import { openSession } from '../../client/sessions';
 import type { LiveSession } from '../../client/sessions';
 import { argsDigest } from '../../workflows/keys';
+import { DIE_AFTER_EARLY_ANSWER } from '../../activities/call/durable';
 import { isSessionTrace } from '../../workflows/definitions';
 import type { JobTrace, SessionTrace } from '../../workflows/definitions';
 import {
@@ -42,7 +43,7 @@ afterAll(async () => {
   await temporal?.close();
 });
 
-function setup() {
+function setup(nodeExtra: Record<string, unknown> = {}) {
   const dir = tmpDir();
   const log = path.join(dir, 'received.jsonl');
   const ledger = path.join(dir, 'ledger.db');
@@ -71,7 +72,7 @@ function setup() {
       temporal: config.temporal,
       servers,
       harnesses,
-      node: { ...node, stateDir: path.join(dir, 'state') },
+      node: { ...node, ...nodeExtra, stateDir: path.join(dir, 'state') },
     }),
   );
   return { file, log, ledger, taskQueue: config.temporal.taskQueue };
@@ -161,6 +162,66 @@ test.each([[1], [2], [4]])(
   },
   180_000,
 );
+
+/** Milliseconds since the epoch of a history event. */
+function timeOf(e: { eventTime?: { seconds?: unknown; nanos?: number | null } | null }): number {
+  return Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
+}
+
+test('H4/H8 (issue 26.3): the harness hears its call once its result is durable; its node killed right then, before the workflow task that completes the Update, nothing is answered or done twice', async () => {
+  // Unisolated, so the harness outlives its node and notes the answer it read; the node dies (SIGKILL, by its own
+  // hand: OZ0_TEST_FAULT) as soon as it has answered the call early.
+  const { file, ledger, taskQueue } = setup({ isolation: 'none' });
+  const [nameA, nameB] = ['node-g', 'node-h'];
+  const a = await startWorker(file, nameA, workers, { OZ0_TEST_FAULT: DIE_AFTER_EARLY_ANSWER });
+  const harnessLog = path.join(tmpDir(), 'harness.jsonl');
+  const order = uniqueId('o');
+  const charge = { call: 'ledger.charge', args: { order_id: order, amount: 7 } };
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue,
+    workflowId: uniqueId('durable'),
+    args: [{ tenant: 'acme', steps: [{ session: { harness: 'probe', input: { log: harnessLog, steps: [charge] } } }] }],
+  });
+  // The only node runs the session, and dies with the answer; the other takes over.
+  expect(await a.exited).toBeNull();
+  const b = await startWorker(file, nameB, workers);
+  const trace: JobTrace = await handle.result();
+  b.proc.kill('SIGTERM');
+  await b.exited;
+  const key = `${handle.workflowId}/s1/charge#${argsDigest({ order_id: order, amount: 7 })}/1`;
+  // Run 1's harness had its answer (with the key) before its node died; run 2 made the call again under that key.
+  const answers = readReceived(harnessLog).filter((r) => r.event === 'answered');
+  expect(answers.map((r) => [r.key, r.isError])).toEqual([
+    [key, false],
+    [key, false],
+  ]);
+  expect(sessionOf(trace).runs.map((r) => [r.run, r.node])).toEqual([
+    [1, nameA],
+    [2, nameB],
+  ]);
+  // Done once: the ledger, shared by both nodes, wrote the charge once; run 2's was answered from its record.
+  expect(readKeyStore(ledger).filter((r) => r.key === key)).toHaveLength(1);
+  // Answered once: each of the two calls' Updates completed once.
+  const events = (await handle.fetchHistory()).events ?? [];
+  const calls = events.filter(
+    (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'callTool',
+  );
+  const completed = events.filter((e) => e.workflowExecutionUpdateCompletedEventAttributes);
+  const ids = completed.map((e) => e.workflowExecutionUpdateCompletedEventAttributes!.meta!.updateId);
+  expect(calls).toHaveLength(2);
+  expect(new Set(ids).size).toBe(ids.length);
+  const firstId = calls[0].workflowExecutionUpdateAcceptedEventAttributes!.protocolInstanceId;
+  const firstDone = completed.find(
+    (e) => e.workflowExecutionUpdateCompletedEventAttributes!.meta!.updateId === firstId,
+  )!;
+  // Answered when durable: run 1's harness read its answer before its Update was completed (same machine's clock).
+  expect(answers[0].t as number).toBeLessThan(timeOf(firstDone));
+  // The node died between the two: the workflow task that completed run 1's Update ran on the other node.
+  const completedBy = events
+    .filter((e) => Number(e.eventId) < Number(firstDone.eventId) && e.workflowTaskStartedEventAttributes)
+    .at(-1)!.workflowTaskStartedEventAttributes!.identity;
+  expect(completedBy).toBe(nameB);
+}, 180_000);
 
 test('H8/T4: a lost run that made a call which may not be made again stops the job, naming the call and its key', async () => {
   const { file, log, taskQueue } = setup();

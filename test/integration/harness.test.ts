@@ -303,6 +303,44 @@ test.each([
   },
 );
 
+test('H5 (issue 26.6): after a harness’s notifications/cancelled, the gateway ends that call’s response once the call has stopped, while the harness’s session goes on', async () => {
+  const config = harnessConfig();
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const handle = await startJob(
+      { client: temporal.client, taskQueue: config.temporal.taskQueue },
+      {
+        tenant: 'acme',
+        // 2025-11-25: the cancel is a notification on the harness's session, which stays open 6 s after it.
+        steps: [
+          probe({
+            protocol: 'legacy',
+            // The reader started by a first call, so the second is running on it when the harness cancels it.
+            steps: [
+              { call: 'reader.echo', args: { text: 'up' } },
+              { call: 'reader.sleep', args: { ms: 60_000 }, cancelAfterMs: 2000 },
+              { sleep: 6000 },
+            ],
+          }),
+        ],
+      },
+      { workflowId: uniqueId('held') },
+    );
+    const mine = () =>
+      allReceived().filter((r) => r.tool === 'sleep' && (r.key as string | undefined)?.startsWith(handle.workflowId));
+    await eventually(() => (mine().length === 1 ? true : undefined), 30_000, 'the call to start');
+    // On the gateway's side: the call's POST is open while the call runs, and ended once it has stopped.
+    expect(node.gateway.openPosts).toBe(1);
+    await eventually(() => (mine().length === 2 ? true : undefined), 10_000, 'the call to be cancelled');
+    await eventually(() => (node.gateway.openPosts === 0 ? true : undefined), 4000, 'the response to end');
+    expect(mine().map((r) => r.event)).toEqual(['start', 'cancelled']);
+    // ... while the harness still runs, its session open (before, the response stayed until it deleted the session).
+    expect(await jobStatus(temporal.client, handle.workflowId)).toBe('running');
+    const session = sessionOf((await handle.result()) as JobTrace);
+    expect(seenOf(session).calls[1].rejected).toBeDefined();
+  });
+});
+
 test('H5/C4: a job cancel stops the harness’s running calls, then the harness (SIGTERM); cancelling until all stopped, then CANCELED', async () => {
   const config = harnessConfig();
   const log = path.join(harnessLogs, `${uniqueId('harness')}.jsonl`);

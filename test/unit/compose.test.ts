@@ -471,7 +471,7 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
     }
   });
 
-  test('the dev servers oz0 starts (oz0 dev, the demo, the tests, the bench) raise the same readers to the same values', () => {
+  test('the dev servers oz0 starts (oz0 dev, the demo, the tests, the bench) get the same dynamic config: the readers raised, worker commands on (issue 26)', () => {
     for (const [key, value] of Object.entries(DEV_SERVER_DYNAMIC_CONFIG)) {
       expect({ key, value }).toEqual({ key, value: (dynamicConfig[key] as Array<{ value: number }>)[0].value });
     }

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { besideConfig, launchProblem, launchProblems } from '../../activities/launch';
 import { runHarness } from '../../activities/harness/run';
+import { CancelRoute } from '../../activities/heartbeats';
 import { createLogger } from '../../common/logger';
 import type { HarnessOutcome } from '../../workflows/definitions';
 import { loadConfig } from '../../common/config';
@@ -86,7 +87,7 @@ test('H1/H7: a harness whose script is missing ends its session with an error re
       gateway: undefined as never,
       isolation: undefined as never,
       logger: createLogger({ level: 'silent' }),
-      heartbeatMs: 200,
+      route: new CancelRoute(200),
       killGraceMs: 100,
       sessionRoot: path.join(dir, 'sessions'),
     },
