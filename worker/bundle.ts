@@ -9,18 +9,26 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleOption } from '@temporalio/worker';
 import { createLogger, TemporalPinoLogger } from '../common/logger';
 
-/** Next to the compiled workflows: dist/workflow-bundle.js. */
+/** Next to the compiled workflows: dist/workflow-bundle.js, and dist/workflow-bundle-traced.js for a node that traces. */
 export const BUNDLE_FILE = path.join(__dirname, '..', 'workflow-bundle.js');
+export const TRACED_BUNDLE_FILE = path.join(__dirname, '..', 'workflow-bundle-traced.js');
 const WORKFLOWS_DIR = path.join(__dirname, '..', 'workflows');
 
 // The bundler's chatter is info-level; its warnings still show.
 const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }));
 
-function bundleCode(): Promise<{ code: string }> {
+/**
+ * O2: tracing's workflow side (Temporal's OpenTelemetry interceptors, workflows/tracing.ts) goes only into the
+ * bundle of a node that traces. It is not free when it exports nothing: its context manager's AsyncLocalStorage and
+ * a span for every run, Update, query and step held by each cached job cost a node about 430 MiB at 500 running calls
+ * (`npm run bench -- --only memory`: 916 MiB against 490 without it). Both bundles make the same commands — the
+ * interceptors add headers, which replay does not compare — so a job moves between traced and untraced nodes freely
+ * (T5): test/unit/replay.test.ts replays every recorded history, traced or not, under both.
+ */
+function bundleCode(traced: boolean): Promise<{ code: string }> {
   return bundleWorkflowCode({
     workflowsPath: require.resolve('../workflows'),
-    // O2: tracing's workflow side is in every bundle, so a job's commands never depend on a node's telemetry (T5).
-    workflowInterceptorModules: [require.resolve('../workflows/tracing')],
+    ...(traced ? { workflowInterceptorModules: [require.resolve('../workflows/tracing')] } : {}),
     logger: quietBundlerLogger,
   });
 }
@@ -38,22 +46,31 @@ function current(file: string): boolean {
   }
 }
 
-let bundle: Promise<WorkflowBundleOption> | undefined;
+const bundles = new Map<boolean, Promise<WorkflowBundleOption>>();
 
-/** The workflow bundle, loaded (or built) once per process and shared by every node in it. */
-export function workflowBundle(): Promise<WorkflowBundleOption> {
-  bundle ??= current(BUNDLE_FILE) ? Promise.resolve({ codePath: BUNDLE_FILE }) : bundleCode();
+/** The workflow bundle, with tracing's workflow side or without, loaded (or built) once per process. */
+export function workflowBundle(traced = false): Promise<WorkflowBundleOption> {
+  let bundle = bundles.get(traced);
+  if (!bundle) {
+    const file = traced ? TRACED_BUNDLE_FILE : BUNDLE_FILE;
+    bundle = current(file) ? Promise.resolve({ codePath: file }) : bundleCode(traced);
+    bundles.set(traced, bundle);
+  }
   return bundle;
 }
 
 if (require.main === module) {
-  bundleCode()
-    .then(({ code }) => {
-      fs.writeFileSync(BUNDLE_FILE, code);
-      process.stdout.write(`workflow bundle: ${path.relative(process.cwd(), BUNDLE_FILE)} (${code.length} bytes)\n`);
-    })
-    .catch((err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    });
+  (async () => {
+    for (const [traced, file] of [
+      [false, BUNDLE_FILE],
+      [true, TRACED_BUNDLE_FILE],
+    ] as const) {
+      const { code } = await bundleCode(traced);
+      fs.writeFileSync(file, code);
+      process.stdout.write(`workflow bundle: ${path.relative(process.cwd(), file)} (${code.length} bytes)\n`);
+    }
+  })().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
 }

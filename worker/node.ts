@@ -31,6 +31,7 @@ import {
   serveMetrics,
   startTracing,
   tracingClientInterceptors,
+  tracingOn,
   tracingWorkerOptions,
 } from './telemetry';
 import { CancelRoute } from '../activities/heartbeats';
@@ -195,7 +196,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const shared = await Worker.create({
     ...common,
     taskQueue: config.temporal.taskQueue,
-    workflowBundle: await workflowBundle(),
+    workflowBundle: await workflowBundle(tracingOn()),
   } as WorkerOptions);
   const own = await Worker.create({ ...common, taskQueue: identity.queue } as WorkerOptions);
   // Tenants' policy workflows, on the namespace-wide policy queue (no activities run there).
@@ -207,7 +208,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
           namespace: config.temporal.namespace,
           identity: name,
           taskQueue: config.temporal.policyTaskQueue,
-          workflowBundle: await workflowBundle(),
+          workflowBundle: await workflowBundle(tracingOn()),
           stickyQueueScheduleToStartTimeout: '3s',
           sinks: tracingWorkerOptions().sinks,
         } as WorkerOptions);

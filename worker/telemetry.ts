@@ -99,6 +99,11 @@ export function startTracing(logger: Logger): Tracing | undefined {
   return tracing;
 }
 
+/** Whether this process exports spans (startTracing found where to send them). */
+export function tracingOn(): boolean {
+  return !!tracing;
+}
+
 /** Sends the spans still buffered (a node that stops, a test that reads them). */
 export async function flushTracing(): Promise<void> {
   await tracing?.processor.forceFlush();

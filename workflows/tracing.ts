@@ -1,12 +1,11 @@
 /**
- * The workflow side of tracing (O2), bundled into every workflow bundle (worker/bundle.ts), whether or not a node
- * exports spans: the workflow's code, and so its commands, are then the same on every node (T5). Temporal's
+ * The workflow side of tracing (O2), in the workflow bundle of a node that exports spans (worker/bundle.ts says why
+ * only there); the commands are the same with it or without, so a job moves between such nodes freely (T5). Temporal's
  * OpenTelemetry interceptors make the spans — the job's run (`RunWorkflow:job`), each call step
  * (`StartActivity:callTool`, from its scheduling to its last attempt's end, retries included) — and carry their
  * context to the activities in headers; oz0's own interceptors, inside theirs, name the job and the step on them.
  *
- * Spans made here leave the workflow through the `exporter` sink, which Temporal never calls during a replay; a node
- * that exports nothing registers a sink that drops them (worker/telemetry.ts).
+ * Spans made here leave the workflow through the `exporter` sink, which Temporal never calls during a replay.
  */
 import * as otel from '@opentelemetry/api';
 import { interceptors as temporalTracing } from '@temporalio/interceptors-opentelemetry/lib/workflow-interceptors';

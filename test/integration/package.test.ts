@@ -92,6 +92,7 @@ test('T1: npm pack, npm install <tarball> in a project outside the repository; i
     'dist/index.d.ts',
     'dist/plugin/index.d.ts',
     'dist/workflow-bundle.js',
+    'dist/workflow-bundle-traced.js',
     'dist/examples/reader.js',
     'oz0.config.json',
   ]) {

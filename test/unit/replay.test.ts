@@ -6,8 +6,10 @@
  * protobuf of each `History` as that version's client fetched it.
  *
  * The `traced-*` ones were recorded by a node that traced (O2: OTEL_EXPORTER_OTLP_ENDPOINT set, spans' context in
- * the activities' headers, `record.js` run on the dist/ of issue 27): they replay here on a worker with no tracing at
- * all, as on a node that traces nothing — the workflow side of tracing is in every bundle (workflows/tracing.ts).
+ * the activities' headers, `record.js` run on the dist/ of issue 27). Only a node that traces has tracing's workflow
+ * side in its bundle (worker/bundle.ts), so a job may move between a node that traces and one that does not: every
+ * history replays under both bundles — the traced ones without the interceptors that recorded them, the others with
+ * interceptors they never had.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -24,23 +26,31 @@ Runtime.install({
 });
 
 const DIR = path.join(__dirname, '..', 'fixtures', 'histories');
-/** As on a node that traces nothing: the workflow side of tracing hands its spans to a sink that drops them. */
-const replayOptions = async () => ({ workflowBundle: await workflowBundle(), sinks: tracingWorkerOptions().sinks });
+/** As on a node that traces, or one that does not (whose sink drops the spans: worker/telemetry.ts). */
+const replayOptions = async (traced: boolean) => ({
+  workflowBundle: await workflowBundle(traced),
+  sinks: tracingWorkerOptions().sinks,
+});
+const histories = fs.readdirSync(DIR).filter((f) => f.endsWith('.history'));
+const cases = histories.flatMap((file) => [
+  [file, 'a node that traces nothing', false] as const,
+  [file, 'a node that traces', true] as const,
+]);
 
-test.each(fs.readdirSync(DIR).filter((f) => f.endsWith('.history')))(
-  'T5: %s, recorded by an earlier oz0 (before A4, or traced), replays under today’s workflows',
-  async (file) => {
+test.each(cases)(
+  'T5: %s, recorded by an earlier oz0 (before A4, or traced), replays on %s',
+  async (file, _on, traced) => {
     const history = temporal.api.history.v1.History.decode(fs.readFileSync(path.join(DIR, file)));
-    await Worker.runReplayHistory(await replayOptions(), history, file);
+    await Worker.runReplayHistory(await replayOptions(traced), history, file);
   },
-  60_000,
+  120_000,
 );
 
 test('T5: a positive control — a history whose recorded command is not what the code does is refused', async () => {
   const history = temporal.api.history.v1.History.decode(fs.readFileSync(path.join(DIR, 'job-plain.history')));
   const scheduled = history.events!.find((e) => e.activityTaskScheduledEventAttributes?.activityType)!;
   scheduled.activityTaskScheduledEventAttributes!.activityType!.name = 'someOtherActivity';
-  await expect(Worker.runReplayHistory(await replayOptions(), history, 'tampered')).rejects.toThrow(
+  await expect(Worker.runReplayHistory(await replayOptions(false), history, 'tampered')).rejects.toThrow(
     /[Nn]ondeterminism|DeterminismViolation/,
   );
 }, 60_000);
