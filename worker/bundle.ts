@@ -20,8 +20,9 @@ const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }
 /**
  * O2: tracing's workflow side (Temporal's OpenTelemetry interceptors, workflows/tracing.ts) goes only into the
  * bundle of a node that traces. It is not free when it exports nothing: its context manager's AsyncLocalStorage and
- * a span for every run, Update, query and step held by each cached job cost a node about 430 MiB at 500 running calls
- * (`npm run bench -- --only memory`: 916 MiB against 490 without it). Both bundles make the same commands — the
+ * a span for every run, Update, query and step held by each cached job cost a node 430 to 580 MiB at 500 running
+ * calls (`npm run bench -- --only memory`: 916 MiB against 490, then 1,014 against 432). Both bundles make the same
+ * commands — the
  * interceptors add headers, which replay does not compare — so a job moves between traced and untraced nodes freely
  * (T5): test/unit/replay.test.ts replays every recorded history, traced or not, under both.
  */
