@@ -22,9 +22,8 @@ const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }
  * bundle of a node that traces. It is not free when it exports nothing: its context manager's AsyncLocalStorage and
  * a span for every run, Update, query and step held by each cached job cost a node 430 to 580 MiB at 500 running
  * calls (`npm run bench -- --only memory`: 916 MiB against 490, then 1,014 against 432). Both bundles make the same
- * commands — the
- * interceptors add headers, which replay does not compare — so a job moves between traced and untraced nodes freely
- * (T5): test/unit/replay.test.ts replays every recorded history, traced or not, under both.
+ * commands — the interceptors add headers, which replay does not compare — so a job moves between traced and
+ * untraced nodes freely (T5): test/unit/replay.test.ts replays every recorded history, traced or not, under both.
  */
 function bundleCode(traced: boolean): Promise<{ code: string }> {
   return bundleWorkflowCode({
