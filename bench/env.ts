@@ -83,19 +83,40 @@ export async function openBenchEnv(
 
 /** A config for a node of this run: its own task queue, the reader as a plugin server, `extra` merged on top. */
 export function benchConfig(env: BenchEnv, taskQueue: string, extra: Record<string, unknown> = {}): LoadedConfig {
+  return { ...parseConfig(benchConfigInput(env, taskQueue, extra)), baseDir: env.root, source: 'bench' };
+}
+
+/**
+ * The same config as a file, for an `oz0 worker` process of this run; `readerEnv` adds to the reader's environment.
+ * Returns the file's path.
+ */
+export function writeBenchConfig(
+  env: BenchEnv,
+  taskQueue: string,
+  extra: Record<string, unknown> = {},
+  readerEnv: Record<string, string> = {},
+): string {
+  const file = path.join(env.dir, `${taskQueue}.config.json`);
+  fs.writeFileSync(file, JSON.stringify(benchConfigInput(env, taskQueue, extra, readerEnv)));
+  return file;
+}
+
+function benchConfigInput(
+  env: BenchEnv,
+  taskQueue: string,
+  extra: Record<string, unknown>,
+  readerEnv: Record<string, string> = {},
+): Record<string, unknown> {
   const { node, servers, ...rest } = extra as { node?: object; servers?: object };
+  const state = path.join(env.dir, `${taskQueue}.json`);
   return {
-    ...parseConfig({
-      temporal: { address: env.server.address, taskQueue },
-      servers: {
-        reader: { command: 'node', args: [env.reader], env: { READER_STATE: path.join(env.dir, `${taskQueue}.json`) } },
-        ...servers,
-      },
-      node: { stateDir: path.join(env.dir, `state-${taskQueue}`), ...node },
-      ...rest,
-    }),
-    baseDir: env.root,
-    source: 'bench',
+    temporal: { address: env.server.address, taskQueue },
+    servers: {
+      reader: { command: 'node', args: [env.reader], env: { READER_STATE: state, ...readerEnv } },
+      ...servers,
+    },
+    node: { stateDir: path.join(env.dir, `state-${taskQueue}`), ...node },
+    ...rest,
   };
 }
 

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import { fixed, sleep, until } from '../common';
 import type { Row } from '../common';
+import { writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
 import { bareBundleCode } from '../bare/worker';
 import type { BareWorkerOptions } from '../bare/worker';
@@ -94,21 +95,7 @@ async function measureOz0(
 ): Promise<Footprint & { cancelAllSeconds: number }> {
   const taskQueue = 'oz0-memory';
   const log = path.join(env.dir, 'memory-oz0-received.jsonl');
-  const file = path.join(env.dir, 'memory.config.json');
-  fs.writeFileSync(
-    file,
-    JSON.stringify({
-      temporal: { address: env.server.address, taskQueue },
-      servers: {
-        reader: {
-          command: 'node',
-          args: [env.reader],
-          env: { OZ0_RECEIVED_LOG: log, READER_STATE: path.join(env.dir, 'memory-seen.json') },
-        },
-      },
-      node: { slots: calls + 100, stateDir: path.join(env.dir, 'state-memory') },
-    }),
-  );
+  const file = writeBenchConfig(env, taskQueue, { node: { slots: calls + 100 } }, { OZ0_RECEIVED_LOG: log });
   const workers: ChildProcess[] = [];
   const { proc } = await startWorker(file, 'bench-memory', workers, heapDir ? { env: heapFlags(heapDir) } : {});
   let cancelAllSeconds = NaN;

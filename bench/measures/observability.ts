@@ -6,15 +6,13 @@
  * Processes, not nodes in this one: tracing is once per process.
  */
 import type { ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import { killTree, startWorker } from '../../worker/processes';
 import { freePort } from '../../worker/dev-server';
 import { fixed, mean } from '../common';
 import type { Row } from '../common';
-import { echoSteps } from '../env';
+import { echoSteps, writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
 
 export interface ObservabilityOptions {
@@ -51,22 +49,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
   try {
     const start = async (name: 'on' | 'off', extra: Record<string, string>) => {
       const taskQueue = `oz0-obs-${name}`;
-      const file = path.join(env.dir, `obs-${name}.config.json`);
-      fs.writeFileSync(
-        file,
-        JSON.stringify({
-          temporal: { address: env.server.address, taskQueue },
-          servers: {
-            reader: {
-              command: 'node',
-              args: [env.reader],
-              env: { READER_STATE: path.join(env.dir, `obs-${name}.json`) },
-            },
-          },
-          jobs: { continueAsNewAfterCalls: 10_000 },
-          node: { stateDir: path.join(env.dir, `state-obs-${name}`) },
-        }),
-      );
+      const file = writeBenchConfig(env, taskQueue, { jobs: { continueAsNewAfterCalls: 10_000 } });
       await startWorker(file, `bench-obs-${name}`, workers, { env: { OZ0_LOG_LEVEL: 'warn', ...extra } });
       return taskQueue;
     };
