@@ -7,7 +7,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
@@ -17,10 +16,11 @@ import { FailureType } from '../../workflows/definitions';
 import type { HarnessInput, HarnessOutcome, ToolResult } from '../../workflows/definitions';
 import type { Started } from '../process-group';
 import type { Isolation } from '../sandbox';
-import { resolveEnvRefs } from '../servers/env';
+import { envSecrets, resolveEnvRefs } from '../servers/env';
 import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';
+import { StderrTail, endedWhy, withLastWords } from '../last-words';
 import { Pulse } from '../heartbeats';
 import type { CancelRoute } from '../heartbeats';
 
@@ -40,8 +40,6 @@ export interface HarnessDeps {
 
 /** The last stdout line is the result; a longer one is cut here (it would not fit the job's history anyway). */
 const MAX_RESULT_LINE = 1024 * 1024;
-/** Lines of stderr a failed run's error result quotes. */
-const QUOTED_STDERR_LINES = 5;
 
 export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promise<HarnessOutcome> {
   const ctx = Context.current();
@@ -62,12 +60,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
   const env = resolveEnvRefs(harness.env, process.env, `harnesses.${input.harness}.env`);
   // The token and every value taken from the node's environment are secrets: never in the log (H7).
   const token = randomBytes(32).toString('base64url');
-  const secrets = [
-    token,
-    ...Object.entries(harness.env)
-      .filter(([, v]) => v.startsWith('env:'))
-      .map(([k]) => env[k]),
-  ];
+  const secrets = [token, ...envSecrets(harness.env, env)];
   const entry = deps.gateway.open(token, {
     jobId: input.jobId,
     tenant: input.tenant,
@@ -110,7 +103,8 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
   const { child } = started;
   log.info({ pid: child.pid, isolated: started.isolated }, 'harness started');
   if (!started.isolated) log.warn('the harness runs unisolated (node.isolation: "none")');
-  const output = readOutput(child, log, secrets);
+  const output = readOutput(child);
+  const stderr = new StderrTail(child.stderr, secrets, (line) => log.info({ stderr: line }, 'harness stderr'));
   const ended = await endOf(child, ctx, harness, deps, started);
   await started.stop(deps.killGraceMs);
   await entry.close();
@@ -125,8 +119,8 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
     });
   }
   if (ended.cause === 'exit' && ended.code === 0) return { result: resultOf(output.last()), ended: 'exited 0' };
-  const stderr = output.stderrTail(QUOTED_STDERR_LINES);
-  return failed(`the harness ${ended.why}${stderr ? `; its last words on stderr: ${stderr}` : ''}`, ended.why);
+  await stderr.drained();
+  return failed(withLastWords(`the harness ${ended.why}`, stderr.tail()), ended.why);
 }
 
 type End =
@@ -146,14 +140,7 @@ async function endOf(
   try {
     return await new Promise<End>((resolve) => {
       const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
-        const limit = started.stoppedFor();
-        // A sandbox's bwrap passes a signal's death on as 128 + its number, as a shell does.
-        const killedBy = signal ?? (started.isolated ? signalOf(code) : undefined);
-        const why = limit
-          ? `was stopped: its sandbox went past ${limit}`
-          : killedBy
-            ? `was killed by ${killedBy}`
-            : `exited with code ${code}`;
+        const { why, killedBy, limit } = endedWhy({ code, signal }, started);
         resolve({ cause: 'exit', code: killedBy || limit ? null : code, why });
       };
       if (child.exitCode !== null || child.signalCode !== null) onExit(child.exitCode, child.signalCode);
@@ -182,23 +169,12 @@ async function endOf(
   }
 }
 
-/** The signal a code of 128 + n stands for, if n is one. */
-function signalOf(code: number | null): NodeJS.Signals | undefined {
-  if (code === null || code <= 128) return undefined;
-  return (Object.entries(os.constants.signals) as Array<[NodeJS.Signals, number]>).find(
-    ([, n]) => n === code - 128,
-  )?.[0];
-}
-
-/** Keeps the harness's last stdout line; its stderr goes to the node's log, line by line, secrets cut out. */
-function readOutput(child: ChildProcess, log: Logger, secrets: string[]) {
+/** Keeps the harness's last stdout line. */
+function readOutput(child: ChildProcess) {
   let stdout = '';
   let last = '';
-  const stderrLines: string[] = [];
-  let stderr = '';
-  const redact = (line: string) => secrets.reduce((l, s) => (s ? l.split(s).join('[redacted]') : l), line);
   // stdio are socket pairs: a harness killed with bytes unread makes a read fail (ECONNRESET); its exit says the rest.
-  for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.on('error', () => undefined);
+  for (const stream of [child.stdin, child.stdout]) stream?.on('error', () => undefined);
   child.stdout?.on('data', (chunk: Buffer) => {
     stdout += chunk.toString('utf8');
     const lines = stdout.split('\n');
@@ -207,21 +183,8 @@ function readOutput(child: ChildProcess, log: Logger, secrets: string[]) {
     const full = lines.filter((l) => l.trim() !== '').at(-1);
     if (full !== undefined) last = full.slice(0, MAX_RESULT_LINE);
   });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-    const lines = stderr.split('\n');
-    stderr = (lines.pop() ?? '').slice(-64 * 1024);
-    for (const line of lines) {
-      if (!line.trim()) continue;
-      const shown = redact(line).slice(0, 4000);
-      log.info({ stderr: shown }, 'harness stderr');
-      stderrLines.push(shown);
-      if (stderrLines.length > QUOTED_STDERR_LINES) stderrLines.shift();
-    }
-  });
   return {
     last: () => (stdout.trim() !== '' ? stdout : last),
-    stderrTail: (n: number) => [...stderrLines, ...(stderr.trim() ? [redact(stderr)] : [])].slice(-n).join(' | '),
   };
 }
 

@@ -15,3 +15,10 @@ export function resolveEnvRefs(
   }
   return out;
 }
+
+/** The values a config's `env` took from the node's environment (`env:NAME`): secrets, never in a log or a note. */
+export function envSecrets(values: Record<string, string>, resolved: Record<string, string>): string[] {
+  return Object.entries(values)
+    .filter(([, value]) => value.startsWith('env:'))
+    .map(([name]) => resolved[name]);
+}

@@ -1,0 +1,122 @@
+/**
+ * A process's last words (STYLE "Failures say why"): how it ended, and the last lines it wrote on stderr, bounded and
+ * with its secrets cut out. A harness's failed session (H7) and a server that dies at start or mid-call are both
+ * reported with them, never only as "Connection closed".
+ */
+import os from 'node:os';
+import type { Readable } from 'node:stream';
+
+/**
+ * Lines of stderr a failure quotes, at most: enough for the error line above a Node.js crash's printed fields, or
+ * the last frames of a Python traceback.
+ */
+export const QUOTED_STDERR_LINES = 10;
+/** A quoted line is cut to this many characters, and the quote to the last lines that fit in QUOTED_CHARS. */
+const QUOTED_LINE_CHARS = 1000;
+const QUOTED_CHARS = 4000;
+/** A line in the node's log is cut to this many characters. */
+const LOGGED_LINE_CHARS = 4000;
+/** An unfinished line is kept to its last this many characters: a flood without a newline costs no memory. */
+const PENDING_CHARS = 64 * 1024;
+/** How long a process's stderr has to reach its end once the process has exited (a grandchild may hold it open). */
+const DRAIN_MS = 1000;
+
+/** Every secret in `text` replaced with `[redacted]`. */
+export function redactIn(text: string, secrets: readonly string[]): string {
+  return secrets.reduce((t, s) => (s ? t.split(s).join('[redacted]') : t), text);
+}
+
+/**
+ * Reads a process's stderr: each line, secrets cut out, goes to `onLine` (the node's log), and the last
+ * {@link QUOTED_STDERR_LINES} are kept for a failure to quote.
+ */
+export class StderrTail {
+  private readonly lines: string[] = [];
+  private pending = '';
+  private readonly ended: Promise<void>;
+
+  constructor(
+    stream: Readable | null | undefined,
+    private readonly secrets: readonly string[],
+    onLine: (line: string) => void,
+  ) {
+    this.ended = new Promise((resolve) => {
+      if (!stream) return resolve();
+      stream.once('close', resolve);
+      stream.once('end', resolve);
+    });
+    // stdio are socket pairs: a process killed with bytes unread makes a read fail (ECONNRESET); its exit says the rest.
+    stream?.on('error', () => undefined);
+    stream?.on('data', (chunk: Buffer) => {
+      const lines = (this.pending + chunk.toString('utf8')).split('\n');
+      this.pending = (lines.pop() ?? '').slice(-PENDING_CHARS);
+      for (const line of lines) {
+        if (!line.trim()) continue;
+        const redacted = this.redact(line);
+        onLine(redacted.slice(0, LOGGED_LINE_CHARS));
+        this.lines.push(cut(redacted));
+        if (this.lines.length > QUOTED_STDERR_LINES) this.lines.shift();
+      }
+    });
+  }
+
+  private redact(line: string): string {
+    return redactIn(line.replace(/\r$/, ''), this.secrets);
+  }
+
+  /** The last lines, an unfinished one included, joined with ` | `; empty when it wrote nothing. */
+  tail(): string {
+    const pending = this.pending.trim() ? [cut(this.redact(this.pending))] : [];
+    const lines = [...this.lines, ...pending].slice(-QUOTED_STDERR_LINES);
+    while (lines.length > 1 && lines.join(' | ').length > QUOTED_CHARS) lines.shift();
+    return lines.join(' | ');
+  }
+
+  /** Resolves once the stream has ended, or after a short wait: what a process wrote before it exited is in. */
+  async drained(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, DRAIN_MS)))]);
+    clearTimeout(timer);
+  }
+}
+
+/** A line as a failure quotes it: without its indent (a traceback's), and cut short. */
+function cut(line: string): string {
+  const text = line.trim();
+  return text.length > QUOTED_LINE_CHARS ? `${text.slice(0, QUOTED_LINE_CHARS - 1)}…` : text;
+}
+
+/**
+ * How a process ended, in words: `exited with code 1`, `was killed by SIGKILL`, or the limit its sandbox went past.
+ * A sandbox's bwrap passes a signal's death on as 128 + its number, as a shell does.
+ */
+export function endedWhy(
+  exit: { code: number | null; signal: NodeJS.Signals | null },
+  process: { isolated: boolean; stoppedFor(): string | undefined },
+): { why: string; killedBy?: NodeJS.Signals; limit?: string } {
+  const limit = process.stoppedFor();
+  if (limit) return { why: `was stopped: its sandbox went past ${limit}`, limit };
+  const killedBy = exit.signal ?? (process.isolated ? signalOf(exit.code) : undefined);
+  if (killedBy) return { why: `was killed by ${killedBy}`, killedBy };
+  return { why: `exited with code ${exit.code}` };
+}
+
+/** The signal a code of 128 + n stands for, if n is one. */
+function signalOf(code: number | null): NodeJS.Signals | undefined {
+  if (code === null || code <= 128) return undefined;
+  return (Object.entries(os.constants.signals) as Array<[NodeJS.Signals, number]>).find(
+    ([, n]) => n === code - 128,
+  )?.[0];
+}
+
+/** `said`, and the last words after it when there are any. */
+export function withLastWords(said: string, tail: string): string {
+  if (!tail) return said;
+  return `${said ? `${said}; ` : ''}its last words on stderr: ${tail}`;
+}
+
+/** An error with what a process said as it went after the error's own words; the error itself as the cause. */
+export function saying(error: unknown, words: string | undefined): unknown {
+  if (!words) return error;
+  return new Error(`${error instanceof Error ? error.message : String(error)}; ${words}`, { cause: error });
+}

@@ -1,0 +1,103 @@
+/**
+ * A process's last words (STYLE "Failures say why"): its stderr's last lines, bounded and with its secrets cut out,
+ * and how it ended, in words. The integration tests (test/integration/last-words.test.ts) read them from real
+ * processes; here, the rules on a stream of their own.
+ */
+import { PassThrough } from 'node:stream';
+import { StderrTail, endedWhy, saying, withLastWords } from '../../activities/last-words';
+
+function tailOf(chunks: string[], secrets: string[] = []) {
+  const stream = new PassThrough();
+  const logged: string[] = [];
+  const tail = new StderrTail(stream, secrets, (line) => logged.push(line));
+  for (const chunk of chunks) stream.write(chunk);
+  return { tail, logged, stream };
+}
+
+test.each([
+  ['nothing', [], ''],
+  ['one line', ['fatal: no config\n'], 'fatal: no config'],
+  ['an unfinished last line', ['starting\nfatal: no con', 'fig'], 'starting | fatal: no config'],
+  ['lines split across chunks, CRLF, blank lines', ['a\r\n\n  \nb', '\r\nc\n'], 'a | b | c'],
+  [
+    'a traceback, its indent trimmed',
+    ['Traceback:\n  File "x.py", line 1\n    import y\n'],
+    'Traceback: | File "x.py", line 1 | import y',
+  ],
+  [
+    'only the last 10 lines',
+    [Array.from({ length: 25 }, (_, i) => `line ${i + 1}\n`).join('')],
+    Array.from({ length: 10 }, (_, i) => `line ${i + 16}`).join(' | '),
+  ],
+])('its tail: %s', async (_what, chunks, expected) => {
+  const { tail } = tailOf(chunks);
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(tail.tail()).toBe(expected);
+});
+
+test('each quoted line is cut to 1,000 characters, and the quote to the last lines within 4,000', async () => {
+  const { tail, logged } = tailOf([`${'a'.repeat(5000)}\n`, `${'b'.repeat(1500)}\n`.repeat(6), 'the end\n']);
+  await new Promise((resolve) => setImmediate(resolve));
+  const lines = tail.tail().split(' | ');
+  expect(lines.at(-1)).toBe('the end');
+  expect(lines.slice(0, -1)).toEqual(Array(3).fill(`${'b'.repeat(999)}…`));
+  expect(tail.tail().length).toBeLessThanOrEqual(4000);
+  // The log gets each line whole, up to 4,000 characters.
+  expect(logged[0]).toHaveLength(4000);
+});
+
+test('a flood without a newline is kept to its end, never whole', async () => {
+  const { tail } = tailOf(Array(100).fill('x'.repeat(64 * 1024)));
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(tail.tail()).toBe(`${'x'.repeat(999)}…`);
+});
+
+test('every secret is cut out of the log and the quote, even split across chunks', async () => {
+  const { tail, logged } = tailOf(['key sk-abc', 'def rejected\n', 'and tok-1 too'], ['sk-abcdef', 'tok-1', '']);
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(logged).toEqual(['key [redacted] rejected']);
+  expect(tail.tail()).toBe('key [redacted] rejected | and [redacted] too');
+});
+
+test('drained: at the stream’s end, or after a short wait when something holds it open', async () => {
+  const { tail, stream } = tailOf(['last\n']);
+  stream.end();
+  await tail.drained();
+  expect(tail.tail()).toBe('last');
+  const open = tailOf([]);
+  const started = Date.now();
+  await open.tail.drained();
+  expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+});
+
+type Ended = Parameters<typeof endedWhy>[1];
+const plain: Ended = { isolated: false, stoppedFor: () => undefined };
+const sandbox: Ended = { isolated: true, stoppedFor: () => undefined };
+const limited: Ended = { isolated: true, stoppedFor: () => 'its limit of 64 processes' };
+test.each<[string, Parameters<typeof endedWhy>[0], Ended, string]>([
+  ['an exit code', { code: 1, signal: null }, plain, 'exited with code 1'],
+  ['a signal', { code: null, signal: 'SIGSEGV' }, plain, 'was killed by SIGSEGV'],
+  ['a sandbox’s 128 + 9', { code: 137, signal: null }, sandbox, 'was killed by SIGKILL'],
+  ['a plain process’s 137 (its own exit code)', { code: 137, signal: null }, plain, 'exited with code 137'],
+  [
+    'a limit',
+    { code: null, signal: 'SIGKILL' },
+    limited,
+    'was stopped: its sandbox went past its limit of 64 processes',
+  ],
+])('how it ended: %s', (_what, exit, ended, why) => {
+  expect(endedWhy(exit, ended).why).toBe(why);
+});
+
+test('the words after what was said; an error keeps its own as the cause', () => {
+  expect(withLastWords('the server exited with code 1', 'boom')).toBe(
+    'the server exited with code 1; its last words on stderr: boom',
+  );
+  expect(withLastWords('the server exited with code 1', '')).toBe('the server exited with code 1');
+  expect(withLastWords('', 'boom')).toBe('its last words on stderr: boom');
+  const closed = new Error('Connection closed');
+  const said = saying(closed, 'the server exited with code 3') as Error;
+  expect(said.message).toBe('Connection closed; the server exited with code 3');
+  expect(said.cause).toBe(closed);
+  expect(saying(closed, undefined)).toBe(closed);
+});
