@@ -8,7 +8,7 @@
 import { ProtocolError } from '@modelcontextprotocol/client';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
 import { AskedForInput, MISSING_REQUIRED_CLIENT_CAPABILITY, askedFor, missingCapabilities } from './asked';
-import { runTask } from './task';
+import { TaskGone, runTask } from './task';
 import type { TaskCall } from './task';
 
 export interface MakeCall extends TaskCall {
@@ -18,8 +18,14 @@ export interface MakeCall extends TaskCall {
   asTask: boolean;
 }
 
-export function makeCall(call: MakeCall): Promise<CallToolResult> {
-  return call.asTask ? runTask(call) : plainCall(call);
+/** The call's answer; a failure because its server's process ended says how it ended, with its last words. */
+export async function makeCall(call: MakeCall): Promise<CallToolResult> {
+  try {
+    return await (call.asTask ? runTask(call) : plainCall(call));
+  } catch (err) {
+    if (err instanceof AskedForInput || err instanceof TaskGone) throw err;
+    throw await call.connection.explained(err);
+  }
 }
 
 /**

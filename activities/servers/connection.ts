@@ -22,6 +22,7 @@ import type {
 import { ProgressNotificationSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/core';
 import type { ServerKind } from '../../common/config';
 import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../../common/protocol';
+import { saying } from '../last-words';
 
 /** How long a server has to answer `server/discover`, `initialize` or a page of `tools/list` before the attempt fails. */
 export const CONNECT_TIMEOUT_MS = 30_000;
@@ -66,8 +67,12 @@ export class ServerConnection {
     readonly client: Client,
     private readonly transport: Transport,
     private readonly identity: { clientInfo: Implementation; capabilities: ClientCapabilities },
-    /** A stdio server's process: whether it is isolated, and the limit it was stopped for (I1, I4). */
-    private readonly process?: { readonly isolated: boolean; stoppedFor(): string | undefined },
+    /** A stdio server's process: whether it is isolated, the limit it was stopped for (I1, I4), its last words. */
+    private readonly process?: {
+      readonly isolated: boolean;
+      stoppedFor(): string | undefined;
+      lastWords(): Promise<string | undefined>;
+    },
   ) {}
 
   /** The revision this connection speaks: 2026-07-28, or what the `initialize` handshake agreed. */
@@ -299,6 +304,14 @@ export class ServerConnection {
   /** The limit the server's sandbox went past and was stopped for (I4), in words. */
   stoppedFor(): string | undefined {
     return this.process?.stoppedFor();
+  }
+
+  /**
+   * A request's failure, and what the server said as it went when its process has ended (STYLE "Failures say why"):
+   * how it ended and its last words on stderr, after the failure's own words ("Connection closed").
+   */
+  async explained(err: unknown): Promise<unknown> {
+    return saying(err, await this.process?.lastWords());
   }
 
   get busy(): boolean {

@@ -11,6 +11,7 @@ import { MODERN_PROTOCOL } from '../../common/protocol';
 import type { ProtocolChoice } from '../../common/protocol';
 import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
 import { ProcessTransport } from './process-transport';
+import { saying } from '../last-words';
 import { ConnectRateLimited } from './remote';
 
 /** Who oz0 says it is, in `initialize` and in each 2026-07-28 request's `_meta`. */
@@ -90,8 +91,9 @@ async function attempt(
     if (made.connection) opts.onclose(made.connection);
   };
   client.onerror = (err) => {
-    // A connection being closed on purpose says "aborted" on its way out: not worth a warning.
-    const level = made.connection?.closed ? 'debug' : 'warn';
+    // A connection being closed on purpose says "aborted" on its way out: not worth a warning. Nor is an error before
+    // the connection is made (a write to a server that died at start): the failed connect says why, with its words.
+    const level = made.connection && !made.connection.closed ? 'warn' : 'debug';
     logger[level]({ server, err: err.message }, 'server connection error');
   };
   try {
@@ -101,7 +103,8 @@ async function attempt(
     await transport.close().catch(() => undefined);
     const probed = opts.choice === 'auto' && !prior;
     const negotiationFailed = error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed;
-    return { error, closedOnProbe: probed && negotiationFailed && ended };
+    const words = transport instanceof ProcessTransport ? await transport.lastWords() : undefined;
+    return { error: saying(error, words), closedOnProbe: probed && negotiationFailed && ended };
   }
   const connection = new ServerConnection(
     server,

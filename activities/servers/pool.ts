@@ -16,7 +16,7 @@ import { connectClient, rateLimited } from './negotiate';
 import type { EraVerdicts } from './negotiate';
 import { ProcessTransport } from './process-transport';
 import { createRemoteTransport } from './remote';
-import { resolveEnvRefs } from './env';
+import { envSecrets, resolveEnvRefs } from './env';
 import { besideConfig, launchProblem } from '../launch';
 import { Isolation } from '../sandbox';
 
@@ -142,6 +142,10 @@ export class ServerPool {
       const why = `could not start server "${server}": ${(err as Error).message}`;
       // B4: a 429 on the connection's own requests says nothing about a call: its outcome is unknown.
       if (rateLimited(err)) throw new OutcomeUnknown(why);
+      logger.warn(
+        { server, kind, jobId: kind === 'sandbox' ? jobId : undefined, err: why },
+        'a server could not start',
+      );
       throw new NothingSent(why);
     }
     logger.info({ server, kind, protocol: opened.protocol }, 'server connection open');
@@ -149,13 +153,14 @@ export class ServerPool {
   }
 
   private processTransportFor(
-    source: ConstructorParameters<typeof ProcessTransport>[0],
+    { source, secrets }: ReturnType<ServerPool['processSource']>,
     kind: ServerKind,
     server: string,
     jobId: string,
   ): () => Transport {
     return () =>
       new ProcessTransport(source, {
+        secrets,
         // The config's graces unless told otherwise (so `oz0 policy approve` and the drill stop servers as a node does).
         killGraceMs: this.opts.killGraceMs ?? this.opts.config.node.killGraceSeconds * 1000,
         stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
@@ -164,7 +169,10 @@ export class ServerPool {
       });
   }
 
-  /** A plugin's plain process (the platform's own code, I), or how the job's sandbox starts. */
+  /**
+   * A plugin's plain process (the platform's own code, I), or how the job's sandbox starts; and its secrets (what its
+   * `env` takes from the node's environment), cut out of its stderr wherever that is shown.
+   */
   private processSource(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
     // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
     const { baseDir } = this.opts.config;
@@ -172,11 +180,12 @@ export class ServerPool {
     const problem = launchProblem(`server "${server}"`, this.opts.config, launch);
     if (problem) throw new Error(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
+    const secrets = envSecrets(config.env, env);
     if (kind === 'plugin' || !config.sandbox) {
-      return { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } };
+      return { source: { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } }, secrets };
     }
     const grants = config.sandbox;
-    return async () => {
+    const source = async () => {
       const cwd = this.sandboxDir(sandboxId(server, jobId));
       fs.mkdirSync(cwd, { recursive: true });
       return this.isolation.start({
@@ -188,6 +197,7 @@ export class ServerPool {
         grants,
       });
     };
+    return { source, secrets };
   }
 
   /** Stops every sandboxed server of a job on this node (its whole process trees). */

@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/client';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import type { Logger } from '../../common/logger';
+import { StderrTail, endedWhy, redactIn, withLastWords } from '../last-words';
 import { resolveCommand, startGroup } from '../process-group';
 import type { GroupSpec, Started } from '../process-group';
 
@@ -27,6 +28,8 @@ export interface ProcessTransportOptions {
   stdinGraceMs?: number;
   logger?: Logger;
   label?: string;
+  /** Values cut out of its stderr wherever it is shown (the ones its `env` took from the node's environment). */
+  secrets?: string[];
 }
 
 const DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
@@ -41,6 +44,11 @@ export class ProcessTransport implements Transport {
   private readonly lines: LineBuffer;
   private closing?: Promise<void>;
   private closedNotified = false;
+  private stderrTail?: StderrTail;
+  /** How the process ended, once it has; `own`: before oz0 stopped it. */
+  private exit?: { code: number | null; signal: NodeJS.Signals | null; own: boolean };
+  /** Why oz0 stopped trusting it: what was wrong with a message it sent. */
+  private badMessage?: string;
 
   /** `source`: a plain process's spec, or how to start it (a sandbox). */
   constructor(
@@ -79,6 +87,23 @@ export class ProcessTransport implements Transport {
     return this.started?.stoppedFor();
   }
 
+  /**
+   * What the server said as it went, for a failure to quote (STYLE "Failures say why"): how it ended, if it ended
+   * before oz0 stopped it, and its last lines on stderr (bounded, its secrets cut out). Undefined while it runs, and
+   * when it said nothing.
+   */
+  async lastWords(): Promise<string | undefined> {
+    if (!this.exit || !this.stderrTail) return undefined;
+    await this.stderrTail.drained();
+    const tail = this.stderrTail.tail();
+    const said = this.exit.own
+      ? `the server ${endedWhy(this.exit, this).why}`
+      : this.badMessage
+        ? `the server sent a bad message (${this.badMessage}) and was stopped`
+        : '';
+    return said || tail ? withLastWords(said, tail) : undefined;
+  }
+
   async start(): Promise<void> {
     if (this.child) throw new Error('ProcessTransport already started');
     let child: ChildProcess;
@@ -94,6 +119,7 @@ export class ProcessTransport implements Transport {
     this.child = child;
     child.on('error', (err) => this.onerror?.(err));
     child.once('exit', (code, signal) => {
+      this.exit = { code, signal, own: !this.closing };
       this.opts.logger?.debug({ server: this.opts.label, code, signal }, 'server process exited');
       this.notifyClosed();
     });
@@ -101,11 +127,10 @@ export class ProcessTransport implements Transport {
     // stdio are socket pairs: a server killed with bytes of ours unread makes a read fail (ECONNRESET). That ends
     // this session (its exit closes it), never the node.
     child.stdout?.on('error', (err) => this.onerror?.(err));
-    child.stderr?.on('error', () => undefined);
     child.stdout?.on('data', (chunk: Buffer) => this.onData(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => {
-      this.opts.logger?.debug({ server: this.opts.label, stderr: chunk.toString('utf8', 0, 2000) }, 'server stderr');
-    });
+    this.stderrTail = new StderrTail(child.stderr, this.opts.secrets ?? [], (line) =>
+      this.opts.logger?.debug({ server: this.opts.label, stderr: line }, 'server stderr'),
+    );
   }
 
   private onData(chunk: Buffer): void {
@@ -113,6 +138,7 @@ export class ProcessTransport implements Transport {
       for (const line of this.lines.push(chunk)) this.onmessage?.(deserializeMessage(line));
     } catch (err) {
       // Garbage or an oversized line: this session cannot be trusted any more.
+      this.badMessage ??= redactIn((err as Error).message, this.opts.secrets ?? []).slice(0, 200);
       this.onerror?.(new Error(`server sent a bad message: ${(err as Error).message}`));
       void this.close();
     }

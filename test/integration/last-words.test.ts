@@ -1,0 +1,230 @@
+/**
+ * Failures say why (STYLE; issue 32.5). A server that dies at start or in the middle of a call — a plugin's
+ * shared one or a job's sandboxed one — is reported with how it ended and its last lines on stderr, bounded and with
+ * its secrets cut out: in the attempt's note, the error result, a warning in the node's log and `oz0 plugin test`,
+ * never only as "Connection closed". Read from the servers' side too: how many times each started, and what it was
+ * sent.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { readReceived } from '../../examples/common';
+import type { JobSpec } from '../../common/schemas';
+import type { LoadedConfig } from '../../common/config';
+import { callsOf } from '../../workflows/definitions';
+import type { StepTrace } from '../../workflows/definitions';
+import { logFileOf } from '../logs';
+import { oz0, pluginTestCli } from '../helpers/cli';
+import { python, withPython } from '../helpers/python';
+import { sandboxed, writableDir } from '../helpers/sandbox';
+import { fixture, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+
+let temporal: TestTemporal;
+
+beforeAll(async () => {
+  temporal = await startTemporal();
+});
+afterAll(async () => {
+  await temporal?.close();
+});
+
+interface Dies {
+  at?: 'start' | 'call';
+  words?: string[];
+  code?: number;
+  flood?: number;
+  unless?: string;
+  env?: Record<string, string>;
+  sandbox?: boolean;
+}
+
+/** The dying server (test/fixtures/last-words.js), a plugin's or sandboxed, and the file it notes what it did in. */
+function dies(opts: Dies) {
+  const dir = writableDir('oz0-last-words-');
+  const log = path.join(dir, 'server.jsonl');
+  const server = {
+    command: 'node',
+    args: [fixture('last-words.js')],
+    env: {
+      DIE_AT: opts.at ?? 'start',
+      DIE_WORDS: JSON.stringify(opts.words ?? []),
+      DIE_CODE: String(opts.code ?? 1),
+      DIE_FLOOD: String(opts.flood ?? 0),
+      DIE_LOG: log,
+      ...(opts.unless && { DIE_UNLESS: opts.unless }),
+      ...opts.env,
+    },
+    // I2: its log's folder, and the folder of the file that fixes it, are granted.
+    ...(opts.sandbox && {
+      sandbox: sandboxed({ write: [dir], ...(opts.unless && { read: [path.dirname(opts.unless)] }) }),
+    }),
+  };
+  return { server, log };
+}
+
+/** What the server noted: its starts, the messages its processes read, and what it said on stderr. */
+function seen(log: string) {
+  const records = readReceived(log);
+  return {
+    starts: records.filter((r) => r.event === 'process start').length,
+    received: records.filter((r) => r.event === 'received').map((r) => r.method as string),
+    keys: records.filter((r) => r.method === 'tools/call').map((r) => r.key),
+    said: records.filter((r) => r.event === 'said').flatMap((r) => r.words as string[]),
+  };
+}
+
+/** The node's log, this test file's. */
+const nodeLog = () => fs.readFileSync(logFileOf(expect.getState().testPath!), 'utf8');
+
+const WARN = 40;
+
+/** The node's warnings (and worse) that hold `text`, parsed. */
+function warnings(text: string): Array<Record<string, unknown>> {
+  return nodeLog()
+    .split('\n')
+    .filter((line) => line.startsWith('{') && line.includes(text))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((line) => (line.level as number) >= WARN);
+}
+const resultText = (step: StepTrace) => (step.result.content[0] as { text: string }).text;
+const oneAttempt = { '*': { maxAttempts: 1 } };
+
+function job(config: LoadedConfig, spec: JobSpec) {
+  return runJob(temporal, config, spec).then(({ trace }) => callsOf(trace));
+}
+
+describe.each([
+  ['plugin', false],
+  ['sandboxed', true],
+] as const)('a %s server', (_kind, sandbox) => {
+  test('STYLE "Failures say why": one that writes to stderr and exits 1 at start ends its call with its last words, in the note, the error result and a warning', async () => {
+    const said = uniqueId('cannot open /etc/box.conf');
+    const { server, log } = dies({ words: ['box 1.0 starting', `fatal: ${said}`], sandbox });
+    const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+    const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'box.hello' }] });
+    const words = `the server exited with code 1; its last words on stderr: box 1.0 starting | fatal: ${said}`;
+    const why = `could not start server "box": Connection closed; ${words}`;
+    expect(step.attempts).toEqual([{ attempt: 1, outcome: 'failed', note: `the server was not reachable: ${why}` }]);
+    expect(step.result.isError).toBe(true);
+    expect(resultText(step)).toContain(why);
+    expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'a server could not start', err: why })]);
+    // On its side: it died before it read a byte, and was started once more for the handshake (it might have been an
+    // older server that exits on server/discover) — never asked anything.
+    expect(seen(log)).toMatchObject({ starts: 2, received: [] });
+  });
+
+  test('STYLE "Failures say why": one that dies mid-call after writing to stderr ends the attempt with its last words', async () => {
+    const said = uniqueId('disk full');
+    const { server, log } = dies({ at: 'call', words: ['writing the report', `panic: ${said}`], code: 3, sandbox });
+    const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+    const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'box.die' }] });
+    const why = `Connection closed; the server exited with code 3; its last words on stderr: writing the report | panic: ${said}`;
+    expect(step.attempts).toEqual([{ attempt: 1, outcome: 'failed', note: `outcome unknown: ${why}` }]);
+    expect(resultText(step)).toBe(`oz0: the call failed: box.die: ${why}`);
+    expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'attempt failed', err: why })]);
+    // On its side: the call reached it, under the step's key, before it died.
+    expect(seen(log).keys).toEqual([step.key]);
+  });
+});
+
+test('STYLE "Failures say why": a server whose stderr holds a secret (from the node’s environment) is quoted with it cut out, everywhere', async () => {
+  const secret = `sk-${uniqueId('live')}`;
+  process.env.OZ0_TEST_LAST_WORDS_KEY = secret;
+  const { server, log } = dies({
+    words: ['connecting with key $KEY', 'refused: bad key $KEY'],
+    env: { API_KEY: 'env:OZ0_TEST_LAST_WORDS_KEY' },
+  });
+  const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+  const { trace } = await runJob(temporal, config, { tenant: 'acme', steps: [{ call: 'box.hello' }] });
+  const [step] = callsOf(trace);
+  expect(step.attempts[0].note).toContain(
+    'its last words on stderr: connecting with key [redacted] | refused: bad key [redacted]',
+  );
+  expect(JSON.stringify(trace)).not.toContain(secret);
+  expect(nodeLog()).toContain('connecting with key [redacted]');
+  expect(nodeLog()).not.toContain(secret);
+  // The control: the server did write the key on its stderr, at each of its two starts (the probe, the handshake).
+  expect(seen(log)).toMatchObject({
+    starts: 2,
+    said: [1, 2].flatMap(() => [`connecting with key ${secret}`, `refused: bad key ${secret}`]),
+  });
+});
+
+test('STYLE "Failures say why": a huge stderr is quoted to its last lines, each cut short; the node goes on', async () => {
+  const { server, log } = dies({ flood: 8 * 1024 * 1024, words: ['final: out of disk'] });
+  const fixedBy = path.join(writableDir('oz0-fix-'), 'fixed');
+  fs.writeFileSync(fixedBy, '');
+  const healthy = dies({ unless: fixedBy }).server;
+  const config = testConfig(temporal.server.address, { servers: { box: server, ok: healthy }, tools: oneAttempt });
+  const [flooded, after] = await job(config, { tenant: 'acme', steps: [{ call: 'box.hello' }, { call: 'ok.hello' }] });
+  const note = flooded.attempts[0].note!;
+  // Its last lines that fit in 4,000 characters, each cut to 1,000: the noise's last, the one long line, its words.
+  const quote = note.slice(note.indexOf('its last words on stderr: ') + 'its last words on stderr: '.length);
+  expect(quote).toMatch(/^(noise n{993}… \| )+x{999}… \| final: out of disk$/);
+  expect(quote.length).toBeLessThanOrEqual(4000);
+  expect(resultText(flooded).length).toBeLessThan(4500);
+  expect(after).toMatchObject({ result: { isError: false, content: [{ type: 'text', text: 'hello' }] } });
+  expect(seen(log).starts).toBe(2);
+});
+
+withPython(
+  'STYLE "Failures say why": a sandboxed Python server whose module is missing says so: the traceback’s last lines',
+  async () => {
+    const dir = writableDir('oz0-last-words-py-');
+    const log = path.join(dir, 'server.jsonl');
+    const script = path.join(tmpDir(), 'server.py');
+    fs.writeFileSync(
+      script,
+      [
+        'import json, os',
+        "open(os.environ['DIE_LOG'], 'a').write(json.dumps({'event': 'process start'}) + '\\n')",
+        'import oz0_no_such_module',
+      ].join('\n'),
+    );
+    const config = testConfig(temporal.server.address, {
+      servers: { box: { command: python!, args: [script], env: { DIE_LOG: log }, sandbox: { write: [dir] } } },
+      tools: oneAttempt,
+    });
+    const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'box.hello' }] });
+    const note = step.attempts[0].note!;
+    expect(note).toMatch(/^the server was not reachable: could not start server "box": Connection closed; /);
+    expect(note).toContain(
+      'the server exited with code 1; its last words on stderr: Traceback (most recent call last):',
+    );
+    expect(note).toMatch(/import oz0_no_such_module \| ModuleNotFoundError: No module named 'oz0_no_such_module'$/);
+    expect(resultText(step)).toContain("ModuleNotFoundError: No module named 'oz0_no_such_module'");
+    expect(seen(log).starts).toBe(2);
+  },
+);
+
+describe('oz0 plugin test', () => {
+  const dir = writableDir('oz0-last-words-cli-');
+  const configFile = path.join(dir, 'oz0.config.json');
+  const drillFile = path.join(dir, 'die.drill.json');
+  beforeAll(() => {
+    const atStart = dies({ words: ['box 1.0 starting', 'fatal: no such table: orders'] }).server;
+    const midCall = dies({ at: 'call', words: ['panic: index out of range'], code: 3 }).server;
+    fs.writeFileSync(configFile, JSON.stringify({ servers: { box: atStart, mid: midCall } }));
+    fs.writeFileSync(drillFile, JSON.stringify({ samples: { die: {} } }));
+  });
+
+  test('STYLE "Failures say why": says what a server that dies at start said', async () => {
+    const out = await oz0(['plugin', 'test', 'box', '--config', configFile]);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain(
+      'oz0: could not start server "box": Connection closed; the server exited with code 1; its last words on stderr: box 1.0 starting | fatal: no such table: orders',
+    );
+  });
+
+  test('STYLE "Failures say why": says what a server that dies in a sample call said', async () => {
+    const { code, report } = await pluginTestCli(configFile, 'mid', '--drill-file', drillFile);
+    expect(code).toBe(1);
+    expect(report.findings).toContainEqual({
+      severity: 'error',
+      function: 'die',
+      check: 'sample-error',
+      message:
+        'the sample call got no answer: Connection closed; the server exited with code 3; its last words on stderr: panic: index out of range',
+    });
+  });
+});
