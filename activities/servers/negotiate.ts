@@ -52,8 +52,10 @@ function negotiation(choice: ProtocolChoice, stdio: boolean) {
 
 /**
  * Connects, each server started once. A stdio server that closes its stdio on `server/discover` (as servers on the
- * Rust SDK do) is an older one that cannot be asked: it is started once more for the handshake, and the node
- * remembers not to ask it again.
+ * Rust SDK do) may be an older one that cannot be asked, or one that could not start at all: it is started once more
+ * for the handshake. Only one that then answers `initialize` is an older server, and the node remembers not to ask it
+ * again; one that dies again said nothing about its revision, and is asked again at its next start (STYLE "Failures
+ * say why": a failure is never remembered as a fact about the server).
  */
 export async function connectClient(opts: ConnectOptions): Promise<ServerConnection> {
   const prior = opts.choice === 'auto' ? opts.verdicts?.get(opts.server) : undefined;
@@ -62,12 +64,16 @@ export async function connectClient(opts: ConnectOptions): Promise<ServerConnect
   if (!first.closedOnProbe || !opts.verdicts) throw first.error;
   opts.logger.info(
     { server: opts.server },
-    'the server closed its stdio on server/discover: started again for the initialize handshake, and not asked again',
+    'the server closed its stdio on server/discover: started again for the initialize handshake',
+  );
+  const second = await attempt(opts, { kind: 'legacy' });
+  if (!('connection' in second)) throw second.error;
+  opts.logger.info(
+    { server: opts.server, protocol: second.connection.protocol },
+    'the server answered initialize: an older one, not asked server/discover again',
   );
   opts.verdicts.set(opts.server, { kind: 'legacy' });
-  const second = await attempt(opts, { kind: 'legacy' });
-  if ('connection' in second) return second.connection;
-  throw second.error;
+  return second.connection;
 }
 
 async function attempt(

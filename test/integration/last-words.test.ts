@@ -1,9 +1,9 @@
 /**
- * Failures say why (STYLE; issue 32.5). A server that dies at start or in the middle of a call — a plugin's
+ * Failures say why (STYLE; issue 32.5, 32.6). A server that dies at start or in the middle of a call — a plugin's
  * shared one or a job's sandboxed one — is reported with how it ended and its last lines on stderr, bounded and with
  * its secrets cut out: in the attempt's note, the error result, a warning in the node's log and `oz0 plugin test`,
- * never only as "Connection closed". Read from the servers' side too: how many times each started, and what it was
- * sent.
+ * never only as "Connection closed". And a server that could not start is never remembered as an older one: once
+ * fixed, it speaks 2026-07-28. Read from the servers' side too: how many times each started, and what it was sent.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,11 +12,12 @@ import type { JobSpec } from '../../common/schemas';
 import type { LoadedConfig } from '../../common/config';
 import { callsOf } from '../../workflows/definitions';
 import type { StepTrace } from '../../workflows/definitions';
+import { createNode } from '../../worker/node';
 import { logFileOf } from '../logs';
 import { oz0, pluginTestCli } from '../helpers/cli';
 import { python, withPython } from '../helpers/python';
 import { sandboxed, writableDir } from '../helpers/sandbox';
-import { fixture, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import { fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 
 let temporal: TestTemporal;
@@ -124,6 +125,37 @@ describe.each([
     expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'attempt failed', err: why })]);
     // On its side: the call reached it, under the step's key, before it died.
     expect(seen(log).keys).toEqual([step.key]);
+  });
+
+  test('32.6: a server that could not start is not remembered as an older one: fixed, it speaks 2026-07-28 on the same node', async () => {
+    const fixedBy = path.join(writableDir('oz0-fix-'), 'fixed');
+    const { server, log } = dies({ words: ['missing its config'], unless: fixedBy, sandbox });
+    const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+    const node = await createNode({ config, logger });
+    const [before, after] = await node.runUntil(async () => {
+      const run = async () => {
+        const handle = await temporal.client.workflow.start('job', {
+          taskQueue: config.temporal.taskQueue,
+          workflowId: uniqueId('fixed'),
+          args: [{ tenant: 'acme', steps: [{ call: 'box.hello' }] }],
+        });
+        return callsOf(await handle.result())[0];
+      };
+      const first = await run();
+      const failed = seen(log);
+      fs.writeFileSync(fixedBy, '');
+      return [{ step: first, seen: failed }, { step: await run() }];
+    });
+    expect(before.step.result.isError).toBe(true);
+    expect(before.step.attempts[0].note).toContain('its last words on stderr: missing its config');
+    expect(before.seen).toMatchObject({ starts: 2, received: [] });
+    // The fixed server was asked server/discover again, and answered it: no initialize handshake.
+    expect(after.step).toMatchObject({ protocol: '2026-07-28', result: { isError: false } });
+    const { starts, received } = seen(log);
+    expect(starts).toBe(3);
+    expect(received[0]).toBe('server/discover');
+    expect(received).toContain('tools/call');
+    expect(received).not.toContain('initialize');
   });
 });
 
