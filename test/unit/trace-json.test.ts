@@ -70,8 +70,8 @@ test.each(TRACE_COLUMNS.map((c) => [c.head, c.field, c] as const))(
   'issue 32.8: the table’s column %s shows the field %s, which the JSON has with the same value',
   (head, field, column) => {
     const json = traceJson(trace);
-    for (const [i, step] of [plain, ended].entries()) {
-      const shown = callsOfJson(json)[i] as Record<string, unknown>;
+    for (const [i, step] of [plain, ended as StepTrace].entries()) {
+      const shown = callsOfJson(json)[i] as unknown as Record<string, unknown>;
       expect(shown).toHaveProperty(field);
       expect(shown[field]).toEqual(step[field]);
     }
