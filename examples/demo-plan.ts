@@ -1,7 +1,7 @@
 /**
  * What `npm run demo`'s job does and what it expects of each step (issue 32.2), and the check that says, step by step,
- * what went otherwise. A job completes with failed calls by design — an error result is an answer the job reads, not a
- * failure of the job — so the demo's exit code comes from these expectations, not from the job's status alone.
+ * what went otherwise. A job completes with failed calls by design — an error result is an answer the job reads, not
+ * a failure of the job — so the demo's exit code comes from these expectations, not from the job's status alone.
  */
 import type { CallStep, JobSpec } from '../common/schemas';
 import { contentText } from '../common/text';
