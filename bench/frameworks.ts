@@ -1,7 +1,9 @@
 /**
- * `node dist/bench/frameworks.js`: agent frameworks' MCP clients as harnesses on a real node (H1-H8), and which MCP
- * revision each ends up speaking with the node's gateway (issue 25.2), from the gateway's own log. Each harness
- * (bench/frameworks/) lists its tools and makes one call through its framework's MCP client, without a model.
+ * `node dist/bench/frameworks.js`: agent frameworks' MCP clients as harnesses on a real node (H1-H8), which MCP
+ * revision each ends up speaking with the node's gateway (issue 25.2), from the gateway's own log, and the name each
+ * hands its model for a tool (issue 32.3). Each harness (bench/frameworks/) runs its framework's agent loop (or its
+ * conversion for a model's tools) with a scripted model in place of a hosted one: the model reads the tools' names as
+ * a hosted model would get them and calls the echo tool by the name it was given.
  *
  * The frameworks are not oz0's dependencies: install them where you like and say where.
  *   FRAMEWORKS_JS=DIR       a folder whose node_modules has @openai/agents, @ai-sdk/mcp, @langchain/mcp-adapters
@@ -23,6 +25,7 @@ import { startDevServer } from '../worker/dev-server';
 import { createNode } from '../worker/node';
 import { findTemporalCli } from '../worker/temporal-cli';
 import { isSessionTrace } from '../workflows/definitions';
+import { MODEL_NAME_PATTERN } from '../workflows/model-names';
 import type { JobTrace } from '../workflows/definitions';
 
 const HERE = path.join(projectRoot(), 'bench', 'frameworks');
@@ -31,6 +34,8 @@ interface Framework {
   name: string;
   command?: string;
   script: string;
+  /** What its sandbox must read besides its command and script (I2): a JavaScript harness's node_modules. */
+  read?: string[];
   missing?: string;
 }
 
@@ -41,7 +46,7 @@ function frameworks(): Framework[] {
   const jsHarness = (file: string): Framework => {
     if (!js) return { name: file, script: file, missing: 'FRAMEWORKS_JS is not set' };
     fs.copyFileSync(path.join(HERE, file), path.join(js, `oz0-${file}`));
-    return { name: file, command: 'node', script: path.join(js, `oz0-${file}`) };
+    return { name: file, command: 'node', script: path.join(js, `oz0-${file}`), read: [js] };
   };
   const pyHarness = (file: string, interpreter = python, variable = 'FRAMEWORKS_PYTHON'): Framework =>
     interpreter
@@ -72,7 +77,13 @@ async function main(): Promise<void> {
   const harnesses = Object.fromEntries(
     runnable.map((f, i) => [
       `f${i}`,
-      { command: f.command!, args: [f.script], tools: ['reader.*'], timeoutSeconds: 120 },
+      {
+        command: f.command!,
+        args: [f.script],
+        tools: ['reader.*'],
+        timeoutSeconds: 120,
+        ...(f.read ? { sandbox: { read: f.read } } : {}),
+      },
     ]),
   );
   const config = {
@@ -106,14 +117,28 @@ async function main(): Promise<void> {
     }
     const sessions = trace.steps.filter(isSessionTrace);
     const rows = all.map((f) => {
-      if (f.missing) return [f.name, '-', '-', `not run: ${f.missing}`];
+      if (f.missing) return [f.name, '-', '-', '-', '-', `not run: ${f.missing}`];
       const key = `f${runnable.indexOf(f)}`;
       const session = sessions.find((s) => s.harness === key);
       const said = spoken.get(key);
-      const ok = session?.result && !session.result.isError ? 'listed and called' : 'failed';
-      return [f.name, said?.protocol ?? '-', said?.client ?? '-', ok];
+      // Its call by the name its model got, as the job made it: `reader.echo`, answered.
+      const called = session?.calls.some((c) => c.tool === 'reader.echo' && c.attempts.at(-1)?.outcome === 'ok');
+      const ok = session?.result && !session.result.isError && called ? 'listed and called' : 'failed';
+      // What the harness printed: the names its framework handed the (scripted) model.
+      const handed = (session?.result?.structuredContent?.model ?? []) as string[];
+      const refused = handed.filter((name) => !MODEL_NAME_PATTERN.test(name));
+      const takes = handed.length === 0 ? '-' : refused.length ? `no: ${refused.length} of ${handed.length}` : 'yes';
+      const echo = handed.find((name) => name.endsWith('echo')) ?? '-';
+      return [f.name, said?.protocol ?? '-', said?.client ?? '-', echo, takes, ok];
     });
-    console.log(table(['framework', 'MCP revision with the gateway', 'client says it is', 'harness'], rows).join('\n'));
+    const heads = ['framework', 'MCP revision', 'client says it is', 'its model gets', 'API pattern', 'harness'];
+    console.log(table(heads, rows).join('\n'));
+    console.log(
+      `\nits model gets: the name the framework hands its model for reader.echo; API pattern: whether every name`,
+    );
+    console.log(
+      `it hands its model matches ${MODEL_NAME_PATTERN.source} (OpenAI's and Anthropic's APIs refuse any other)`,
+    );
   } finally {
     await connection.close();
     await dev.stop();

@@ -39,21 +39,35 @@ function sessionLine(s: SessionTrace): string {
   return `session ${s.session}, ${what}, ${s.status}${runs.length ? `; ${runs.join('; ')}` : ''}${omitted}${result}`;
 }
 
+/** A column of the trace's table: its head, the field of a call's step it shows, and how. */
+export interface TraceColumn {
+  head: string;
+  field: keyof StepTrace;
+  cell(step: StepTrace): string;
+}
+
+/**
+ * The trace's table, column by column: each shows one field of a call's step, which {@link traceJson} keeps with every
+ * other field. `mcp`: the MCP revision the call's server spoke (2026-07-28, or the handshake's 2025-11-25 or older).
+ */
+export const TRACE_COLUMNS: readonly TraceColumn[] = [
+  { head: '#', field: 'n', cell: (s) => String(s.n) },
+  { head: 'tool', field: 'tool', cell: (s) => s.tool },
+  { head: 'key', field: 'key', cell: (s) => s.key || '(deciding)' },
+  { head: 'session', field: 'session', cell: (s) => s.session ?? '-' },
+  { head: 'mcp', field: 'protocol', cell: (s) => s.protocol ?? '-' },
+  { head: 'attempts', field: 'attempts', cell: (s) => (s.running ? 'running' : attemptsText(s)) },
+  { head: 'result', field: 'result', cell: (s) => (s.running ? '' : resultText(s)) },
+];
+
 /** A table of the job's steps (a live session's line above its calls), then each attempt's note. */
 export function formatTrace(trace: ShownTrace): string {
-  const row = (s: StepTrace) => [
-    String(s.n),
-    s.tool,
-    s.key || '(deciding)',
-    s.session ?? '-',
-    s.protocol ?? '-',
-    s.running ? 'running' : attemptsText(s),
-    s.running ? '' : resultText(s),
-  ];
   const calls = callsOf(trace);
   // One table for every call, so the columns line up; a live session's line goes above its calls.
-  // `mcp`: the MCP revision the call's server spoke (2026-07-28, or the handshake's 2025-11-25 or older).
-  const [head, ...lines] = table(['#', 'tool', 'key', 'session', 'mcp', 'attempts', 'result'], calls.map(row));
+  const [head, ...lines] = table(
+    TRACE_COLUMNS.map((c) => c.head),
+    calls.map((s) => TRACE_COLUMNS.map((c) => c.cell(s))),
+  );
   const out = [`job ${trace.jobId}: ${trace.status} (${trace.calls} calls, run ${trace.run})`];
   if (trace.omitted > 0) out.push(`(${trace.omitted} earlier steps not shown)`);
   out.push(head);
@@ -68,6 +82,28 @@ export function formatTrace(trace: ShownTrace): string {
   ]);
   if (notes.length) out.push('', 'notes:', ...notes);
   return out.join('\n');
+}
+
+/** A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }` first, then every other field it has. */
+function callJson(step: StepTrace) {
+  const { tool, key, session, result, attempts, ...rest } = step;
+  return { tool, key, session, result, attempts, ...rest };
+}
+
+/**
+ * SPEC "Trace JSON" (`oz0 job trace --json`, `oz0 job start --wait --json`): `{ jobId, status, steps }` and every other
+ * field of the trace, each step with every field it has — none picked by hand, so what the table shows
+ * ({@link TRACE_COLUMNS}) is never dropped. A live session is a step of its own that holds its calls:
+ * `{ session, kind, harness, status, runs, result, calls, omitted }`.
+ */
+export function traceJson(trace: ShownTrace) {
+  const { jobId, status, steps, ...rest } = trace;
+  return {
+    jobId,
+    status,
+    ...rest,
+    steps: steps.map((step) => (isSessionTrace(step) ? { ...step, calls: step.calls.map(callJson) } : callJson(step))),
+  };
 }
 
 /** A tenant's policy as `oz0 policy show` prints it. */

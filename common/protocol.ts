@@ -16,6 +16,12 @@ export const RETRY_AFTER_META = 'oz0/retry_after';
  */
 export const RESUME_META = 'oz0/resume';
 
+/**
+ * H3: in each tool a harness's gateway lists, the tool's `<server>.<function>`: the name policies, patterns, the trace
+ * and metrics use, beside the listed name a model takes (workflows/model-names.ts).
+ */
+export const TOOL_META = 'oz0/tool';
+
 /** P3: a resume token is letters, digits and `._:~+/=-`, 1-256 characters. */
 export const RESUME_TOKEN = /^[A-Za-z0-9._:~+/=-]{1,256}$/;
 

@@ -2,11 +2,18 @@
  * `npm run demo`: the embedded default (a Temporal dev server with a SQLite file and the Web UI, plus one
  * node), one job against the example servers — a plugin, a sandboxed and a remote one — then its trace and
  * where to watch it in the UI. A refund waits for a person's yes (A4): the demo prints the command a person would
- * type, then answers it itself. `--keep` leaves it all running until Ctrl-C.
+ * type, then answers it itself. It exits 1, naming each step that went otherwise than it expects (./demo-plan), and 0
+ * when every step did.
+ *
+ * `--keep` leaves it all running until Ctrl-C; `--config FILE` runs it on another config with the same servers and
+ * harnesses (the repository's oz0.config.json by default); `--state DIR` keeps its state there (`.oz0/demo`);
+ * `--port N` puts the dev server there (7233 when free; 0: any free port).
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
+import { z } from 'zod';
 import { answerCall } from '../client/calls';
 import { connectJobClient, jobTrace, startJob } from '../client/jobs';
 import { formatTrace } from '../client/format';
@@ -14,7 +21,8 @@ import { approveListing, readListing } from '../client/approve';
 import { changePolicy, policyTargetOf } from '../common/policy-client';
 import { waitingCallsQuery } from '../workflows/definitions';
 import { setPolicyUpdate } from '../workflows/policy';
-import { parseConfig } from '../common/config';
+import { ConfigError, loadConfig, parseConfig } from '../common/config';
+import type { LoadedConfig } from '../common/config';
 import { freePort, startDevServer } from '../worker/dev-server';
 import { createLogger } from '../common/logger';
 import { createNode } from '../worker/node';
@@ -22,7 +30,47 @@ import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
 import { findPython } from '../worker/python';
 import { startReaderServer } from './reader';
-import type { JobSpec } from '../common/schemas';
+import { demoPlan, demoProblems, specOf } from './demo-plan';
+
+const OptionsSchema = z.strictObject({
+  keep: z.boolean().default(false),
+  config: z.string().min(1).optional(),
+  state: z.string().min(1).optional(),
+  port: z.coerce.number().int().min(0).max(65535).optional(),
+});
+
+class DemoUsageError extends Error {}
+
+function options(argv: string[]): z.infer<typeof OptionsSchema> {
+  let values: Record<string, unknown>;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: {
+        keep: { type: 'boolean' },
+        config: { type: 'string' },
+        state: { type: 'string' },
+        port: { type: 'string' },
+      },
+    }).values;
+  } catch (err) {
+    throw new DemoUsageError((err as Error).message);
+  }
+  const parsed = OptionsSchema.safeParse(values);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new DemoUsageError(`--${issue.path.join('.')}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** The servers and harnesses the demo's job uses: a config without one of them is refused before anything starts. */
+function needed(config: LoadedConfig): void {
+  for (const server of ['ledger', 'reader', 'notes']) {
+    if (!config.servers[server]) throw new ConfigError(`${config.source}: servers.${server}: the demo's job calls it`);
+  }
+  if (!config.harnesses.refunds) throw new ConfigError(`${config.source}: harnesses.refunds: the demo's job runs it`);
+}
 
 async function portOr(preferred: number): Promise<number> {
   const net = await import('node:net');
@@ -67,16 +115,50 @@ async function approveAsAsked(
 }
 
 async function main(): Promise<void> {
-  const keep = process.argv.includes('--keep');
+  const opts = options(process.argv.slice(2));
   const root = projectRoot();
-  const state = path.join(root, '.oz0', 'demo');
+  const state = path.resolve(opts.state ?? path.join(root, '.oz0', 'demo'));
   fs.mkdirSync(state, { recursive: true });
   const say = (line: string) => process.stderr.write(`demo: ${line}\n`);
   const logger = createLogger({ level: process.env.OZ0_LOG_LEVEL ?? 'warn' });
+  // The repository's oz0.config.json, as `oz0 dev` reads it: its servers, with the grants the sandboxed one needs, and
+  // its harnesses (I2); the demo keeps its state in a folder of its own and adds the remote server it runs.
+  const base = loadConfig({ file: opts.config ?? path.join(root, 'oz0.config.json'), env: {} });
+  needed(base);
 
+  // What the demo started, stopped in reverse order however it ends: nothing is left running after it.
+  const started: Array<() => Promise<unknown>> = [];
+  try {
+    const problems = await runDemo({ root, state, base, port: opts.port, say, logger, started });
+    if (problems.length === 0) say('every step ended as the demo expects');
+    for (const problem of problems) process.stderr.write(`demo failed: ${problem}\n`);
+    if (problems.length) process.exitCode = 1;
+    if (opts.keep) {
+      say('running until Ctrl-C (--keep)');
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', () => resolve());
+        process.once('SIGTERM', () => resolve());
+      });
+    }
+  } finally {
+    for (const stop of started.reverse()) await stop().catch((err: Error) => say(`could not stop: ${err.message}`));
+  }
+}
+
+/** Starts the dev server, the remote server and the node, runs the job, prints its trace; what went otherwise. */
+async function runDemo(ctx: {
+  root: string;
+  state: string;
+  base: LoadedConfig;
+  port: number | undefined;
+  say: (line: string) => void;
+  logger: ReturnType<typeof createLogger>;
+  started: Array<() => Promise<unknown>>;
+}): Promise<string[]> {
+  const { root, state, base, say, logger, started } = ctx;
   const cli = findTemporalCli({ log: say });
-  const port = await portOr(7233);
-  const uiPort = await portOr(port + 1000);
+  const port = ctx.port === 0 ? await freePort() : await portOr(ctx.port ?? 7233);
+  const uiPort = ctx.port === 0 ? await freePort() : await portOr(port + 1000);
   say(
     `starting the Temporal dev server (${cli ?? "@temporalio/testing's download"}) on 127.0.0.1:${port}, SQLite ${path.join(state, 'temporal.db')}`,
   );
@@ -87,31 +169,39 @@ async function main(): Promise<void> {
     dbFile: path.join(state, 'temporal.db'),
     logFile: path.join(state, 'temporal-server.log'),
   });
+  started.push(() => server.stop());
   const remote = await startReaderServer(0, { stateFile: path.join(state, 'remote-seen.json') });
-  // The repository's oz0.config.json, as `oz0 dev` reads it: its servers, with the grants the sandboxed one needs, and
-  // its harnesses (I2); the demo keeps its state in a folder of its own and adds the remote server it runs.
-  const base = parseConfig(JSON.parse(fs.readFileSync(path.join(root, 'oz0.config.json'), 'utf8')));
-  const python = 'python' in findPython({ root, install: false, env: {} });
+  started.push(() => remote.close());
+  const python = 'python' in findPython({ root, install: false, env: {} }) && Boolean(base.harnesses.refunds_py);
+  const { baseDir, source, ...file } = base;
   const config = {
-    ...parseConfig({
-      ...base,
-      temporal: { address: server.address, namespace: 'default', taskQueue: 'oz0' },
-      servers: {
-        ...base.servers,
-        ledger: { ...base.servers.ledger, env: { LEDGER_FILE: path.join(state, 'ledger.db') } },
-        reader: { ...base.servers.reader, env: { READER_STATE: path.join(state, 'reader-seen.json') } },
-        search: { url: remote.url },
+    ...parseConfig(
+      {
+        ...file,
+        temporal: { address: server.address, namespace: 'default', taskQueue: 'oz0' },
+        servers: {
+          ...base.servers,
+          ledger: { ...base.servers.ledger, env: { LEDGER_FILE: path.join(state, 'ledger.db') } },
+          reader: { ...base.servers.reader, env: { READER_STATE: path.join(state, 'reader-seen.json') } },
+          search: { url: remote.url },
+        },
+        // The Python agent runs on the project's venv (`npm run python:install`); without it, the demo leaves it out.
+        harnesses: python ? base.harnesses : { refunds: base.harnesses.refunds },
+        node: { ...base.node, stateDir: path.join(state, 'node') },
       },
-      // The Python agent runs on the project's venv (`npm run python:install`); without it, the demo leaves it out.
-      harnesses: python ? base.harnesses : { refunds: base.harnesses.refunds },
-      node: { ...base.node, stateDir: path.join(state, 'node') },
-    }),
-    baseDir: root,
-    source: path.join(root, 'oz0.config.json'),
+      source,
+    ),
+    baseDir,
+    source,
   };
   const node = await createNode({ config, logger });
   const running = node.run();
+  started.push(async () => {
+    await node.shutdown();
+    await running;
+  });
   const jc = await connectJobClient(config.temporal);
+  started.push(() => jc.close());
   // A remote server's calls need the tenant's approval of its listing (A2): the demo approves it as
   // `oz0 policy approve acme search --yes` would.
   const listing = await readListing(config, logger, 'search');
@@ -121,65 +211,22 @@ async function main(): Promise<void> {
   await changePolicy(policyTargetOf(config, jc.client), 'acme', setPolicyUpdate, ['ledger.refund', 'confirm']);
   say("ledger.refund needs a person's yes for acme (policy: confirm)");
 
-  const order = `o-${Date.now().toString(36)}`;
-  const spec: JobSpec = {
-    tenant: 'acme',
-    steps: [
-      { call: 'ledger.charge', args: { order_id: order, amount: 500 } },
-      // Waits for a person's yes (the demo gives it, below).
-      { call: 'ledger.refund', args: { order_id: order, amount: 100 } },
-      { call: 'reader.read_pages', args: { pages: 3, page_ms: 150 } },
-      { call: 'notes.echo', args: { text: 'from a sandboxed server of this job' } },
-      { call: 'search.echo', args: { text: 'from a remote server over Streamable HTTP' } },
-      {
-        session: [
-          { call: 'ledger.set_status', args: { id: order, status: 'open' } },
-          { call: 'ledger.set_status', args: { id: order, status: 'closed' } },
-          { call: 'ledger.set_status', args: { id: order, status: 'open' } },
-        ],
-      },
-      // The refunds agent finds 400 of the order not refunded yet, so it refunds it (its refund waits for a yes
-      // too), and cancels its own slow check at 1 s; it runs in a sandbox of its own (I1), reaching only its gateway.
-      { session: { harness: 'refunds', input: { order_id: order, deadline_ms: 1000 } } },
-      // The same agent in Python, on the MCP Python SDK, when the project's venv is there: an order of its own to refund.
-      ...(python
-        ? [
-            { call: 'ledger.charge', args: { order_id: `${order}-py`, amount: 300 } },
-            { session: { harness: 'refunds_py', input: { order_id: `${order}-py`, deadline_ms: 1000 } } },
-          ]
-        : []),
-      { call: 'ledger.charge', args: { order_id: order, amount: -1 } },
-    ],
-  };
-  let failed = false;
-  try {
-    const handle = await startJob(jc, spec);
-    const link = `${server.uiUrl}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`;
-    say(`job ${handle.workflowId} started; watch it in the Temporal UI: ${link}`);
-    const result = handle.result();
-    await approveAsAsked(jc.client, handle.workflowId, say, result);
-    await result;
-    const trace = await jobTrace(jc.client, handle.workflowId);
-    process.stdout.write(`${formatTrace(trace)}\n\nWatch it in the Temporal UI: ${link}\n`);
-    failed = trace.status !== 'COMPLETED';
-  } finally {
-    await jc.close();
-  }
-  if (keep) {
-    say('running until Ctrl-C (--keep)');
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve());
-      process.once('SIGTERM', () => resolve());
-    });
-  }
-  await node.shutdown();
-  await running;
-  await remote.close();
-  await server.stop();
-  if (failed) process.exitCode = 1;
+  const plan = demoPlan(`o-${Date.now().toString(36)}`, python);
+  const handle = await startJob(jc, specOf('acme', plan));
+  const link = `${server.uiUrl}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`;
+  say(`job ${handle.workflowId} started; watch it in the Temporal UI: ${link}`);
+  const result = handle.result();
+  await approveAsAsked(jc.client, handle.workflowId, say, result);
+  // A job that failed has a trace too: the check below says so, with its steps.
+  await result.catch(() => undefined);
+  const trace = await jobTrace(jc.client, handle.workflowId);
+  process.stdout.write(`${formatTrace(trace)}\n\nWatch it in the Temporal UI: ${link}\n`);
+  return demoProblems(plan, trace);
 }
 
 main().catch((err) => {
-  createLogger().error(err);
+  // A bad option or config is the user's to fix: said in a sentence; anything else with its stack.
+  if (err instanceof ConfigError || err instanceof DemoUsageError) process.stderr.write(`demo: ${err.message}\n`);
+  else createLogger().error(err);
   process.exit(1);
 });

@@ -29,7 +29,7 @@ import { HarnessProgress } from './progress';
 import { currentContext, gatewayCallSpan } from '../observe/gateway';
 import type { NodeMetrics } from '../observe/metrics';
 import { UNKNOWN } from '../observe/metrics';
-import { harnessTools, toolsDigest } from './tools';
+import { harnessTools, listedTools, toolOfName, toolsDigest } from './tools';
 
 /** A gateway request body larger than this is refused (413): a call's arguments must fit Temporal's history. */
 export const MAX_GATEWAY_BODY = 2 * 1024 * 1024;
@@ -59,10 +59,14 @@ export interface GatewayDeps {
 class Holder {
   closed = false;
   listed?: string;
-  /** The tools it was last listed: a call's `tool` label names one of them, or says unknown (bounded, O1). */
-  names = new Set<string>();
-  /** Its listing was read for the labels once already (a harness that calls without listing). */
-  namesRead = false;
+  /**
+   * The tools it was last listed, model name → `<server>.<function>` (H3): a call by a model name of the second form
+   * is found here, and a call's `tool` label names one of them or says unknown (bounded, O1).
+   */
+  private tools = new Map<string, string>();
+  private toolNames = new Set<string>();
+  /** Its listing was read once already for a call it made without listing the tool. */
+  readOnce = false;
   /** O2: the session's trace context, for the calls of a harness that sends no traceparent of its own. */
   readonly trace = currentContext();
   /** The MCP revisions its harness has spoken, said once each in the node's log. */
@@ -74,6 +78,21 @@ class Holder {
   ) {}
 
   private made?: McpHttpEndpoint;
+
+  remember(tools: Parameters<typeof listedTools>[0]): void {
+    this.tools = listedTools(tools);
+    this.toolNames = new Set(this.tools.values());
+  }
+
+  /** H3: the tool a call names, by its model name or `<server>.<function>`, if it is either. */
+  toolOf(name: string): string | undefined {
+    return toolOfName(name, this.tools);
+  }
+
+  /** Whether its last listing holds this tool (`<server>.<function>`). */
+  lists(tool: string): boolean {
+    return this.toolNames.has(tool);
+  }
 
   get mcp(): McpHttpEndpoint {
     this.made ??= this.endpoint(this);
@@ -202,7 +221,7 @@ export class Gateway {
       heard();
       const tools = await harnessTools(holder.entry, this.deps);
       holder.listed = toolsDigest(tools);
-      holder.names = new Set(tools.map((t) => t.name));
+      holder.remember(tools);
       return { tools };
     });
     server.setRequestHandler('tools/call', (request, ctx) => {
@@ -223,9 +242,10 @@ export class Gateway {
   /** H4: one call of the harness, made by its job's workflow; H5, H6: its cancel and its progress. */
   private async call(holder: Holder, request: CallToolRequest, ctx: ServerContext, era: Era): Promise<CallToolResult> {
     const { entry } = holder;
-    const tool = request.params.name;
+    // H3: by its model name or `<server>.<function>`; the span, the label and the job name it the second way.
+    const tool = await this.toolOf(holder, request.params.name);
     const span = gatewayCallSpan({
-      tool,
+      tool: tool ?? request.params.name,
       meta: request.params._meta,
       session: holder.trace,
       requestId: ctx.mcpReq.id,
@@ -236,7 +256,7 @@ export class Gateway {
     const label = await this.toolLabel(holder, tool);
     let outcome = 'failed';
     try {
-      const result = await span.within(() => this.callInSpan(holder, request, ctx, era));
+      const result = await span.within(() => this.callInSpan(holder, tool, request, ctx, era));
       outcome = result.isError ? 'error' : 'ok';
       span.end(result);
       return result;
@@ -250,29 +270,43 @@ export class Gateway {
   }
 
   /**
+   * H3: the tool a call names. A model name of the second form is looked up in the harness's last listing, read now
+   * (once per run) if it called before listing it.
+   */
+  private async toolOf(holder: Holder, name: string): Promise<string | undefined> {
+    const tool = holder.toolOf(name);
+    if (tool || holder.readOnce) return tool;
+    await this.readListing(holder);
+    return holder.toolOf(name);
+  }
+
+  /**
    * O1: a call's `tool` label is the tool when the harness's listing has it (read now, once, if it called before
    * listing), else `(unknown)`: a harness cannot grow the node's series with names of its own making.
    */
-  private async toolLabel(holder: Holder, tool: string): Promise<string> {
-    if (!this.deps.metrics) return UNKNOWN;
-    if (!holder.names.has(tool) && !holder.namesRead) {
-      holder.namesRead = true;
-      const tools = await harnessTools(holder.entry, this.deps).catch(() => []);
-      for (const t of tools) holder.names.add(t.name);
-    }
-    return holder.names.has(tool) ? tool : UNKNOWN;
+  private async toolLabel(holder: Holder, tool: string | undefined): Promise<string> {
+    if (!this.deps.metrics || !tool) return UNKNOWN;
+    if (!holder.lists(tool) && !holder.readOnce) await this.readListing(holder);
+    return holder.lists(tool) ? tool : UNKNOWN;
+  }
+
+  private async readListing(holder: Holder): Promise<void> {
+    holder.readOnce = true;
+    const tools = await harnessTools(holder.entry, this.deps).catch(() => undefined);
+    if (tools) holder.remember(tools);
   }
 
   private async callInSpan(
     holder: Holder,
+    tool: string | undefined,
     request: CallToolRequest,
     ctx: ServerContext,
     era: Era,
   ): Promise<CallToolResult> {
     const { entry } = holder;
-    const tool = request.params.name;
-    if (toolProblem(tool) || !matchesAny(entry.patterns, tool)) {
-      return errorResult(`oz0: ${tool} is not one of this harness's tools (${entry.patterns.join(', ')})`);
+    if (!tool || toolProblem(tool) || !matchesAny(entry.patterns, tool)) {
+      const name = request.params.name;
+      return errorResult(`oz0: ${name} is not one of this harness's tools (${entry.patterns.join(', ')})`);
     }
     const callId = randomUUID();
     const progressToken = request.params._meta?.progressToken;
@@ -355,6 +389,7 @@ export class Gateway {
           const digest = toolsDigest(tools);
           if (digest === holder.listed || holder.closed) return;
           holder.listed = digest;
+          holder.remember(tools);
           holder.mcp.toolsChanged();
         })
         .catch(() => undefined);

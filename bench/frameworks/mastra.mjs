@@ -1,4 +1,5 @@
-// Mastra's MCP client (@mastra/mcp) as an oz0 harness, driven without a model.
+// Mastra's MCP client (@mastra/mcp) as an oz0 harness: its tools by the names a Mastra agent hands its model (the keys
+// of getTools(): `<server>_<tool>`), and the echo tool called by that name.
 import { MCPClient } from '@mastra/mcp';
 const client = new MCPClient({
   servers: {
@@ -9,7 +10,7 @@ const client = new MCPClient({
   },
 });
 const tools = await client.getTools();
-// Mastra names each tool `<server>_<tool>`.
-const result = await tools['oz0_reader.echo'].execute({ context: { text: 'from @mastra/mcp' } });
+const handed = Object.keys(tools);
+const result = await tools[handed.find((n) => n.endsWith('echo'))].execute({ context: { text: 'from @mastra/mcp' } });
 await client.disconnect();
-console.log(JSON.stringify({ framework: '@mastra/mcp', tools: Object.keys(tools), result }));
+console.log(JSON.stringify({ framework: '@mastra/mcp', model: handed, result }));

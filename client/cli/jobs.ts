@@ -1,40 +1,12 @@
 /** `oz0 job start|status|trace|watch|cancel`. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { isSessionTrace, waitingCallsQuery } from '../../workflows/definitions';
-import type { StepTrace } from '../../workflows/definitions';
-import { formatTrace } from '../format';
+import { waitingCallsQuery } from '../../workflows/definitions';
+import { formatTrace, traceJson } from '../format';
 import { cancelJob, jobStatus, jobTrace, startJob } from '../jobs';
-import type { ShownTrace } from '../jobs';
 import { watchJob } from '../watch';
 import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClient } from './common';
 import type { ConfigOpts } from './common';
-
-/**
- * A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }`, the node that made it, and the
- * question it asked a person (A4-A6).
- */
-function callJson(step: StepTrace) {
-  const { n, tool, key, session, activityId, result, attempts, node, sessionRun, running, question } = step;
-  return { tool, key, session, result, attempts, node, n, activityId, sessionRun, running, question };
-}
-
-/**
- * SPEC "Trace JSON": `{ jobId, status, steps }`, plus the run counters. A live session is a step of its own that
- * holds its calls: `{ session, kind, harness, status, runs, result, calls, omitted }`.
- */
-function traceJson(trace: ShownTrace) {
-  return {
-    jobId: trace.jobId,
-    status: trace.status,
-    run: trace.run,
-    calls: trace.calls,
-    omitted: trace.omitted,
-    steps: trace.steps.map((step) =>
-      isSessionTrace(step) ? { ...step, calls: step.calls.map(callJson) } : callJson(step),
-    ),
-  };
-}
 
 export function registerJobCommands(program: Command): void {
   const job = program.command('job').description('start, watch and stop jobs');

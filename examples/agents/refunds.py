@@ -48,17 +48,19 @@ async def main() -> None:
     # A long read timeout: a call's answer may take as long as its tool's time limit.
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        # Each tool is listed under the name a model API takes, `ledger__refund` for `ledger.refund` (H3); the gateway
+        # takes a call by either name, and the trace says `ledger.refund`.
         tools = (await client.list_tools()).tools
         say(f"session {os.environ.get('OZ0_SESSION')} run {os.environ.get('OZ0_SESSION_RUN')}: {len(tools)} tools")
 
-        order = structured(await client.call_tool("ledger.lookup_order", {"order_id": order_id}), "lookup_order")
+        order = structured(await client.call_tool("ledger__lookup_order", {"order_id": order_id}), "lookup_order")
         if order["charged"] == 0:
             amount = data.get("amount", 100)
-            await client.call_tool("ledger.charge", {"order_id": order_id, "amount": amount})
+            await client.call_tool("ledger__charge", {"order_id": order_id, "amount": amount})
             action = f"charged {amount}"
         elif order["refunded"] < order["charged"]:
             amount = order["charged"] - order["refunded"]
-            await client.call_tool("ledger.refund", {"order_id": order_id, "amount": amount})
+            await client.call_tool("ledger__refund", {"order_id": order_id, "amount": amount})
             action = f"refunded {amount}"
         else:
             action = "nothing to do"
@@ -69,15 +71,15 @@ async def main() -> None:
 
         async def set_status() -> None:
             status = "refunded" if action.startswith("refunded") else "charged"
-            result = await client.call_tool("ledger.set_status", {"id": order_id, "status": status})
+            result = await client.call_tool("ledger__set_status", {"id": order_id, "status": status})
             outcome["status"] = "not set" if result.is_error else "set"
 
         async def audit() -> None:
-            await client.call_tool("reader.echo", {"text": f"refunds agent on {order_id}: {action}"})
+            await client.call_tool("reader__echo", {"text": f"refunds agent on {order_id}: {action}"})
 
         async def check() -> None:
             with anyio.move_on_after(data.get("deadline_ms", 500) / 1000) as deadline:
-                await client.call_tool("reader.sleep", {"ms": data.get("check_ms", 30_000)})
+                await client.call_tool("reader__sleep", {"ms": data.get("check_ms", 30_000)})
             outcome["check"] = "cancelled at its deadline" if deadline.cancelled_caught else "done"
 
         async with anyio.create_task_group() as calls:

@@ -48,6 +48,8 @@ async function main(): Promise<void> {
   // The gateway speaks 2026-07-28: asked with server/discover, it answers, and the agent speaks it too.
   const client = new Client({ name: 'refunds-agent', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
   await client.connect(transport);
+  // The gateway lists each tool under the name a model API takes, `ledger__refund` for `ledger.refund` (H3), and takes
+  // a call by either name; the trace and the node's metrics say `ledger.refund`.
   const { tools } = await client.listTools();
   say(
     `session ${process.env.OZ0_SESSION} run ${process.env.OZ0_SESSION_RUN}: ${tools.length} tools, ` +
@@ -55,20 +57,20 @@ async function main(): Promise<void> {
   );
 
   const order = structured<Order>(
-    await client.callTool({ name: 'ledger.lookup_order', arguments: { order_id: input.order_id } }),
+    await client.callTool({ name: 'ledger__lookup_order', arguments: { order_id: input.order_id } }),
     'lookup_order',
   );
   let action: string;
   if (order.charged === 0) {
     const amount = input.amount ?? 100;
-    await client.callTool({ name: 'ledger.charge', arguments: { order_id: input.order_id, amount } });
+    await client.callTool({ name: 'ledger__charge', arguments: { order_id: input.order_id, amount } });
     action = `charged ${amount}`;
   } else if (order.refunded < order.charged) {
     const amount = order.charged - order.refunded;
     // A refund may wait for a person's yes (the tenant's policy says `confirm`, A7): oz0 says so in a progress
     // notification every 10 s, and each one starts the 60 s timeout again, so the agent waits as long as they take.
     await client.callTool(
-      { name: 'ledger.refund', arguments: { order_id: input.order_id, amount } },
+      { name: 'ledger__refund', arguments: { order_id: input.order_id, amount } },
       {
         timeout: 60_000,
         resetTimeoutOnProgress: true,
@@ -88,12 +90,12 @@ async function main(): Promise<void> {
   const timer = setTimeout(() => deadline.abort('its deadline passed'), input.deadline_ms ?? 500);
   const [status, , check] = await Promise.allSettled([
     client.callTool({
-      name: 'ledger.set_status',
+      name: 'ledger__set_status',
       arguments: { id: input.order_id, status: action.startsWith('refunded') ? 'refunded' : 'charged' },
     }),
-    client.callTool({ name: 'reader.echo', arguments: { text: `refunds agent on ${input.order_id}: ${action}` } }),
+    client.callTool({ name: 'reader__echo', arguments: { text: `refunds agent on ${input.order_id}: ${action}` } }),
     client.callTool(
-      { name: 'reader.sleep', arguments: { ms: input.check_ms ?? 30_000 } },
+      { name: 'reader__sleep', arguments: { ms: input.check_ms ?? 30_000 } },
       { signal: deadline.signal, timeout: 120_000 },
     ),
   ]);

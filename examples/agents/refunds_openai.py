@@ -62,15 +62,16 @@ class ScriptedModel(Model):
         self.order_id = order_id
 
     async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs, tracing, **_):  # noqa: A002, ANN001
+        # The names the SDK hands a model: the gateway's, which every model API takes (`ledger__refund`, H3).
         names = {tool.name for tool in tools}
         done = tool_outputs(input)
         if not done:
-            return self.call("ledger.lookup_order", {"order_id": self.order_id}, names)
+            return self.call("ledger__lookup_order", {"order_id": self.order_id}, names)
         if len(done) == 1:
             order = json.loads(output_text(done[0]["output"]))
             owed = order.get("charged", 0) - order.get("refunded", 0)
             if owed > 0:
-                return self.call("ledger.refund", {"order_id": self.order_id, "amount": owed}, names)
+                return self.call("ledger__refund", {"order_id": self.order_id, "amount": owed}, names)
             return self.say(f"nothing to refund on {self.order_id}")
         return self.say(f"refund of {self.order_id}: {output_text(done[-1]['output'])}")
 
@@ -131,7 +132,7 @@ async def main() -> None:
         for item in result.new_items
         if isinstance(item, ToolCallOutputItem)
     ]
-    refunded = any(name == "ledger.refund" and out.startswith("refunded") for name, out in answers)
+    refunded = any(name == "ledger__refund" and out.startswith("refunded") for name, out in answers)
     action = "refunded" if refunded else "not refunded"
     say(f"{action}: {answers}")
     print(json.dumps({"order_id": order_id, "action": action, "final": str(result.final_output)}), flush=True)

@@ -71,6 +71,7 @@ test('job start --wait --json prints the trace JSON; status and trace read it ba
     'key',
     'n',
     'node',
+    'protocol',
     'result',
     'session',
     'tool',
@@ -91,6 +92,10 @@ test('job start --wait --json prints the trace JSON; status and trace read it ba
   expect(table.stdout).toContain('probe.nope');
   const json = await oz0(['job', 'trace', id, '--json', '--config', configFile]);
   expect(JSON.parse(json.stdout).steps).toEqual(callsOf(trace));
+  // Issue 32.8: the table's mcp column is in the JSON, as `protocol`.
+  const row = table.stdout.split('\n').find((line) => line.includes(`${id}/c1`))!;
+  expect(row.split(/\s+/)[4]).toBe(callsOf(trace)[0].protocol);
+  expect(callsOf(trace)[0].protocol).toMatch(/^\d{4}-\d{2}-\d{2}$/);
 });
 
 test('job start prints the id; job cancel stops it: cancelling, then CANCELED', async () => {

@@ -20,6 +20,8 @@ import { JobSpecError } from '../../common/schemas';
 import type { JobSpec } from '../../common/schemas';
 import { createNode } from '../../worker/node';
 import { argsDigest } from '../../workflows/keys';
+import { MODEL_NAME_PATTERN, modelToolName } from '../../workflows/model-names';
+import { freePort } from '../../worker/dev-server';
 import { killUpdate } from '../../workflows/policy';
 import { isSessionTrace } from '../../workflows/definitions';
 import type { JobTrace, SessionTrace } from '../../workflows/definitions';
@@ -44,6 +46,8 @@ let temporal: TestTemporal;
 let remote: HttpHandle;
 const dir = tmpDir();
 const received = path.join(dir, 'received.jsonl');
+/** What the names server (test/fixtures/names-server.js) received. */
+const namesReceived = path.join(dir, 'names.jsonl');
 const boxReceived = path.join(writableDir(), 'box-received.jsonl');
 const harnessLogs = writableDir();
 
@@ -68,6 +72,15 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
   const env = { OZ0_RECEIVED_LOG: received, LEDGER_FILE: path.join(tmpDir(), 'ledger.jsonl') };
   // I2: a sandbox has its own log (a plugin's files are never in its view) and the harnesses' logs may be written.
   const testFiles = { read: [fixture('harness.js')], write: [harnessLogs] };
+  /** The probe harness, with tool patterns of its own. */
+  const probeOf = (tools: string[]) => ({
+    command: 'node',
+    args: [fixture('harness.js')],
+    env: { NODE_PATH: path.join(ROOT, 'node_modules') },
+    tools,
+    timeoutSeconds: 120,
+    sandbox: sandboxed(testFiles),
+  });
   const config = testConfig(temporal.server.address, {
     servers: {
       ledger: { command: 'node', args: [example('ledger')], env },
@@ -80,6 +93,7 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
       },
       web: { url: remote.url },
       ev: { command: 'node', args: [fixture('everything.mjs')] },
+      names: { command: 'node', args: [fixture('names-server.js')], env: { NAMES_LOG: namesReceived } },
     },
     tools: { '*': { timeoutSeconds: 60, maxAttempts: 3 } },
     harnesses: {
@@ -91,6 +105,8 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         timeoutSeconds: extra.harnessTimeout ?? 120,
         sandbox: sandboxed(testFiles),
       },
+      // H3: the probe on a server whose functions' names a model API refuses as they are.
+      namer: probeOf(['names.*']),
       refunds: {
         command: 'node',
         args: [path.join(ROOT, 'dist', 'examples', 'agents', 'refunds.js')],
@@ -98,14 +114,7 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
         timeoutSeconds: 120,
         sandbox: sandboxed(),
       },
-      tasks: {
-        command: 'node',
-        args: [fixture('harness.js')],
-        env: { NODE_PATH: path.join(ROOT, 'node_modules') },
-        tools: ['ev.simulate-research-query'],
-        timeoutSeconds: 120,
-        sandbox: sandboxed(testFiles),
-      },
+      tasks: probeOf(['ev.simulate-research-query']),
       // The same agent in Python, on the MCP Python SDK's client, run by the project's venv (test/global-setup.ts).
       ...(python && {
         refunds_py: {
@@ -135,6 +144,8 @@ interface Seen {
   /** The MCP revision the harness ended up speaking with the gateway. */
   protocol: string;
   listed: string[];
+  /** Each listed name's `_meta["oz0/tool"]`. */
+  listedAs: Record<string, string>;
   calls: Array<{
     name: string;
     isError?: boolean;
@@ -225,11 +236,107 @@ test('H1-H4: a harness decides its calls; each is one call of the job with its k
     ].sort(),
   );
   expect([seen.job, seen.session, seen.sessionRun]).toEqual([jobId, 's1', '1']);
-  // H3: the tools of its patterns, named <server>.<function>; the remote one is not approved, so not listed.
+  // H3: the tools of its patterns, under the names a model takes; the remote one is not approved, so not listed.
   expect(seen.listed).toEqual(
-    expect.arrayContaining(['ledger.charge', 'ledger.set_status', 'reader.echo', 'box.echo']),
+    expect.arrayContaining(['ledger__charge', 'ledger__set_status', 'reader__echo', 'box__echo']),
   );
-  expect(seen.listed.some((t) => t.startsWith('web.'))).toBe(false);
+  expect(seen.listedAs).toMatchObject({ ledger__charge: 'ledger.charge', box__echo: 'box.echo' });
+  expect(seen.listed.some((t) => t.startsWith('web'))).toBe(false);
+});
+
+test('H3: every tool is listed under a name a model API takes, one-to-one with server.function; a call by either name is the same call of the same function (K3), and the trace and metrics say server.function', async () => {
+  const config = harnessConfig();
+  const metricsPort = await freePort();
+  config.node.metricsPort = metricsPort;
+  const long = 'names.generate_the_quarterly_financial_report_for_every_region_and_currency';
+  const tools = ['names.set_status', 'names.docs.read', 'names._hidden', 'names.a__b', long];
+  const by = (name: string, id: string) => ({ call: name, args: { id } });
+  const tenant = uniqueId('t');
+  let metrics = '';
+  const { trace, jobId } = await run(
+    config,
+    {
+      tenant,
+      steps: [
+        {
+          session: {
+            harness: 'namer',
+            input: {
+              steps: [
+                { list: true },
+                by('names__set_status', 'x'),
+                by('names.set_status', 'x'),
+                by(modelToolName('names.docs.read'), 'd'),
+                by('names.docs.read', 'd'),
+                by(modelToolName(long), 'l'),
+                by(modelToolName('names._hidden'), 'h'),
+                by('names.a__b', 'a'),
+                // The model name of a function its server does not list: taken as names.nope is.
+                by('names__nope', 'n'),
+                // Neither name of one of its tools: refused at the gateway.
+                by('names__docs_read__0000000000000000', 'n'),
+              ],
+            },
+          },
+        },
+      ],
+    },
+    // O1: the node's series once the job has ended, read while the node still serves them.
+    async (id) => {
+      await temporal.client.workflow.getHandle(id).result();
+      metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    },
+  );
+  const seen = seenOf(sessionOf(trace));
+  // Every name a model takes; each one's `_meta["oz0/tool"]` is its tool, one name a tool.
+  expect(seen.listed.every((name) => MODEL_NAME_PATTERN.test(name))).toBe(true);
+  expect(Object.values(seen.listedAs).sort()).toEqual([...tools].sort());
+  expect(new Set(seen.listed).size).toBe(tools.length);
+  expect(seen.listedAs.names__set_status).toBe('names.set_status');
+  // Past 64 characters, and with a dot: a readable prefix and a digest.
+  const longName = seen.listed.find((name) => seen.listedAs[name] === long)!;
+  expect(longName).toMatch(/^names__generate_the_quarterly_financial_re\w*__[0-9a-f]{16}$/);
+  expect(longName.length).toBeLessThanOrEqual(64);
+  expect(seen.listed.find((name) => seen.listedAs[name] === 'names.docs.read')).toMatch(
+    /^names__docs_read__[0-9a-f]{16}$/,
+  );
+  // On the server's side: both names made the same function's calls, keyed as one function's (K3: /1, then /2).
+  const got = readReceived(namesReceived).filter((r) => (r.key as string).startsWith(jobId));
+  const d = (id: string) => argsDigest({ id });
+  expect(got.map((r) => [r.name, r.key])).toEqual([
+    ['set_status', `${jobId}/s1/set_status#${d('x')}/1`],
+    ['set_status', `${jobId}/s1/set_status#${d('x')}/2`],
+    ['docs.read', `${jobId}/s1/docs.read#${d('d')}/1`],
+    ['docs.read', `${jobId}/s1/docs.read#${d('d')}/2`],
+    [long.slice('names.'.length), `${jobId}/s1/${long.slice('names.'.length)}#${d('l')}/1`],
+    ['_hidden', `${jobId}/s1/_hidden#${d('h')}/1`],
+    ['a__b', `${jobId}/s1/a__b#${d('a')}/1`],
+  ]);
+  expect(seen.calls.map((c) => c.isError)).toEqual([false, false, false, false, false, false, false, true, true]);
+  expect(seen.calls[7].text).toContain('server "names" has no function "nope"');
+  expect(seen.calls[8].text).toBe(
+    "oz0: names__docs_read__0000000000000000 is not one of this harness's tools (names.*)",
+  );
+  // The trace names each call server.function, whichever name the harness used; the one refused never reached it.
+  expect(sessionOf(trace).calls.map((c) => c.tool)).toEqual([
+    'names.set_status',
+    'names.set_status',
+    'names.docs.read',
+    'names.docs.read',
+    long,
+    'names._hidden',
+    'names.a__b',
+    'names.nope',
+  ]);
+  // O1: the gateway's calls are counted by server.function, and the names that are neither under (unknown).
+  const count = (tool: string) =>
+    Number(
+      new RegExp(`^oz0_gateway_calls_total\\{(?=[^}]*tenant="${tenant}")[^}]*tool="${tool}"[^}]*\\} (\\d+)`, 'm').exec(
+        metrics,
+      )?.[1],
+    );
+  expect([count('names.set_status'), count('names.docs.read'), count('\\(unknown\\)')]).toEqual([2, 2, 2]);
+  expect(metrics).not.toContain('tool="names__');
 });
 
 test('H1: a spec naming a harness the config lacks is refused before any workflow starts, naming the field; started raw, the workflow refuses it', async () => {
@@ -479,8 +586,8 @@ test.each(HARNESS_PROTOCOLS)(
     expect(seen.raw).toEqual([401, 401, 413, 400, 400]);
     // On 2025-11-25 list_changed reaches the harness's session; on 2026-07-28, its listen stream.
     expect(seen.listChanged).toBeGreaterThanOrEqual(1);
-    expect(seen.listed).not.toContain('ledger.charge');
-    expect(seen.listed).toContain('ledger.set_status');
+    expect(seen.listed).not.toContain('ledger__charge');
+    expect(seen.listed).toContain('ledger__set_status');
     const token = readReceived(log)[0].token as string;
     // Another node, run while it is asked and shut down after (its gateway closes with it).
     const other = await createNode({ config, logger });
@@ -568,7 +675,7 @@ test('H3/H4: a function that runs as an MCP task is an ordinary call to the harn
   });
   const session = sessionOf(trace);
   const seen = seenOf(session);
-  expect(seen.listed).toEqual(['ev.simulate-research-query']);
+  expect(seen.listed).toEqual(['ev__simulate-research-query']);
   expect(seen.calls[0]).toMatchObject({ isError: false, text: expect.stringContaining('Research Report: gateways') });
   expect(session.calls[0].attempts).toEqual([{ attempt: 1, outcome: 'ok', note: expect.stringMatching(/^task \w+$/) }]);
 });
