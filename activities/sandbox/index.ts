@@ -66,6 +66,13 @@ export class IsolationRefused extends Error {
   override name = 'IsolationRefused';
 }
 
+/** What no sandbox may see: a folder, or a file and the files SQLite keeps beside it; and what it is, in words. */
+interface SecretPlace {
+  path: string;
+  what: string;
+  files?: string[];
+}
+
 /** Isolations made in this process (tests run several nodes in one). */
 let instances = 0;
 
@@ -145,7 +152,7 @@ export class Isolation {
         lines.push({ level: 'warn', text: `${who} shares this node's network (sandbox.network: "host")` });
       }
       if (status.mode === 'none') continue;
-      for (const problem of this.grantProblems(field, grants))
+      for (const problem of [...this.grantProblems(field, grants), ...this.envProblems(field)])
         lines.push({ level: 'error', text: `${who} cannot start: ${problem}` });
     }
     return lines;
@@ -172,7 +179,7 @@ export class Isolation {
     const absolute = (p: string) => path.resolve(this.config.baseDir, p);
     const read = req.grants.read.map(absolute);
     const write = req.grants.write.map(absolute);
-    const problem = this.grantProblems(req.field, req.grants)[0];
+    const problem = [...this.grantProblems(req.field, req.grants), ...this.envProblems(req.field)][0];
     if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
     const program = programPaths(command, req.args);
     const exposed = program.find((p) => hidden.some((h) => within(p, h)));
@@ -271,20 +278,61 @@ export class Isolation {
     };
   }
 
-  /** I2: the node's config file, its state folder and the key stores its plugins keep there or elsewhere. */
-  private hiddenPaths(): string[] {
+  /**
+   * I2: what no sandbox may see, each with where the config names it: the node's state folder, its config file, and
+   * the key stores of its plugin servers — each file a plugin server's `env` names, with SQLite's `-wal`, `-shm` and
+   * `-journal` beside it.
+   */
+  private secretPlaces(): SecretPlace[] {
     const { config } = this;
-    const out = [path.resolve(config.baseDir, config.node.stateDir)];
-    if (config.source !== 'defaults' && path.isAbsolute(config.source)) out.push(config.source);
-    for (const server of Object.values(config.servers)) {
+    const out: SecretPlace[] = [
+      { path: path.resolve(config.baseDir, config.node.stateDir), what: "in the node's state folder (node.stateDir)" },
+    ];
+    if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
+      out.push({ path: config.source, what: "the node's config file" });
+    }
+    for (const [name, server] of Object.entries(config.servers)) {
       if (!('command' in server) || server.sandbox) continue;
-      for (const value of Object.values(server.env)) {
+      for (const [key, value] of Object.entries(server.env)) {
         if (value.startsWith('env:') || !/[/\\.]/.test(value)) continue;
         const file = path.resolve(config.baseDir, value);
-        for (const p of [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]) if (isFile(p)) out.push(p);
+        out.push({
+          path: file,
+          what: `the key store of plugin server "${name}" (servers.${name}.env.${key})`,
+          files: [file, `${file}-wal`, `${file}-shm`, `${file}-journal`],
+        });
       }
     }
     return out;
+  }
+
+  /** I2: the paths to hide from a sandbox now: the state folder, the config file, each key store file there is. */
+  private hiddenPaths(): string[] {
+    return this.secretPlaces().flatMap((place) => (place.files ? place.files.filter(isFile) : [place.path]));
+  }
+
+  /**
+   * A sandbox's own `env` naming what no sandbox may see (a file a plugin keeps its keys in, the state folder): hidden
+   * from it whatever its grants say, so it would fail at run time (EACCES). Each clash names both fields. Relative
+   * paths in a sandbox's `env` are its own folder's, and `env:NAME` values are the node's secrets: neither is looked at.
+   */
+  envProblems(field: string): string[] {
+    const [group, name] = field.split('.');
+    const owner = group === 'harnesses' ? this.config.harnesses[name] : this.config.servers[name];
+    if (!owner || !('command' in owner)) return [];
+    // Compared where they really are: a link to a key store is the key store.
+    const places = this.secretPlaces().map((p) => ({ ...p, path: realPath(p.path), files: p.files?.map(realPath) }));
+    const problems: string[] = [];
+    for (const [key, value] of Object.entries(owner.env)) {
+      if (!path.isAbsolute(value)) continue;
+      const file = realPath(value);
+      const place = places.find((p) => (p.files ? p.files.includes(file) : within(file, p.path)));
+      if (!place) continue;
+      problems.push(
+        `${group}.${name}.env.${key}: ${file} is ${place.what}, which no sandbox may see, whatever its grants say (I2): give it a file of its own`,
+      );
+    }
+    return problems;
   }
 
   /** What is wrong with a sandbox's grants, each naming its field; empty when nothing is (I2, I3). */
@@ -319,6 +367,21 @@ export class Isolation {
 function sameLoopback(a: string, b: string): boolean {
   const loop = (h: string) => h === 'localhost' || h.startsWith('127.') || h === '::1';
   return loop(a) && loop(b);
+}
+
+/** Where a path really is, its links followed; a file not there yet, where its folder really is. */
+function realPath(p: string): string {
+  for (const resolve of [
+    fs.realpathSync,
+    (q: string) => path.join(fs.realpathSync(path.dirname(q)), path.basename(q)),
+  ]) {
+    try {
+      return resolve(p);
+    } catch {
+      // not there: try its folder, else take it as written
+    }
+  }
+  return path.resolve(p);
 }
 
 function isFile(p: string): boolean {

@@ -25,7 +25,7 @@ import type { JobTrace } from '../../workflows/definitions';
 import type { JobSpec } from '../../common/schemas';
 import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import { hostProcesses, sandboxed, writableDir } from '../helpers/sandbox';
+import { hostProcesses, probeHarness, sandboxed, writableDir } from '../helpers/sandbox';
 
 let temporal: TestTemporal;
 /** Host-side servers: a granted loopback port, a denied one, and an HTTP server on a non-loopback address. */
@@ -469,4 +469,46 @@ test('I6: a node that cannot isolate refuses to start a sandboxed server, naming
   });
   const none = new Isolation({ ...config, node: { ...config.node, isolation: 'none' } }, logger).startupLines();
   expect(none[0]).toMatchObject({ level: 'warn', text: expect.stringContaining('unisolated') });
+});
+
+test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, inside its write grant, is named at start with both fields and refused, not left to EACCES; a file of its own there starts (the control)', async () => {
+  const shared = writableDir('oz0-clash-');
+  const keys = path.join(shared, 'keys.db');
+  const own = path.join(shared, 'own.log');
+  fs.writeFileSync(keys, '');
+  fs.chmodSync(keys, 0o666);
+  const probe = (env: Record<string, string>) => ({
+    command: 'node',
+    args: [fixture('probe-server.js')],
+    env,
+    sandbox: sandboxed({ write: [shared] }),
+  });
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      // A plugin keeps its keys in the shared folder (its env names the file: the node hides it from every sandbox).
+      keys: { command: 'node', args: [fixture('probe-server.js')], env: { KEYS_DB: keys } },
+      box: probe({ PROBE_LOG: keys }),
+      mine: probe({ PROBE_LOG: own }),
+    },
+    harnesses: { agent: { ...probeHarness(['box.*']), env: { STORE: keys } } },
+  });
+  const clash = (field: string) =>
+    `${field}: ${keys} is the key store of plugin server "keys" (servers.keys.env.KEYS_DB), which no sandbox may see, whatever its grants say (I2): give it a file of its own`;
+  const errors = new Isolation(config, logger).startupLines().filter((l) => l.level === 'error');
+  expect(errors).toEqual([
+    { level: 'error', text: `server "box" cannot start: ${clash('servers.box.env.PROBE_LOG')}` },
+    { level: 'error', text: `harness "agent" cannot start: ${clash('harnesses.agent.env.STORE')}` },
+  ]);
+  // At run time the sandbox is refused with the same words; nothing ran, so the key store is as it was.
+  const pool = new ServerPool({ config, logger, sandboxRoot: tmpDir() });
+  try {
+    await expect(pool.acquire('box', uniqueId('job'))).rejects.toThrow(clash('servers.box.env.PROBE_LOG'));
+    expect(fs.readFileSync(keys, 'utf8')).toBe('');
+    // The control: the same server with a file of its own in its write grant starts, and writes it from inside.
+    const lease = await pool.acquire('mine', uniqueId('job'));
+    lease.release();
+    expect(fs.readFileSync(own, 'utf8')).toContain('"event":"process start"');
+  } finally {
+    await pool.close();
+  }
 });
