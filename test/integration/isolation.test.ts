@@ -14,6 +14,7 @@ import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { jobStatus } from '../../client/jobs';
 import { SandboxSchema } from '../../common/config';
+import { contentText } from '../../common/text';
 import type { LoadedConfig } from '../../common/config';
 import { Isolation } from '../../activities/sandbox';
 import { findBwrap } from '../../activities/sandbox/bwrap';
@@ -182,7 +183,18 @@ function watchPort(port: number): { stop(): Promise<boolean> } {
   };
 }
 
-const reportOf = (trace: JobTrace): Report => callsOf(trace)[0].result.structuredContent as unknown as Report;
+/**
+ * The hostile program's report of its tries; when it gave none (a failed control), an error that says what the program
+ * and oz0 said, rather than a TypeError further on.
+ */
+function reportOf(trace: JobTrace): Report {
+  const [call] = callsOf(trace);
+  const report = call.result.structuredContent as unknown as Report | undefined;
+  if (report?.tries) return report;
+  const said = contentText(call.result.content);
+  const attempts = call.attempts.map((a) => `${a.attempt}:${a.outcome}${a.note ? ` (${a.note})` : ''}`).join(', ');
+  throw new Error(`${call.tool} gave no report; it answered: ${said || '(nothing)'}; attempts: ${attempts}`);
+}
 
 async function escapeFrom(server: 'box' | 'plug', config: LoadedConfig, node: Oz0Node, files: Record<string, string>) {
   const target = await victim(config);
