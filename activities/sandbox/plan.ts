@@ -10,7 +10,12 @@
  * - folders bwrap makes on its way to a mount point are mode 0700 (unreadable once the uid is dropped): each one is
  *   made first with `--dir` (0755);
  * - `--die-with-parent` kills the sandbox when its bwrap dies, so a SIGTERM must spare bwrap (./stop.ts), or the
- *   server's own cleanup never runs.
+ *   server's own cleanup never runs;
+ * - bwrap follows a symlink at a mount point: a bind of a venv's `bin/python` inside its bound project folder lands on
+ *   the link's target (`Can't create file at …/bin/python`). So every path is resolved as the kernel would, link by
+ *   link; each link on its way is shown as the same link (already there inside a bound folder, made with `--symlink`
+ *   elsewhere), its end is bound at its real place, and a bind that a bound folder already shows the same way is left
+ *   out.
  */
 import path from 'node:path';
 
@@ -55,6 +60,37 @@ export const RUN_DIR = '/run/oz0';
 /** The system's read-only folders (I2): binaries, libraries, /etc. A merged-/usr system has symlinks for some. */
 export const SYSTEM_PATHS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc'];
 
+/** A path as the node's kernel resolves it: the symlinks met on the way, each at its place, and where it ends. */
+export interface ResolvedPath {
+  real: string;
+  links: Array<{ at: string; target: string }>;
+}
+
+/** Links followed on the way to one path before it is taken as written (the kernel's ELOOP bound). */
+const MAX_LINKS = 40;
+
+/** Resolves an absolute path component by component through the probe: links at any level, links to links. */
+export function resolvePath(p: string, probe: PathProbe): ResolvedPath {
+  const links: ResolvedPath['links'] = [];
+  let budget = MAX_LINKS;
+  const walk = (from: string): string => {
+    const parts = path.resolve(from).split('/').filter(Boolean);
+    let at = '/';
+    for (const [i, part] of parts.entries()) {
+      const next = path.join(at, part);
+      const kind = probe(next);
+      if (kind.kind !== 'symlink') at = next;
+      else if (--budget < 0) return path.join(next, ...parts.slice(i + 1));
+      else {
+        links.push({ at: next, target: kind.target });
+        at = walk(path.resolve(at, kind.target));
+      }
+    }
+    return at;
+  };
+  return { real: walk(p), links };
+}
+
 /** Whether `inner` is `outer` or inside it. */
 export function within(inner: string, outer: string): boolean {
   const rel = path.relative(outer, inner);
@@ -64,8 +100,8 @@ export function within(inner: string, outer: string): boolean {
 /** The `bwrap` arguments, then `--`, then the program (dropped to its user, behind its forwarder). */
 export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
   const args: string[] = [];
-  /** Mount points so far, and whether each shows a folder of the node (`bind`) or an empty one (`tmpfs`). */
-  const mounts = new Map<string, 'bind' | 'tmpfs'>([['/', 'tmpfs']]);
+  /** Mount points so far: a folder of the node read-only (`ro`) or read-write (`rw`), or an empty one (`tmpfs`). */
+  const mounts = new Map<string, 'ro' | 'rw' | 'tmpfs'>([['/', 'tmpfs']]);
   const made = new Set<string>(['/']);
   const holder = (p: string) =>
     [...mounts.keys()].filter((m) => within(p, m)).sort((a, b) => b.length - a.length)[0] ?? '/';
@@ -83,8 +119,19 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
     // --proc, --dev and --tmpfs name only where they mount.
     if (['--proc', '--dev', '--tmpfs'].includes(flag)) args.push(flag, target);
     else args.push(flag, source, target);
-    mounts.set(target, flag === '--tmpfs' ? 'tmpfs' : 'bind');
+    mounts.set(target, flag === '--tmpfs' ? 'tmpfs' : flag === '--ro-bind' ? 'ro' : 'rw');
     made.add(target);
+  };
+  /** Whether the node's own file at `p` shows in the sandbox (a bound folder holds it). */
+  const shown = (p: string) => mounts.get(holder(p)) !== 'tmpfs';
+  /** The links on a path's way, each shown as the same link: a bound folder shows its own; elsewhere one is made. */
+  const showLinks = (links: ResolvedPath['links']) => {
+    for (const { at, target } of links) {
+      if (made.has(at) || shown(at)) continue;
+      parentsOf(at);
+      args.push('--symlink', target, at);
+      made.add(at);
+    }
   };
 
   args.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
@@ -103,19 +150,41 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
   mount('--dev', '/dev');
   args.push('--perms', '1777');
   mount('--tmpfs', '/tmp');
-  for (const p of sorted(plan.read)) if (!SYSTEM_PATHS.some((s) => within(p, s))) mount('--ro-bind', p);
-  for (const p of sorted(plan.write)) mount('--bind', p);
-  // Hidden paths inside anything bound are covered: a folder by an empty tmpfs, a file by /dev/null.
+  // Grants and the program, by where they really are, a folder before what is inside it; a path granted both ways is
+  // written to. A bind a bound folder already shows the same way is left out; one that differs (the program inside a
+  // write grant, a write grant inside a read one) is made over it.
+  const grants = new Map<string, { mode: 'ro' | 'rw'; links: ResolvedPath['links'] }>();
+  for (const [paths, mode] of [
+    [plan.read, 'ro'],
+    [plan.write, 'rw'],
+  ] as const) {
+    for (const p of paths) {
+      const { real, links } = resolvePath(p, probe);
+      grants.set(real, { mode, links: [...(grants.get(real)?.links ?? []), ...links] });
+    }
+  }
+  for (const real of [...grants.keys()].sort()) {
+    const { mode } = grants.get(real)!;
+    if (mode === 'ro' && SYSTEM_PATHS.some((s) => within(real, s))) continue;
+    if (mounts.get(holder(real)) === mode) continue;
+    mount(mode === 'ro' ? '--ro-bind' : '--bind', real);
+  }
+  // Once every grant is bound, so a link is made only where no bound folder shows the node's own.
+  showLinks([...grants.values()].flatMap((g) => g.links));
+  // Hidden paths inside anything bound are covered where they really are: a folder by an empty tmpfs, a file by
+  // /dev/null.
   const masked: string[] = [];
-  for (const hidden of sorted(plan.hidden)) {
-    if (mounts.get(holder(hidden)) !== 'bind') continue;
+  for (const hidden of sorted(plan.hidden.map((h) => resolvePath(h, probe).real))) {
+    if (!shown(hidden)) continue;
     const kind = probe(hidden);
     if (kind.kind === 'dir') {
       mount('--tmpfs', hidden);
       masked.push(hidden);
     } else if (kind.kind !== 'missing') args.push('--ro-bind', '/dev/null', hidden);
   }
-  mount('--bind', plan.cwd);
+  const own = resolvePath(plan.cwd, probe);
+  showLinks(own.links);
+  mount('--bind', own.real);
   if (plan.runDir) mount('--ro-bind', plan.runDir, RUN_DIR);
   for (const m of masked) args.push('--remount-ro', m);
   args.push('--chdir', plan.cwd, '--');

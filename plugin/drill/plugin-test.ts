@@ -11,6 +11,7 @@ import { AskedForInput } from '../../activities/call/asked';
 import { makeCall } from '../../activities/call/request';
 import { offersTasks, taskPlan, taskSupportOf } from '../../activities/call/task';
 import { hiddenFunctions, hiddenWhy } from '../../activities/servers/capabilities';
+import { describeBwrap } from '../../activities/sandbox';
 import { ServerPool } from '../../activities/servers/pool';
 import type { Lease, ServerKind } from '../../activities/servers/pool';
 import { ProcessTransport } from '../../activities/servers/process-transport';
@@ -63,7 +64,7 @@ class OpenServer implements DrillTarget {
     if (status.mode === 'none')
       return 'none: runs unisolated, with the node\'s files, network and processes in reach (node.isolation: "none")';
     if (status.problem) return `refused: ${status.problem}`;
-    return `bubblewrap, limits by ${status.limits!.kind}${status.limits!.gaps.length ? ` (${status.limits!.gaps.join('; ')})` : ''}`;
+    return `${describeBwrap(status.bwrap!)}, limits by ${status.limits!.kind}${status.limits!.gaps.length ? ` (${status.limits!.gaps.join('; ')})` : ''}`;
   }
 
   private async connection() {

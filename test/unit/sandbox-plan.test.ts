@@ -2,7 +2,7 @@
  * What a sandbox sees (SPEC I1-I3, I5), as bubblewrap's command line says it: pure rules, table-tested against a
  * made-up file system. The same rules are tried for real, by a hostile program, in test/integration/isolation.test.ts.
  */
-import { bwrapArgs } from '../../activities/sandbox/plan';
+import { bwrapArgs, resolvePath } from '../../activities/sandbox/plan';
 import type { PathKind, SandboxPlan } from '../../activities/sandbox/plan';
 import { isInternalAddress, isLoopbackHost, parseGrant } from '../../activities/sandbox/network';
 import { keyed, ownGroups } from '../../activities/sandbox/limits';
@@ -19,6 +19,19 @@ function fsWith(entries: Record<string, PathKind['kind']> = {}) {
   };
   for (const [p, kind] of Object.entries(entries)) fsMap[p] = kind === 'symlink' ? { kind, target: 'x' } : { kind };
   return (p: string): PathKind => fsMap[p] ?? { kind: 'missing' };
+}
+
+/** {@link fsWith}, with symlinks given as `-> target` and every folder on the way to a listed path there. */
+function fsOf(entries: Record<string, string>) {
+  const kinds: Record<string, PathKind> = {};
+  for (const [p, what] of Object.entries(entries)) {
+    kinds[p] = what.startsWith('-> ') ? { kind: 'symlink', target: what.slice(3) } : { kind: what as 'dir' | 'file' };
+    for (let dir = p.slice(0, p.lastIndexOf('/')); dir; dir = dir.slice(0, dir.lastIndexOf('/'))) {
+      kinds[dir] ??= { kind: 'dir' };
+    }
+  }
+  const base = fsWith();
+  return (p: string): PathKind => kinds[p] ?? base(p);
 }
 
 const plan = (over: Partial<SandboxPlan> = {}): SandboxPlan => ({
@@ -198,6 +211,127 @@ describe('I2: files', () => {
     expect(at('--tmpfs /srv/.oz0')).toBeLessThan(at('--bind /srv/.oz0/s/box'));
     expect(at('--bind /srv/.oz0/s/box')).toBeLessThan(at('--ro-bind /tmp/oz0-net-x /run/oz0'));
     expect(at('--ro-bind /tmp/oz0-net-x /run/oz0')).toBeLessThan(at('--remount-ro /srv/.oz0'));
+  });
+});
+
+describe('I2: symlinks, as the node resolves them (issue 32.4)', () => {
+  /** The usual layout: a project folder granted `read`, its `.venv` made by `python3 -m venv` from pyenv's Python. */
+  const venv = {
+    '/home/op/proj/server.py': 'file',
+    '/home/op/proj/.venv/pyvenv.cfg': 'file',
+    '/home/op/proj/.venv/lib/python3.11/site-packages': 'dir',
+    '/home/op/proj/.venv/lib64': '-> lib',
+    '/home/op/proj/.venv/bin/python': '-> python3.11',
+    '/home/op/proj/.venv/bin/python3.11': '-> /home/op/.pyenv/versions/3.11.7/bin/python3.11',
+    '/home/op/.pyenv/versions/3.11.7/bin/python3.11': 'file',
+    '/home/op/.pyenv/versions/3.11.7/lib': 'dir',
+  };
+  const venvPlan = (over: Partial<SandboxPlan> = {}) =>
+    plan({
+      command: '/home/op/proj/.venv/bin/python',
+      args: ['/home/op/proj/server.py'],
+      // What the program needs (./program.ts), then the grant.
+      read: [
+        '/home/op/proj/.venv/bin/python',
+        '/home/op/.pyenv/versions/3.11.7/bin/python3.11',
+        '/home/op/proj/.venv/lib',
+        '/home/op/proj/.venv/lib64',
+        '/home/op/proj/.venv/pyvenv.cfg',
+        '/home/op/.pyenv/versions/3.11.7/lib',
+        '/home/op/proj/server.py',
+        '/home/op/proj',
+      ],
+      hidden: [],
+      ...over,
+    });
+
+  test('resolving follows links at any level, relative and absolute, to where they end', () => {
+    expect(resolvePath('/home/op/proj/.venv/bin/python', fsOf(venv))).toEqual({
+      real: '/home/op/.pyenv/versions/3.11.7/bin/python3.11',
+      links: [
+        { at: '/home/op/proj/.venv/bin/python', target: 'python3.11' },
+        { at: '/home/op/proj/.venv/bin/python3.11', target: '/home/op/.pyenv/versions/3.11.7/bin/python3.11' },
+      ],
+    });
+    // A link on the way (a folder), then a link to a link; a loop stops as the kernel does (ELOOP), taken as written.
+    const files = fsOf({ '/data/real/x': 'file', '/srv/data': '-> /srv/alias', '/srv/alias': '-> ../data/real' });
+    expect(resolvePath('/srv/data/x', files).real).toBe('/data/real/x');
+    expect(resolvePath('/a/b', fsOf({ '/a/b': '-> /a/c', '/a/c': '-> /a/b' })).real).toMatch(/^\/a\/[bc]$/);
+  });
+
+  test('a venv in its granted project folder: its python is the folder’s own link, never a bind on top of it (bwrap: “Can’t create file at …/bin/python”)', () => {
+    const flags = before(bwrapArgs(venvPlan(), fsOf(venv)));
+    expect(flags).toContain('--ro-bind /home/op/proj /home/op/proj');
+    expect(flags).not.toMatch(/--(ro-)?bind \S+ \/home\/op\/proj\/\S+/);
+    expect(flags).not.toContain('--symlink python3.11');
+    // Where the links end is bound where it is; the folders on its way made 0755 first.
+    expect(flags).toContain(
+      '--dir /home/op/.pyenv --dir /home/op/.pyenv/versions --dir /home/op/.pyenv/versions/3.11.7 --dir /home/op/.pyenv/versions/3.11.7/bin --ro-bind /home/op/.pyenv/versions/3.11.7/bin/python3.11',
+    );
+    expect(flags).toContain('--ro-bind /home/op/.pyenv/versions/3.11.7/lib /home/op/.pyenv/versions/3.11.7/lib');
+    expect(after(bwrapArgs(venvPlan(), fsOf(venv)))).toEqual([
+      '/home/op/proj/.venv/bin/python',
+      '/home/op/proj/server.py',
+    ]);
+  });
+
+  test('a venv outside any grant: each link on the way is made as the same link, and what it leads to is bound', () => {
+    const flags = before(
+      bwrapArgs(venvPlan({ read: venvPlan().read.filter((p) => p !== '/home/op/proj') }), fsOf(venv)),
+    );
+    expect(flags).toContain('--symlink python3.11 /home/op/proj/.venv/bin/python');
+    expect(flags).toContain(
+      '--symlink /home/op/.pyenv/versions/3.11.7/bin/python3.11 /home/op/proj/.venv/bin/python3.11',
+    );
+    expect(flags).toContain('--symlink lib /home/op/proj/.venv/lib64');
+    expect(flags).toContain('--ro-bind /home/op/proj/.venv/lib /home/op/proj/.venv/lib');
+    expect(flags).toContain('--ro-bind /home/op/proj/.venv/pyvenv.cfg /home/op/proj/.venv/pyvenv.cfg');
+    expect(flags).toContain('--ro-bind /home/op/proj/server.py /home/op/proj/server.py');
+    // The links are made in the sandbox's own tmpfs, never in a bound folder of the node.
+    expect(flags.indexOf('--dir /home/op/proj/.venv/bin')).toBeLessThan(
+      flags.indexOf('--symlink python3.11 /home/op/proj/.venv/bin/python'),
+    );
+  });
+
+  test('a grant through a symlinked folder: the link is made, its end bound, and a file the node hides there masked where it really is', () => {
+    const files = fsOf({ '/srv/app': '-> /data/app', '/data/app/keys.db': 'file', '/data/app/notes.txt': 'file' });
+    const flags = before(bwrapArgs(plan({ read: ['/srv/app'], hidden: ['/srv/app/keys.db'] }), files));
+    expect(flags).toContain('--symlink /data/app /srv/app');
+    expect(flags).toContain('--ro-bind /data/app /data/app');
+    expect(flags).toContain('--ro-bind /dev/null /data/app/keys.db');
+    expect(flags).not.toContain('--ro-bind /srv/app /srv/app');
+  });
+
+  test.each<[string, Partial<SandboxPlan>, string[], string[]]>([
+    [
+      'a read inside a read grant is the grant’s already: no second bind',
+      { read: ['/srv', '/srv/app/server.js'] },
+      ['--ro-bind /srv /srv'],
+      ['--ro-bind /srv/app/server.js'],
+    ],
+    [
+      'a write grant inside a read grant is bound read-write over it',
+      { read: ['/srv'], write: ['/srv/out'] },
+      ['--ro-bind /srv /srv', '--bind /srv/out /srv/out'],
+      [],
+    ],
+    [
+      'the program inside a write grant stays read-only: bound over it, after it',
+      { read: ['/srv/app/server.js'], write: ['/srv'] },
+      ['--bind /srv /srv --ro-bind /srv/app/server.js /srv/app/server.js'],
+      [],
+    ],
+    [
+      'a path granted both ways is written to',
+      { read: ['/srv/out'], write: ['/srv/out'] },
+      ['--bind /srv/out'],
+      ['--ro-bind /srv/out'],
+    ],
+  ])('%s', (_what, over, present, absent) => {
+    const files = fsOf({ '/srv/app/server.js': 'file', '/srv/out': 'dir' });
+    const flags = before(bwrapArgs(plan({ hidden: [], ...over }), files));
+    for (const p of present) expect(flags).toContain(p);
+    for (const p of absent) expect(flags).not.toContain(p);
   });
 });
 
