@@ -1,12 +1,8 @@
 /** `oz0 job start|status|trace|watch|cancel`. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { isSessionTrace, waitingCallsQuery } from '../../workflows/definitions';
 import type { StepTrace } from '../../workflows/definitions';
-import { formatTrace } from '../format';
-import { cancelJob, jobStatus, jobTrace, startJob } from '../jobs';
 import type { ShownTrace } from '../jobs';
-import { watchJob } from '../watch';
 import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClient } from './common';
 import type { ConfigOpts } from './common';
 
@@ -23,7 +19,8 @@ function callJson(step: StepTrace) {
  * SPEC "Trace JSON": `{ jobId, status, steps }`, plus the run counters. A live session is a step of its own that
  * holds its calls: `{ session, kind, harness, status, runs, result, calls, omitted }`.
  */
-function traceJson(trace: ShownTrace) {
+async function traceJson(trace: ShownTrace) {
+  const { isSessionTrace } = await import('../../workflows/definitions.js');
   return {
     jobId: trace.jobId,
     status: trace.status,
@@ -55,12 +52,16 @@ export function registerJobCommands(program: Command): void {
       } catch (err) {
         throw new UsageError(`${specFile} is not JSON: ${(err as Error).message}`);
       }
-      await withJobClient(config(opts), async (jc) => {
+      const [{ startJob, jobTrace }, { formatTrace }] = await Promise.all([
+        import('../jobs.js'),
+        import('../format.js'),
+      ]);
+      await withJobClient(await config(opts), async (jc) => {
         const handle = await startJob(jc, spec, { workflowId: opts.id });
         if (!opts.wait) return print({ jobId: handle.workflowId }, opts.json, () => handle.workflowId);
         await handle.result().catch(() => undefined);
         const trace = await jobTrace(jc.client, handle.workflowId);
-        print(traceJson(trace), opts.json, () => formatTrace(trace));
+        print(await traceJson(trace), opts.json, () => formatTrace(trace));
         // Like a process: 0 when the job completed, 1 when it ended any other way.
         if (trace.status !== 'COMPLETED') process.exitCode = 1;
       });
@@ -73,7 +74,11 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      await withJobClient(config(opts), async (jc) => {
+      const [{ jobStatus }, { waitingCallsQuery }] = await Promise.all([
+        import('../jobs.js'),
+        import('../../workflows/definitions.js'),
+      ]);
+      await withJobClient(await config(opts), async (jc) => {
         const status = await jobStatus(jc.client, id);
         // A4: what waits is named under the status: the call, its tool, its arguments (redacted), the answer.
         const waiting =
@@ -101,9 +106,10 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      await withJobClient(config(opts), async (jc) => {
+      const [{ jobTrace }, { formatTrace }] = await Promise.all([import('../jobs.js'), import('../format.js')]);
+      await withJobClient(await config(opts), async (jc) => {
         const trace = await jobTrace(jc.client, id);
-        print(traceJson(trace), opts.json, () => formatTrace(trace));
+        print(await traceJson(trace), opts.json, () => formatTrace(trace));
       });
     });
 
@@ -112,7 +118,8 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print a JSON snapshot per change')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      await withJobClient(config(opts), async (jc) => {
+      const { watchJob } = await import('../watch.js');
+      await withJobClient(await config(opts), async (jc) => {
         const status = await watchJob(jc.client, id, { json: opts.json });
         if (!opts.json) process.stdout.write(`job ${id}: ${status}\n`);
       });
@@ -122,7 +129,8 @@ export function registerJobCommands(program: Command): void {
     .description('cancel a job: its running calls are stopped, then it ends CANCELED')
     .argument('<id>', 'job id', jobIdArg)
     .action(async (id: string, opts: ConfigOpts) => {
-      await withJobClient(config(opts), async (jc) => {
+      const { cancelJob } = await import('../jobs.js');
+      await withJobClient(await config(opts), async (jc) => {
         await cancelJob(jc.client, id);
         process.stdout.write(`cancel requested for ${id}\n`);
       });
