@@ -5,8 +5,9 @@
  * page is kept as a screenshot under `.oz0/test-artifacts/<run>/web-ui/`, and each check is also made against what
  * Temporal recorded (describe, visibility).
  *
- * Chromium is Debian's, found or installed by test/browser/install-chromium.sh; where none can be had, the test is
- * skipped and says why.
+ * Chromium is found by test/browser/install-chromium.sh: Debian's where present, else npm's @sparticuz/chromium (a
+ * devDependency, unpacked into .tools/chromium/), else Debian's installed with apt-get; where none can be had, the test
+ * is skipped and says why.
  */
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
