@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway,sandbox,observability,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway,sandbox,observability,cli,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -21,6 +21,7 @@ import { measureMemory } from './measures/memory';
 import { measureThroughput } from './measures/throughput';
 import { measureSandbox } from './measures/sandbox';
 import { measureObservability } from './measures/observability';
+import { measureCli } from './measures/cli';
 
 const MEASURES = [
   'cost',
@@ -31,6 +32,7 @@ const MEASURES = [
   'gateway',
   'sandbox',
   'observability',
+  'cli',
   'default',
 ] as const;
 
@@ -76,6 +78,7 @@ async function main(): Promise<void> {
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
     observability: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 },
+    cli: { rounds: quick ? 3 : 10 },
   };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
@@ -101,9 +104,11 @@ async function main(): Promise<void> {
                     ? await measureSandbox(settings.sandbox)
                     : name === 'observability'
                       ? await measureObservability(env, settings.observability)
-                      : name === 'default'
-                        ? await onDefaultServer(settings.cost)
-                        : await measureMemory(env, settings.memory);
+                      : name === 'cli'
+                        ? await measureCli(env, settings.cli)
+                        : name === 'default'
+                          ? await onDefaultServer(settings.cost)
+                          : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -1,8 +1,10 @@
-/** Human-readable output of the CLI: a job's trace as a table. */
+/** Human-readable output of the CLI: a job's trace, a tenant's policy and the calls that wait for a person, as tables. */
 import type { TenantState } from '../common/schemas';
 import { contentText, table } from '../common/text';
 import { callsOf, isSessionTrace } from '../workflows/definitions';
 import type { QuestionTrace, SessionTrace, StepTrace, ToolResult } from '../workflows/definitions';
+import { waitedInWords } from './calls';
+import type { ListedCall } from './calls';
 import type { ShownTrace } from './jobs';
 
 /** A result as one line of at most 80 characters: its text parts, `[image]` for others; ERROR first for an error. */
@@ -123,5 +125,27 @@ export function formatPolicy(shown: TenantState & { tenant: string; killsForAllT
     ([server, a]) => `  ${server.padEnd(20)} ${a.digest} (${a.approvedAt})`,
   );
   out.push(...(approvals.length ? approvals : ['  (none)']));
+  return out.join('\n');
+}
+
+/** The waiting calls as a table, oldest first, with the commands that answer them. */
+export function formatWaiting(calls: readonly ListedCall[], unreachable: readonly string[], now = Date.now()): string {
+  const out: string[] = [];
+  if (calls.length === 0) out.push("no call waits for a person's yes");
+  else {
+    const args = (a: string) => (a.length > 60 ? `${a.slice(0, 57)}...` : a);
+    const rows = calls.map((c) => [
+      c.jobId,
+      c.activityId,
+      c.tool,
+      c.tenant ?? '?',
+      waitedInWords(c.waitedMs),
+      waitedInWords(Date.parse(c.until) - now),
+      args(c.args),
+    ]);
+    out.push(...table(['job', 'call', 'tool', 'tenant', 'waited', 'refused in', 'arguments'], rows));
+    out.push('', 'answer with: oz0 call approve JOB CALL  ·  oz0 call deny JOB CALL --reason TEXT');
+  }
+  for (const jobId of unreachable) out.push(`(job ${jobId} waits, but did not answer: is a node up?)`);
   return out.join('\n');
 }

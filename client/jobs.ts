@@ -4,7 +4,7 @@
  */
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { connectionOptions } from '../common/connection';
+import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
 import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../workflows/definitions';
 import { parseJobSpec } from '../common/schemas';
 import { jobDetails, jobSummary } from '../workflows/details';
@@ -21,8 +21,9 @@ export interface JobClient {
 }
 
 export async function connectJobClient(temporal: Config['temporal']): Promise<JobClient> {
+  await assertReachable(temporal);
   const connection = await Connection.connect(connectionOptions(temporal) as ConnectionOptions).catch((err: Error) => {
-    throw new Error(`cannot reach Temporal at ${temporal.address}: ${err.message}`);
+    throw temporalUnreachable(temporal.address, err.message);
   });
   return {
     client: new Client({ connection, namespace: temporal.namespace }),

@@ -20,7 +20,7 @@ import { policyTargetOf } from '../common/policy-client';
 import { Client } from '@temporalio/client';
 import type { LoadedConfig } from '../common/config';
 import { workflowBundle } from './bundle';
-import { connectionOptions } from '../common/connection';
+import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
 import { TemporalPinoLogger } from '../common/logger';
 import type { Logger } from '../common/logger';
 import { ensureSearchAttributes } from './search-attributes';
@@ -93,6 +93,7 @@ export interface Oz0Node {
 
 export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const { config, logger } = opts;
+  if (!opts.connection) await assertReachable(config.temporal);
   // O2: before the runtime and the workers, so their interceptors find the SDK.
   startTracing(logger);
   await prepareRuntimeMetrics(config.node.metricsPort);
@@ -101,7 +102,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const connection =
     opts.connection ??
     (await NativeConnection.connect(connectionOptions(config.temporal)).catch((err: Error) => {
-      throw new Error(`cannot reach Temporal at ${config.temporal.address}: ${err.message}`);
+      throw temporalUnreachable(config.temporal.address, err.message);
     }));
   await ensureSearchAttributes(connection, config.temporal.namespace);
   const name = opts.name ?? `${os.hostname()}/${process.pid}`;

@@ -1,11 +1,7 @@
 /** `oz0 call list|approve|deny`: the calls that wait for a person's yes, and a person's answer (A4, A5). */
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import { TenantNameSchema } from '../../common/schemas';
-import { table } from '../../common/text';
-import { answerCall, listWaitingCalls, osUser, waitedInWords } from '../calls';
-import type { ListedCall } from '../calls';
-import { config, jobIdArg, print, withConfig, withJobClient, zodArg } from './common';
+import { config, jobIdArg, print, tenantArg, withConfig, withJobClient } from './common';
 import type { ConfigOpts } from './common';
 
 /** A call is named by its number, its activity id (`c3`) or its key. */
@@ -24,37 +20,19 @@ function reasonArg(value: string): string {
   return value;
 }
 
-/** The waiting calls as a table, oldest first, with the commands that answer them. */
-export function formatWaiting(calls: readonly ListedCall[], unreachable: readonly string[], now = Date.now()): string {
-  const out: string[] = [];
-  if (calls.length === 0) out.push("no call waits for a person's yes");
-  else {
-    const args = (a: string) => (a.length > 60 ? `${a.slice(0, 57)}...` : a);
-    const rows = calls.map((c) => [
-      c.jobId,
-      c.activityId,
-      c.tool,
-      c.tenant ?? '?',
-      waitedInWords(c.waitedMs),
-      waitedInWords(Date.parse(c.until) - now),
-      args(c.args),
-    ]);
-    out.push(...table(['job', 'call', 'tool', 'tenant', 'waited', 'refused in', 'arguments'], rows));
-    out.push('', 'answer with: oz0 call approve JOB CALL  ·  oz0 call deny JOB CALL --reason TEXT');
-  }
-  for (const jobId of unreachable) out.push(`(job ${jobId} waits, but did not answer: is a node up?)`);
-  return out.join('\n');
-}
-
 export function registerCallCommands(program: Command): void {
   const call = program.command('call').description("calls that wait for a person's yes (policy verdict confirm)");
 
   withConfig(call.command('list'))
     .description("every call that waits for a person's yes, oldest first, with how long it has waited")
-    .option('--tenant <tenant>', 'only this tenant', zodArg(TenantNameSchema))
+    .option('--tenant <tenant>', 'only this tenant', tenantArg)
     .option('--json', 'print JSON')
     .action(async (opts: ConfigOpts & { tenant?: string; json?: boolean }) => {
-      await withJobClient(config(opts), async (jc) => {
+      const [{ listWaitingCalls }, { formatWaiting }] = await Promise.all([
+        import('../calls.js'),
+        import('../format.js'),
+      ]);
+      await withJobClient(await config(opts), async (jc) => {
         const { calls, unreachable } = await listWaitingCalls(jc.client, { tenant: opts.tenant });
         print({ calls, unreachable }, opts.json, () => formatWaiting(calls, unreachable));
       });
@@ -82,7 +60,8 @@ export function registerCallCommands(program: Command): void {
           which: string | undefined,
           opts: ConfigOpts & { by?: string; reason?: string; json?: boolean },
         ) => {
-          await withJobClient(config(opts), async (jc) => {
+          const { answerCall, osUser } = await import('../calls.js');
+          await withJobClient(await config(opts), async (jc) => {
             const answered = await answerCall(jc.client, jobId, {
               approve,
               by: opts.by ?? osUser(),

@@ -1,14 +1,19 @@
-/** What every command group of the CLI shares: config, a Temporal client per command, output, argument checks. */
+/**
+ * What every command group of the CLI shares: config, a Temporal client per command, output, argument checks.
+ *
+ * Every command's definition imports this file, so it stays light: what a command runs (the config's schema, the
+ * Temporal client, a node, the MCP SDK) is loaded when it runs, with `await import(…)` in its action, and the zod
+ * schemas when an argument is checked. `oz0 --help` loads commander and these files, nothing more
+ * (test/integration/cli-start.test.ts).
+ */
 import fs from 'node:fs';
 import readline from 'node:readline';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import type { z } from 'zod';
-import { loadConfig } from '../../common/config';
 import type { LoadedConfig } from '../../common/config';
-import { connectJobClient } from '../jobs';
+import type * as Schemas from '../../common/schemas';
 import type { JobClient } from '../jobs';
-import { JobIdSchema } from '../../common/schemas';
 
 /** A user error: printed as one line, exit status 2, no stack. */
 export class UsageError extends Error {
@@ -24,12 +29,14 @@ export function withConfig(cmd: Command): Command {
   return cmd.option('--config <file>', 'config file (default: ./oz0.config.json or $OZ0_CONFIG)');
 }
 
-export function config(opts: ConfigOpts): LoadedConfig {
+export async function config(opts: ConfigOpts): Promise<LoadedConfig> {
+  const { loadConfig } = await import('../../common/config.js');
   return loadConfig({ file: opts.config });
 }
 
 /** Connects to Temporal for one command and closes the connection after it. */
 export async function withJobClient<T>(cfg: LoadedConfig, fn: (jc: JobClient) => Promise<T>): Promise<T> {
+  const { connectJobClient } = await import('../jobs.js');
   const jc = await connectJobClient(cfg.temporal);
   try {
     return await fn({ ...jc, harnesses: Object.keys(cfg.harnesses) });
@@ -43,16 +50,26 @@ export function print(data: unknown, json: boolean | undefined, text: () => stri
   process.stdout.write(json ? `${JSON.stringify(data, null, 2)}\n` : `${text()}\n`);
 }
 
-/** A commander argument parser from a zod schema: the schema's first message is the error. */
-export function zodArg<T>(schema: z.ZodType<T>) {
+/** The zod schemas, loaded when the first argument is checked (commander's argument parsers are synchronous). */
+function schemas(): typeof Schemas {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('../../common/schemas') as typeof Schemas;
+}
+
+/** A commander argument parser from one of the zod schemas: the schema's first message is the error. */
+export function zodArg<T>(pick: (schemas: typeof Schemas) => z.ZodType<T>) {
   return (value: string): T => {
-    const parsed = schema.safeParse(value);
+    const parsed = pick(schemas()).safeParse(value);
     if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues[0].message);
     return parsed.data;
   };
 }
 
-export const jobIdArg = zodArg(JobIdSchema);
+export const jobIdArg = zodArg((s) => s.JobIdSchema);
+export const tenantArg = zodArg((s) => s.TenantNameSchema);
+export const serverArg = zodArg((s) => s.ServerNameSchema);
+export const patternArg = zodArg((s) => s.PatternSchema);
+export const decisionArg = zodArg((s) => s.DecisionSchema);
 
 export function portArg(value: string): number {
   const port = Number(value);

@@ -1,11 +1,9 @@
 /**
  * The oz0 CLI (SPEC "CLI"): `./bin/oz0 <command> --help` for each. Data goes to stdout (with --json as
- * JSON); logs and progress to stderr. One file per command group.
+ * JSON); logs and progress to stderr. One file per command group, each loading what a command runs only when it
+ * runs (client/cli/common.ts): help and a usage error answer at once.
  */
 import { Command, CommanderError } from 'commander';
-import { ConfigError } from '../../common/config';
-import { createLogger } from '../../common/logger';
-import { JobSpecError } from '../../common/schemas';
 import { registerCallCommands } from './calls';
 import { UsageError } from './common';
 import { registerJobCommands } from './jobs';
@@ -38,8 +36,8 @@ export async function main(argv = process.argv): Promise<void> {
       process.exitCode = err.exitCode === 0 ? 0 : 2;
       return;
     }
-    if (err instanceof UsageError || err instanceof ConfigError || err instanceof JobSpecError) {
-      process.stderr.write(`oz0: ${err.message}\n`);
+    if (await isUsageError(err)) {
+      process.stderr.write(`oz0: ${(err as Error).message}\n`);
       process.exitCode = 2;
       return;
     }
@@ -50,8 +48,20 @@ export async function main(argv = process.argv): Promise<void> {
   }
 }
 
+/** A mistake of the user's (an argument, the config, a job spec): one line, exit 2. */
+async function isUsageError(err: unknown): Promise<boolean> {
+  if (err instanceof UsageError) return true;
+  // The command that threw a ConfigError or a JobSpecError has loaded their modules already.
+  const [{ ConfigError }, { JobSpecError }] = await Promise.all([
+    import('../../common/config.js'),
+    import('../../common/schemas.js'),
+  ]);
+  return err instanceof ConfigError || err instanceof JobSpecError;
+}
+
 if (require.main === module) {
-  main().catch((err) => {
+  main().catch(async (err) => {
+    const { createLogger } = await import('../../common/logger.js');
     createLogger().error(err);
     process.exit(1);
   });

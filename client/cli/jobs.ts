@@ -1,10 +1,6 @@
 /** `oz0 job start|status|trace|watch|cancel`. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { waitingCallsQuery } from '../../workflows/definitions';
-import { formatTrace, traceJson } from '../format';
-import { cancelJob, jobStatus, jobTrace, startJob } from '../jobs';
-import { watchJob } from '../watch';
 import { UsageError, config, jobIdArg, print, readFile, withConfig, withJobClient } from './common';
 import type { ConfigOpts } from './common';
 
@@ -27,7 +23,11 @@ export function registerJobCommands(program: Command): void {
       } catch (err) {
         throw new UsageError(`${specFile} is not JSON: ${(err as Error).message}`);
       }
-      await withJobClient(config(opts), async (jc) => {
+      const [{ startJob, jobTrace }, { formatTrace, traceJson }] = await Promise.all([
+        import('../jobs.js'),
+        import('../format.js'),
+      ]);
+      await withJobClient(await config(opts), async (jc) => {
         const handle = await startJob(jc, spec, { workflowId: opts.id });
         if (!opts.wait) return print({ jobId: handle.workflowId }, opts.json, () => handle.workflowId);
         await handle.result().catch(() => undefined);
@@ -45,7 +45,11 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      await withJobClient(config(opts), async (jc) => {
+      const [{ jobStatus }, { waitingCallsQuery }] = await Promise.all([
+        import('../jobs.js'),
+        import('../../workflows/definitions.js'),
+      ]);
+      await withJobClient(await config(opts), async (jc) => {
         const status = await jobStatus(jc.client, id);
         // A4: what waits is named under the status: the call, its tool, its arguments (redacted), the answer.
         const waiting =
@@ -73,7 +77,11 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      await withJobClient(config(opts), async (jc) => {
+      const [{ jobTrace }, { formatTrace, traceJson }] = await Promise.all([
+        import('../jobs.js'),
+        import('../format.js'),
+      ]);
+      await withJobClient(await config(opts), async (jc) => {
         const trace = await jobTrace(jc.client, id);
         print(traceJson(trace), opts.json, () => formatTrace(trace));
       });
@@ -84,7 +92,8 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print a JSON snapshot per change')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      await withJobClient(config(opts), async (jc) => {
+      const { watchJob } = await import('../watch.js');
+      await withJobClient(await config(opts), async (jc) => {
         const status = await watchJob(jc.client, id, { json: opts.json });
         if (!opts.json) process.stdout.write(`job ${id}: ${status}\n`);
       });
@@ -94,7 +103,8 @@ export function registerJobCommands(program: Command): void {
     .description('cancel a job: its running calls are stopped, then it ends CANCELED')
     .argument('<id>', 'job id', jobIdArg)
     .action(async (id: string, opts: ConfigOpts) => {
-      await withJobClient(config(opts), async (jc) => {
+      const { cancelJob } = await import('../jobs.js');
+      await withJobClient(await config(opts), async (jc) => {
         await cancelJob(jc.client, id);
         process.stdout.write(`cancel requested for ${id}\n`);
       });

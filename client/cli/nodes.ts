@@ -2,11 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { createLogger } from '../../common/logger';
-import { startDevServer } from '../../worker/dev-server';
-import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
-import { findTemporalCli } from '../../worker/temporal-cli';
 import { config, portArg, withConfig } from './common';
 import type { ConfigOpts } from './common';
 
@@ -34,7 +30,13 @@ export function registerNodeCommands(program: Command): void {
     .option('--ui-port <port>', 'port of the Web UI (default: gRPC port + 1000)', portArg)
     .option('--db <file>', 'SQLite file (default: <stateDir>/temporal.db)')
     .action(async (opts: ConfigOpts & { port?: number; uiPort?: number; db?: string }) => {
-      const cfg = config(opts);
+      const cfg = await config(opts);
+      const [{ createLogger }, { startDevServer }, { createNode }, { findTemporalCli }] = await Promise.all([
+        import('../../common/logger.js'),
+        import('../../worker/dev-server.js'),
+        import('../../worker/node.js'),
+        import('../../worker/temporal-cli.js'),
+      ]);
       const logger = createLogger();
       const [host, portText] = cfg.temporal.address.split(':');
       const port = opts.port ?? Number(portText ?? 7233);
@@ -62,7 +64,11 @@ export function registerNodeCommands(program: Command): void {
     .description('one node: serves the shared task queue, its own and the policy queue, and its harnesses’ gateway')
     .option('--name <name>', 'name of this node in traces (default: host/pid)')
     .action(async (opts: ConfigOpts & { name?: string }) => {
-      const cfg = config(opts);
+      const cfg = await config(opts);
+      const [{ createLogger }, { createNode }] = await Promise.all([
+        import('../../common/logger.js'),
+        import('../../worker/node.js'),
+      ]);
       const node = await createNode({ config: cfg, logger: createLogger(), name: opts.name });
       process.stderr.write(
         `oz0 worker: node ${node.identity.id} on ${cfg.temporal.address} (${cfg.temporal.taskQueue})\n`,

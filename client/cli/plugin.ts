@@ -1,11 +1,7 @@
 /** `oz0 plugin test SERVER [--drill]`: the drill (plugin/drill) as a command. */
 import type { Command } from 'commander';
-import { ServerNameSchema } from '../../common/schemas';
-import { DrillFileError } from '../../plugin/drill/drill-file';
-import { pluginTest } from '../../plugin/drill/plugin-test';
-import { formatReport } from '../../plugin/drill/report';
 import type { PluginTestReport } from '../../plugin/drill/report';
-import { UsageError, config, print, withConfig, zodArg } from './common';
+import { UsageError, config, print, serverArg, withConfig } from './common';
 import type { ConfigOpts } from './common';
 
 export function registerPluginCommands(program: Command): void {
@@ -15,14 +11,19 @@ export function registerPluginCommands(program: Command): void {
       "check a server's listing (and the drill file's sample calls); with --drill, that a write made again under " +
         'its key is made once. Exit 1 on an error finding or a failed case',
     )
-    .argument('<server>', 'server name from the config', zodArg(ServerNameSchema))
+    .argument('<server>', 'server name from the config', serverArg)
     .option('--drill', 'run the drill: every write made again under its key, against its drill file')
     .option('--drill-file <file>', 'the drill file (default: oz0.drill.json in the config’s folder)')
     .option('--json', 'print JSON')
     .action(async (server: string, opts: ConfigOpts & { drill?: boolean; drillFile?: string; json?: boolean }) => {
-      const cfg = config(opts);
+      const cfg = await config(opts);
       if (!Object.hasOwn(cfg.servers, server))
         throw new UsageError(`the config (${cfg.source}) has no server named "${server}"`);
+      const [{ DrillFileError }, { pluginTest }, { formatReport }] = await Promise.all([
+        import('../../plugin/drill/drill-file.js'),
+        import('../../plugin/drill/plugin-test.js'),
+        import('../../plugin/drill/report.js'),
+      ]);
       let report: PluginTestReport;
       try {
         report = await pluginTest(cfg, server, opts);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Finds a Chromium for the Web UI test (test/integration/web-ui.test.ts), or installs Debian's `chromium` with
-# apt-get where it can (root, apt-get present), and prints its path. Exits 1, saying why, when none can be had.
-# Order: $OZ0_CHROMIUM, then chromium / chromium-browser on PATH, then /usr/bin/chromium, then apt-get.
+# Finds a Chromium for the Web UI test (test/integration/web-ui.test.ts) and prints its path. Exits 1, saying why, when
+# none can be had. Order: $OZ0_CHROMIUM; Debian's chromium where present (chromium / chromium-browser on PATH,
+# /usr/bin/chromium); npm's @sparticuz/chromium, a devDependency, unpacked into .tools/chromium/ (npm-chromium.js);
+# last, where that does not run here, Debian's chromium installed with apt-get (root, apt-get present).
 set -euo pipefail
 
 found() {
@@ -17,6 +18,9 @@ for name in chromium chromium-browser; do
   if command -v "$name" >/dev/null 2>&1; then found "$(command -v "$name")"; fi
 done
 [ -x /usr/bin/chromium ] && found /usr/bin/chromium
+
+# npm's: what it says (its version, or why it does not run) goes to stderr.
+if npm_chromium="$(node "$(dirname "$0")/npm-chromium.js")"; then found "$npm_chromium"; fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "no Chromium found, and no apt-get to install Debian's chromium" >&2

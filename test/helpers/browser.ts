@@ -1,6 +1,7 @@
 /**
- * A real browser for the Web UI test: Debian's Chromium (found, or installed by test/browser/install-chromium.sh)
- * driven by puppeteer-core, with a fresh profile, and a folder for the screenshots the run keeps.
+ * A real browser for the Web UI test, driven by puppeteer-core with a fresh profile, and a folder for the screenshots
+ * the run keeps. test/browser/install-chromium.sh finds it: Debian's Chromium where present, else npm's
+ * @sparticuz/chromium (a devDependency: no root, no apt-get), else Debian's installed with apt-get.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,7 +16,7 @@ export function findChromium(): { path: string } | { why: string } {
     const found = execFileSync('bash', [path.join(ROOT, 'test', 'browser', 'install-chromium.sh')], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
-      // apt-get, when it must install it: once, then it is found.
+      // Unpacking npm's (seconds), or apt-get when that does not run here: once, then it is found.
       timeout: 600_000,
     });
     return { path: found.trim() };

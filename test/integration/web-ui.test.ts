@@ -5,8 +5,9 @@
  * page is kept as a screenshot under `.oz0/test-artifacts/<run>/web-ui/`, and each check is also made against what
  * Temporal recorded (describe, visibility).
  *
- * Chromium is Debian's, found or installed by test/browser/install-chromium.sh; where none can be had, the test is
- * skipped and says why.
+ * Chromium is found by test/browser/install-chromium.sh: Debian's where present, else npm's @sparticuz/chromium (a
+ * devDependency, unpacked into .tools/chromium/), else Debian's installed with apt-get; where none can be had, the test
+ * is skipped and says why.
  */
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -104,9 +105,10 @@ async function shoot(name: string): Promise<void> {
     // Configure Columns: the job's search attributes in, the type and times out (the UI keeps it in the browser).
     await page.click('[data-testid=workflows-summary-table-configuration-button]');
     const columns = [...['Type', 'Start', 'End'].map((c) => `Remove ${c}`), ...Oz0Columns.map((c) => `Add ${c}`)];
-    // The drawer slides in: on a loaded machine a button may be there but not yet clickable, so each waits to be visible.
+    // The drawer slides in, and its lists render again after each click: a handle found a moment before may be gone or
+    // still moving. A locator finds the button again until it is visible, in view and still, then clicks it.
     for (const button of columns) {
-      await (await page.waitForSelector(`[aria-label="${button} column"]`, { visible: true }))!.click();
+      await page.locator(`[aria-label="${button} column"]`).setTimeout(30_000).click();
     }
     await page.click('[data-testid=drawer-close-button]');
     await page.waitForSelector('[data-testid=drawer-close-button]', { hidden: true });
