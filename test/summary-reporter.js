@@ -21,7 +21,13 @@ function partOf(lines, testName) {
 }
 
 class SummaryReporter {
+  constructor() {
+    /** The titles of skipped tests: each says why it was skipped (a tool this machine lacks, and how to get it). */
+    this.skipped = [];
+  }
+
   onTestResult(_test, result) {
+    for (const t of result.testResults) if (t.status === 'pending') this.skipped.push(t.fullName);
     const failed = result.testResults.filter((t) => t.status === 'failed');
     if (failed.length === 0 && !result.testExecError) return;
     const file = logFileOf(result.testFilePath);
@@ -41,6 +47,7 @@ class SummaryReporter {
     process.stdout.write(
       `\njest: ${results.numPassedTests} passed, ${results.numFailedTests} failed, ${skipped} skipped\n`,
     );
+    for (const title of this.skipped) process.stdout.write(`skipped: ${title}\n`);
     if (process.env.OZ0_TEST_RUN) {
       process.stdout.write(`logs: ${path.join('.oz0', 'test-logs', process.env.OZ0_TEST_RUN)}\n`);
       // Screenshots and other artifacts a test kept (the Web UI test's).
