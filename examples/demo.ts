@@ -173,6 +173,10 @@ async function runDemo(ctx: {
   const remote = await startReaderServer(0, { stateFile: path.join(state, 'remote-seen.json') });
   started.push(() => remote.close());
   const python = 'python' in findPython({ root, install: false, env: {} }) && Boolean(base.harnesses.refunds_py);
+  if (!python && base.harnesses.refunds_py)
+    say(
+      'the Python agent (harness refunds_py) is left out: the project has no Python venv yet (npm run python:install makes it)',
+    );
   const { baseDir, source, ...file } = base;
   const config = {
     ...parseConfig(
@@ -195,6 +199,8 @@ async function runDemo(ctx: {
     source,
   };
   const node = await createNode({ config, logger });
+  // Which bubblewrap isolates the sandboxed server and the agents, and from where (I6, I8): a new user's first question.
+  for (const line of node.isolationLines) say(line.text);
   const running = node.run();
   started.push(async () => {
     await node.shutdown();

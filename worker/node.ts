@@ -84,6 +84,8 @@ export interface Oz0Node {
   gateway: Gateway;
   /** O1: where this node serves its Prometheus series; undefined when node.metricsPort is unset. */
   metricsUrl?: string;
+  /** What it said at start about its sandboxes (I6): which bubblewrap, from where, its limits; or why none can start. */
+  isolationLines: Array<{ level: 'info' | 'warn' | 'error'; text: string }>;
   /** Runs until shutdown() or a fatal error. */
   run(): Promise<void>;
   /** Runs the workers while fn runs, then shuts them down (tests). */
@@ -125,7 +127,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   // bubblewrap it finds, or oz0's pinned copy, installed now where the machine has none.
   const bwrap = provideNodeBwrap(config, (line) => logger.info({ node: name }, line));
   const isolation = new Isolation(config, logger.child({ node: name }), metrics, bwrap);
-  for (const line of isolation.startupLines()) logger[line.level]({ node: name }, line.text);
+  const isolationLines = isolation.startupLines();
+  for (const line of isolationLines) logger[line.level]({ node: name }, line.text);
   const pool = new ServerPool({
     config,
     isolation,
@@ -270,6 +273,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     route,
     gateway,
     ...(served ? { metricsUrl: served.url } : {}),
+    isolationLines,
     run,
     shutdown,
     async runUntil<T>(fn: () => Promise<T>): Promise<T> {
