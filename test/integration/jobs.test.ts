@@ -147,7 +147,7 @@ test('T2/T3: a run that continued as new says CONTINUED_AS_NEW; only the current
       ['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW'],
       ['RUNNING', 'running'],
     ]);
-    // The README's filter lists the job once: its current run.
+    // docs/trace.md's filter lists the job once: its current run.
     const running = await listed(`Oz0Tenant = "${tenant}" AND Oz0Status = "running"`);
     expect(running.map((e) => [e.workflowId, e.runId])).toEqual([[workflowId, (await handle.describe()).runId]]);
     // Every run carries the job's tenant and tools, the current one from its first event on.

@@ -33,7 +33,7 @@ function userEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-/** What the scratch project's TypeScript imports: the README's names, typed through the package's `exports`. */
+/** What the scratch project's TypeScript imports: the names the README and docs/ use, typed through `exports`. */
 const CHECK_TS = `import { JobSpecSchema, connectJobClient, jobSummary, loadConfig, startJob, statusQuery } from 'oz0';
 import { answerCall, answerCallUpdate, waitingCallsQuery } from 'oz0';
 import type { JobSpec, JobTrace, WaitingCall } from 'oz0';
@@ -106,7 +106,7 @@ test('T1: npm pack, npm install <tarball> in a project outside the repository; i
   const install = ['install', path.join(packed, pack.filename), '--prefer-offline', '--ignore-scripts'];
   await run('npm', [...install, '--no-audit', '--no-fund'], { cwd: project, env: userEnv(), timeout: 300_000 });
 
-  // Its types: the README's imports typecheck in a strict project of the user's own (node16 resolution, `exports`).
+  // Its types: the docs' imports typecheck in a strict project of the user's own (node16 resolution, `exports`).
   // skipLibCheck as in oz0's own tsconfig: the Temporal SDK's and the MCP SDK's declarations need it.
   fs.writeFileSync(path.join(project, 'check.ts'), CHECK_TS);
   const tsconfig = {
