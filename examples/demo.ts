@@ -11,6 +11,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import pino from 'pino';
 import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
@@ -120,11 +121,18 @@ async function main(): Promise<void> {
   const state = path.resolve(opts.state ?? path.join(root, '.oz0', 'demo'));
   fs.mkdirSync(state, { recursive: true });
   const say = (line: string) => process.stderr.write(`demo: ${line}\n`);
-  const logger = createLogger({ level: process.env.OZ0_LOG_LEVEL ?? 'warn' });
+  // The node's JSON log goes to a file, not between the demo's lines; a failure's own lines say why.
+  const logFile = path.join(state, 'node.log');
+  const logger = createLogger({
+    level: process.env.OZ0_LOG_LEVEL ?? 'info',
+    destination: pino.destination({ dest: logFile, sync: true, mkdir: true, append: false }),
+  });
   // The repository's oz0.config.json, as `oz0 dev` reads it: its servers, with the grants the sandboxed one needs, and
   // its harnesses (I2); the demo keeps its state in a folder of its own and adds the remote server it runs.
   const base = loadConfig({ file: opts.config ?? path.join(root, 'oz0.config.json'), env: {} });
   needed(base);
+  const shown = path.relative(process.cwd(), logFile);
+  say(`the node's log: ${shown.startsWith('..') ? logFile : shown}`);
 
   // What the demo started, stopped in reverse order however it ends: nothing is left running after it.
   const started: Array<() => Promise<unknown>> = [];

@@ -283,7 +283,7 @@ export class LiveSessions {
         ? `cancelled by its session: ${running.cancelledBy}`
         : isCancellation(err)
           ? 'the job was cancelled'
-          : `its node could not describe it: ${(err as Error).message}`;
+          : `its node could not describe it: ${causeMessage(err)}`;
       const result = errorResult(`oz0: the call was stopped: ${why}`);
       if (pending.running) settle({ ...pending, key, result, attempts: [], running: undefined });
       return { result, ...(key ? { key } : {}), n: placed.n };
@@ -524,4 +524,13 @@ function nodeLost(err: unknown, node: string): string | undefined {
 function noteTool(ctx: JobContext, tool: string, plan: SessionPlan): void {
   ctx.settings.tools[tool] = plan.settings[tool];
   upsertSearchAttributes([{ key: Oz0Tools, value: Object.keys(ctx.settings.tools) }]);
+}
+
+/**
+ * Why an activity failed, in its own words: an ActivityFailure says only "Activity task failed"; its cause is what the
+ * node said (a server that could not start, with its last words on stderr).
+ */
+function causeMessage(err: unknown): string {
+  if (err instanceof ActivityFailure && err.cause?.message) return err.cause.message;
+  return err instanceof Error ? err.message : String(err);
 }

@@ -73,8 +73,15 @@ test('issue 32.2: a server that cannot start makes the demo exit 1 naming its st
   expect(failed[0]).toMatch(
     /^demo failed: step 3 reader\.read_pages: expected ok, got failed: .*server "reader" cannot start: its script \S*no-such-reader\.js is not there/,
   );
-  // The agent's calls on the same server are named too; the steps on other servers are not.
-  expect(failed.some((line) => /step \d+ reader\.echo in session s2 \(harness refunds\)/.test(line))).toBe(true);
+  // The agent's calls on the same server are named too, each saying why (not only "Activity task failed"); the steps on
+  // other servers are not.
+  expect(
+    failed.some((line) =>
+      /step \d+ reader\.echo in session s2 \(harness refunds\): .*server "reader" cannot start: its script \S*no-such-reader\.js is not there/.test(
+        line,
+      ),
+    ),
+  ).toBe(true);
   expect(failed.some((line) => /ledger\.|search\.|notes\./.test(line))).toBe(false);
   expect(run.said).not.toContain('demo: every step ended as the demo expects');
   expect(run.code).toBe(1);
