@@ -48,7 +48,9 @@ class OpenServer implements DrillTarget {
   private newPool(): ServerPool {
     return new ServerPool({
       config: this.config,
-      logger: createLogger({ level: 'warn' }),
+      // What the pool would warn about (a server that could not start, with its last words) is in the test's own
+      // findings; its JSON line would only say it twice. OZ0_LOG_LEVEL shows the pool's log when wanted.
+      logger: createLogger({ level: process.env.OZ0_LOG_LEVEL ?? 'error' }),
       sandboxRoot: path.join(os.tmpdir(), `oz0-plugin-test-${process.pid}`),
       killGraceMs: this.config.node.killGraceSeconds * 1000,
     });
