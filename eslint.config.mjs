@@ -44,7 +44,7 @@ export default tseslint.config(
             {
               group: ['zod', 'zod/*'],
               message:
-                'zod would be most of the workflow bundle, in every cached workflow: schemas live in common/schemas.ts',
+                'zod would be most of the workflow bundle, in every cached workflow: schemas live in model/schemas.ts',
             },
           ],
         },

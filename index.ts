@@ -11,12 +11,12 @@ export {
   Oz0Tools,
   FailureType,
   LEGACY_STATUS,
-} from './workflows/definitions';
-export type { JobTrace, JobStatus, StepTrace, ToolResult } from './workflows/definitions';
+} from './model/definitions';
+export type { JobTrace, JobStatus, StepTrace, ToolResult } from './model/definitions';
 export { answerCall, listWaitingCalls, AnswerRefused } from './client/calls';
 export type { ListedCall } from './client/calls';
-export { answerCallUpdate, waitingCallsQuery } from './workflows/definitions';
-export type { AnswerCallInput, CallAnswered, WaitingCall, QuestionTrace, Answer } from './workflows/definitions';
+export { answerCallUpdate, waitingCallsQuery } from './model/definitions';
+export type { AnswerCallInput, CallAnswered, WaitingCall, QuestionTrace, Answer } from './model/definitions';
 export {
   JobSpecSchema,
   CallStepSchema,
@@ -25,7 +25,7 @@ export {
   ExternalSessionSchema,
   JobSpecError,
   parseJobSpec,
-} from './common/schemas';
+} from './model/schemas';
 export type {
   JobSpec,
   CallStep,
@@ -35,9 +35,9 @@ export type {
   Step,
   AttemptRecord,
   Outcome,
-} from './common/schemas';
-export { defaultKey, sessionKey, argsDigest } from './workflows/keys';
-export { jobSummary, jobDetails } from './workflows/details';
+} from './model/schemas';
+export { defaultKey, sessionKey, argsDigest } from './model/keys';
+export { jobSummary, jobDetails } from './model/details';
 export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob, statusFilter } from './client/jobs';
 export { openSession, LiveSession, SessionUpdateError } from './client/sessions';
 export type { CallOptions, SessionCallResult } from './client/sessions';
@@ -49,8 +49,8 @@ export {
   sessionCallQuery,
   callsOf,
   isSessionTrace,
-} from './workflows/definitions';
-export type { SessionTrace, TraceStep, SessionCallInput, SessionCallOutput } from './workflows/definitions';
+} from './model/definitions';
+export type { SessionTrace, TraceStep, SessionCallInput, SessionCallOutput } from './model/definitions';
 export { loadConfig, parseConfig, ConfigSchema } from './common/config';
 export type { Config } from './common/config';
 export { createNode } from './worker/node';

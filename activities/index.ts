@@ -5,7 +5,7 @@
 import { toolSettings } from '../common/config';
 import type { LoadedConfig } from '../common/config';
 import { Context } from '@temporalio/activity';
-import { toolsOf } from '../workflows/definitions';
+import { toolsOf } from '../model/definitions';
 import type {
   CallAsks,
   CallInput,
@@ -14,10 +14,10 @@ import type {
   HarnessOutcome,
   JobSettings,
   SessionPlan,
-} from '../workflows/definitions';
-import { JobSpecError, parseJobSpec } from '../common/schemas';
-import { listingDigest } from '../workflows/policy-rules';
-import { splitTool } from '../workflows/checks';
+} from '../model/definitions';
+import { JobSpecError, parseJobSpec } from '../model/schemas';
+import { listingDigest } from '../model/policy-rules';
+import { splitTool } from '../model/checks';
 import { mayBeMadeAgain } from './call/verdicts';
 import { callToolAttempt } from './call/attempt';
 import { completeDurably } from './call/durable';
@@ -26,7 +26,7 @@ import { runHarness } from './harness/run';
 import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/attempt';
-import type { JobSpec } from '../common/schemas';
+import type { JobSpec } from '../model/schemas';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;

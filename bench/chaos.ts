@@ -39,13 +39,13 @@ import type { DevServer } from '../worker/dev-server';
 import { createLogger } from '../common/logger';
 import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
-import { callsOf } from '../workflows/definitions';
-import type { JobTrace } from '../workflows/definitions';
+import { callsOf } from '../model/definitions';
+import type { JobTrace } from '../model/definitions';
 import { startBusyProxy } from '../examples/busy-proxy';
 import { listOption, machine, sleep, table, writeResults } from './common';
 import type { Row } from './common';
 import { descendants, killTree, processesIn, startWorker } from '../worker/processes';
-import type { CallStep, JobSpec } from '../common/schemas';
+import type { CallStep, JobSpec } from '../model/schemas';
 import type { LocalCluster } from '../deploy/local-cluster';
 
 const SCENARIOS = ['node', 'temporal', 'cancel', 'busy', 'partition', 'postgres'] as const;

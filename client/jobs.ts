@@ -5,10 +5,10 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
-import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../workflows/definitions';
-import { parseJobSpec } from '../common/schemas';
-import { jobDetails, jobSummary } from '../workflows/details';
-import type { JobStatus, JobTrace } from '../workflows/definitions';
+import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../model/definitions';
+import { parseJobSpec } from '../model/schemas';
+import { jobDetails, jobSummary } from '../model/details';
+import type { JobStatus, JobTrace } from '../model/definitions';
 import type { job } from '../workflows/job';
 import type { Config } from '../common/config';
 

@@ -15,10 +15,10 @@ import os from 'node:os';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { CallProgressStateSchema } from '../common/schemas';
-import type { Progress } from '../common/schemas';
+import { CallProgressStateSchema } from '../model/schemas';
+import type { Progress } from '../model/schemas';
 import { SessionUpdateError, admitted, offered, sessionCall } from '../common/session-client';
-import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../workflows/definitions';
+import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../model/definitions';
 
 export { SessionUpdateError };
 

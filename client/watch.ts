@@ -6,10 +6,10 @@ import cliProgress from 'cli-progress';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { callsOf, isSessionTrace, traceQuery, waitingCallsQuery } from '../workflows/definitions';
-import type { WaitingCall } from '../workflows/definitions';
+import { callsOf, isSessionTrace, traceQuery, waitingCallsQuery } from '../model/definitions';
+import type { WaitingCall } from '../model/definitions';
 import { jobStatus } from './jobs';
-import type { CallProgressState } from '../common/schemas';
+import type { CallProgressState } from '../model/schemas';
 
 export interface WatchedCall {
   activityId: string;

@@ -6,10 +6,10 @@ import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/c
 import type { Client } from '@temporalio/client';
 import type { LoadedConfig } from './config';
 import type { UpdateDefinition } from '@temporalio/common';
-import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../workflows/policy-rules';
+import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../model/policy-rules';
 import { policyStateQuery } from '../workflows/policy';
 import type { tenantPolicy } from '../workflows/policy';
-import type { Decision, TenantState } from './schemas';
+import type { Decision, TenantState } from '../model/schemas';
 
 export interface PolicyTarget {
   client: Client;

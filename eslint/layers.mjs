@@ -19,6 +19,7 @@ export function layerOf(file) {
   if (rel === 'index.ts') return 'entry';
   if (rel === 'plugin/index.ts') return 'plugin-entry';
   for (const [prefix, layer] of [
+    ['model/', 'model'],
     ['workflows/', 'workflows'],
     ['common/', 'common'],
     ['plugin/kit/', 'kit'],
@@ -37,21 +38,33 @@ export function layerOf(file) {
 }
 
 const BELOW = {
-  workflows: ['workflows'],
-  common: ['workflows', 'common'],
-  kit: ['common', 'kit'],
-  activities: ['workflows', 'common', 'activities'],
-  worker: ['workflows', 'common', 'activities', 'worker'],
-  drill: ['workflows', 'common', 'kit', 'activities', 'drill'],
-  client: ['workflows', 'common', 'kit', 'activities', 'worker', 'drill', 'client'],
-  'plugin-entry': ['common', 'kit'],
-  entry: ['workflows', 'common', 'activities', 'worker', 'client'],
-  examples: ['workflows', 'common', 'kit', 'plugin-entry', 'activities', 'worker', 'drill', 'client', 'examples'],
+  model: ['model'],
+  workflows: ['model', 'workflows'],
+  common: ['model', 'workflows', 'common'],
+  kit: ['model', 'common', 'kit'],
+  activities: ['model', 'workflows', 'common', 'activities'],
+  worker: ['model', 'workflows', 'common', 'activities', 'worker'],
+  drill: ['model', 'workflows', 'common', 'kit', 'activities', 'drill'],
+  client: ['model', 'workflows', 'common', 'kit', 'activities', 'worker', 'drill', 'client'],
+  'plugin-entry': ['model', 'common', 'kit'],
+  entry: ['model', 'workflows', 'common', 'activities', 'worker', 'client'],
+  examples: [
+    'model',
+    'workflows',
+    'common',
+    'kit',
+    'plugin-entry',
+    'activities',
+    'worker',
+    'drill',
+    'client',
+    'examples',
+  ],
 };
 BELOW.tools = [...BELOW.examples, 'entry', 'tools'];
 BELOW.test = [...BELOW.tools, 'test'];
 /** Type-only imports a layer may take beyond its value imports. */
-const TYPES_FROM = { workflows: ['common', 'activities'] };
+const TYPES_FROM = { workflows: ['activities'] };
 
 /** Resolves a relative specifier to a .ts file of the repository, or undefined. */
 function resolve(fromFile, spec) {

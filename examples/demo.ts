@@ -19,7 +19,7 @@ import { connectJobClient, jobTrace, startJob } from '../client/jobs';
 import { formatTrace } from '../client/format';
 import { approveListing, readListing } from '../client/approve';
 import { changePolicy, policyTargetOf } from '../common/policy-client';
-import { waitingCallsQuery } from '../workflows/definitions';
+import { waitingCallsQuery } from '../model/definitions';
 import { setPolicyUpdate } from '../workflows/policy';
 import { ConfigError, loadConfig, parseConfig } from '../common/config';
 import type { LoadedConfig } from '../common/config';

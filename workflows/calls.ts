@@ -13,11 +13,11 @@ import {
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../activities';
-import type { AttemptRecord, CallProgressState, CallStep } from '../common/schemas';
-import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from './definitions';
-import type { CallInput, JobSettings, QuestionTrace, StepTrace, ToolResult, ToolSettings } from './definitions';
-import { callSummary } from './details';
-import type { RunningCall } from './details';
+import type { AttemptRecord, CallProgressState, CallStep } from '../model/schemas';
+import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from '../model/definitions';
+import type { CallInput, JobSettings, QuestionTrace, StepTrace, ToolResult, ToolSettings } from '../model/definitions';
+import { callSummary } from '../model/details';
+import type { RunningCall } from '../model/details';
 import type { Questions } from './questions';
 
 /** Time an attempt gets beyond its own limit to stop cleanly (cancel sent, sandbox stopped) before Temporal's backstop. */

@@ -19,7 +19,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { JobSpec } from '../common/schemas';
+import type { JobSpec } from '../model/schemas';
 import { makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
 import {
@@ -32,11 +32,11 @@ import {
   statusQuery,
   toolsOf,
   traceQuery,
-} from './definitions';
-import type { JobCarry, JobStatus, JobTrace, TraceStep } from './definitions';
-import { currentDetails, jobSummary } from './details';
-import type { RunningCall } from './details';
-import { defaultKey } from './keys';
+} from '../model/definitions';
+import type { JobCarry, JobStatus, JobTrace, TraceStep } from '../model/definitions';
+import { currentDetails, jobSummary } from '../model/details';
+import type { RunningCall } from '../model/details';
+import { defaultKey } from '../model/keys';
 import { LiveSessions } from './live-session';
 import { Questions } from './questions';
 import { runScriptedSession } from './session';

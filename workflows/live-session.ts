@@ -19,10 +19,10 @@ import {
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../activities';
-import type { ExternalSession, HarnessSession } from '../common/schemas';
+import type { ExternalSession, HarnessSession } from '../model/schemas';
 import { errorResult, makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
-import { matchesAny, sessionInputProblem, splitTool } from './checks';
+import { matchesAny, sessionInputProblem, splitTool } from '../model/checks';
 import {
   FailureType,
   Oz0Tools,
@@ -31,7 +31,7 @@ import {
   closeSessionUpdate,
   openSessionUpdate,
   sessionCallQuery,
-} from './definitions';
+} from '../model/definitions';
 import type {
   CancelCallInput,
   CloseSessionInput,
@@ -45,8 +45,8 @@ import type {
   StepTrace,
   ToolResult,
   TraceStep,
-} from './definitions';
-import { SessionKeys, defaultKey } from './keys';
+} from '../model/definitions';
+import { SessionKeys, defaultKey } from '../model/keys';
 import { MAX_SESSION_RUNS, describeOn, mayHaveRun, sessionLease } from './session';
 
 /** Calls a session step keeps in the trace; older ones are counted in `omitted`. */

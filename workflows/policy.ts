@@ -15,7 +15,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from '../common/schemas';
+import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from '../model/schemas';
 import {
   approvalProblem,
   decisionProblem,
@@ -23,9 +23,9 @@ import {
   patternProblem,
   serverNameProblem,
   watchedQuestionProblem,
-} from './checks';
-import { policyChangedSignal } from './definitions';
-import { emptyState } from './policy-rules';
+} from '../model/checks';
+import { policyChangedSignal } from '../model/definitions';
+import { emptyState } from '../model/policy-rules';
 
 export const policyStateQuery = defineQuery<TenantState>('state');
 export const setPolicyUpdate = defineUpdate<TenantState, [string, Decision]>('setPolicy');

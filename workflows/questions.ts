@@ -12,8 +12,8 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { answerProblem } from './checks';
-import { answerCallUpdate, policyChangedSignal, waitingCallsQuery } from './definitions';
+import { answerProblem } from '../model/checks';
+import { answerCallUpdate, policyChangedSignal, waitingCallsQuery } from '../model/definitions';
 import type {
   Answer,
   AnswerCallInput,
@@ -22,9 +22,9 @@ import type {
   PolicyNews,
   QuestionTrace,
   WaitingCall,
-} from './definitions';
+} from '../model/definitions';
 import { forgetQuestionSignal } from './policy';
-import { ALL_TENANTS, policyWorkflowId } from './policy-rules';
+import { ALL_TENANTS, policyWorkflowId } from '../model/policy-rules';
 
 /** A call that waits: what the job shows of it, and how its wait ends. */
 interface Question {

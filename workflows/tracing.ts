@@ -18,7 +18,7 @@ import type {
   WorkflowInterceptors,
   WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
-import type { CallInput } from './definitions';
+import type { CallInput } from '../model/definitions';
 
 /** Span attribute names oz0 sets, written once (activities/observe/spans.ts uses the same). */
 export const SpanAttr = {

@@ -22,14 +22,14 @@ import {
   declaresResume,
   resumeTokenOf,
   withoutReservedMeta,
-} from '../../common/protocol';
-import type { ResumeRequest } from '../../common/protocol';
-import type { CallProgressState, Outcome, Progress } from '../../common/schemas';
-import { splitTool } from '../../workflows/checks';
-import { FailureType } from '../../workflows/definitions';
-import type { CallAsks, CallInput, CallOutput } from '../../workflows/definitions';
-import { listingDigest, verdict } from '../../workflows/policy-rules';
-import type { Verdict } from '../../workflows/policy-rules';
+} from '../../model/protocol';
+import type { ResumeRequest } from '../../model/protocol';
+import type { CallProgressState, Outcome, Progress } from '../../model/schemas';
+import { splitTool } from '../../model/checks';
+import { FailureType } from '../../model/definitions';
+import type { CallAsks, CallInput, CallOutput } from '../../model/definitions';
+import { listingDigest, verdict } from '../../model/policy-rules';
+import type { Verdict } from '../../model/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
 import { hiddenFunctions, hiddenWhy } from '../servers/capabilities';
 import { OutcomeUnknown } from '../servers/errors';

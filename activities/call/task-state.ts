@@ -3,7 +3,7 @@
  * how a poll waits.
  */
 import { ProtocolError } from '@modelcontextprotocol/client';
-import type { CallProgressState } from '../../common/schemas';
+import type { CallProgressState } from '../../model/schemas';
 import type { ServerConnection } from '../servers/connection';
 
 /** The task a call runs as, as the heartbeat keeps it. */

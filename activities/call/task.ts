@@ -12,7 +12,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/client';
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { MODERN_PROTOCOL } from '../../common/protocol';
+import { MODERN_PROTOCOL } from '../../model/protocol';
 import type { ServerConnection } from '../servers/connection';
 import { callMayBeTask, cancelExtensionTask, pollExtensionTask } from './task-extension';
 import { cancelLegacyTask, runLegacyTask } from './task-legacy';

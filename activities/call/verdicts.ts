@@ -3,7 +3,7 @@
  * to a retry. No I/O, unit-tested on their own.
  */
 import type { Tool } from '@modelcontextprotocol/client';
-import { honoursKey } from '../../common/protocol';
+import { honoursKey } from '../../model/protocol';
 import type { ServerKind } from '../servers/pool';
 
 /**

@@ -9,9 +9,9 @@
 import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
 import type { Span } from '@opentelemetry/api';
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { busyOf } from '../../common/protocol';
-import type { Outcome } from '../../common/schemas';
-import type { CallInput } from '../../workflows/definitions';
+import { busyOf } from '../../model/protocol';
+import type { Outcome } from '../../model/schemas';
+import type { CallInput } from '../../model/definitions';
 import { SpanAttr } from '../../workflows/tracing';
 import type { ServerConnection } from '../servers/connection';
 import { callLabels } from './metrics';

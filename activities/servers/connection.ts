@@ -21,7 +21,7 @@ import type {
 } from '@modelcontextprotocol/client';
 import { ProgressNotificationSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/core';
 import type { ServerKind } from '../../common/config';
-import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../../common/protocol';
+import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../../model/protocol';
 import { saying } from '../last-words';
 
 /** How long a server has to answer `server/discover`, `initialize` or a page of `tools/list` before the attempt fails. */

@@ -7,8 +7,8 @@ import { Client, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextproto
 import type { ClientCapabilities, Implementation, Transport } from '@modelcontextprotocol/client';
 import type { ServerKind } from '../../common/config';
 import type { Logger } from '../../common/logger';
-import { MODERN_PROTOCOL } from '../../common/protocol';
-import type { ProtocolChoice } from '../../common/protocol';
+import { MODERN_PROTOCOL } from '../../model/protocol';
+import type { ProtocolChoice } from '../../model/protocol';
 import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
 import { ProcessTransport } from './process-transport';
 import { saying } from '../last-words';

@@ -18,7 +18,7 @@ import { ProcessTransport } from '../../activities/servers/process-transport';
 import type { LoadedConfig } from '../../common/config';
 import { createLogger } from '../../common/logger';
 import { contentText } from '../../common/text';
-import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../common/protocol';
+import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../model/protocol';
 import { runDrill } from './drill';
 import type { DrillCall, DrillTarget } from './drill';
 import { DrillFileError, emptyDrillFile, loadDrillFile } from './drill-file';

@@ -10,8 +10,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import { answerCall } from '../../client/calls';
-import { callsOf, waitingCallsQuery } from '../../workflows/definitions';
-import type { JobTrace } from '../../workflows/definitions';
+import { callsOf, waitingCallsQuery } from '../../model/definitions';
+import type { JobTrace } from '../../model/definitions';
 import {
   eventually,
   example,

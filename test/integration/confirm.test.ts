@@ -13,11 +13,11 @@ import { answerCall } from '../../client/calls';
 import { snapshot } from '../../client/watch';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import type { PolicyTarget } from '../../common/policy-client';
-import type { JobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../model/schemas';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { callsOf, statusQuery, waitingCallsQuery } from '../../workflows/definitions';
-import type { JobTrace, WaitingCall } from '../../workflows/definitions';
+import { callsOf, statusQuery, waitingCallsQuery } from '../../model/definitions';
+import type { JobTrace, WaitingCall } from '../../model/definitions';
 import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
 import { oz0 } from '../helpers/cli';
 import {

@@ -10,7 +10,7 @@ import { Client, Connection } from '@temporalio/client';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { changePolicy, policyTargetOf, readPolicy } from '../../common/policy-client';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../model/definitions';
 import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
 import { createNode } from '../../worker/node';
 import { createLogger } from '../../common/logger';
@@ -28,8 +28,8 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf } from '../../model/definitions';
 
 let temporal: TestTemporal;
 let remote: HttpHandle;

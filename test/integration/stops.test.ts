@@ -8,7 +8,7 @@ import { createReader } from '../../examples/reader';
 import { jobStatus } from '../../client/jobs';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../model/definitions';
 import {
   approve,
   eventually,
@@ -22,8 +22,8 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed, sharedFile } from '../helpers/sandbox';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf, traceQuery } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf, traceQuery } from '../../model/definitions';
 
 let temporal: TestTemporal;
 

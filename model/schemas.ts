@@ -2,7 +2,7 @@
  * The zod schemas of what crosses oz0's edges — job specs, the trace's attempt records, policy state — and the
  * types inferred from them, written once. Workflows take `import type` of these types; zod itself stays out of the
  * workflow bundle (it would be most of it, in every cached workflow). The rules of names and patterns are the pure
- * ones in workflows/checks, which the policy workflow's validators use as they are.
+ * ones in ./checks, which the policy workflow's validators use as they are.
  */
 import { z } from 'zod';
 import {
@@ -13,7 +13,7 @@ import {
   serverNameProblem,
   tenantNameProblem,
   toolProblem,
-} from '../workflows/checks';
+} from './checks';
 
 /** A schema over one of the pure checks: its problem, if any, is the issue. */
 function checkedBy(problemOf: (value: unknown) => string | undefined) {

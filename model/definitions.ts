@@ -1,11 +1,11 @@
 /**
  * What a job is, as the workflow, the node and the client all see it: the trace, queries, search-attribute keys,
  * failure types and what a call's activity takes and gives. Pure: the workflow bundle imports it. The spec's types
- * are inferred from its zod schema in common/schemas (imported as types only: zod stays out of the bundle).
+ * are inferred from its zod schema in ./schemas (imported as types only: zod stays out of the bundle).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import type { AttemptRecord, CallStep, JobSpec, SessionStep } from '../common/schemas';
+import type { AttemptRecord, CallStep, JobSpec, SessionStep } from './schemas';
 import { tenantNameProblem, toolProblem } from './checks';
 
 /** The workflow type name the client starts: `client.workflow.start('job', …)`. */

@@ -4,7 +4,7 @@
  * the job's current details, which the workflow keeps up to date (`setCurrentDetails`): its status, the calls running
  * now and its live sessions. Pure, in Temporal's markdown: the client and the workflow both render with it.
  */
-import type { JobSpec } from '../common/schemas';
+import type { JobSpec } from './schemas';
 import { isSessionTrace, scriptedCalls, toolsOf } from './definitions';
 import type { JobStatus, SessionTrace, TraceStep, WaitingCall } from './definitions';
 

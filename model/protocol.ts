@@ -18,7 +18,7 @@ export const RESUME_META = 'oz0/resume';
 
 /**
  * H3: in each tool a harness's gateway lists, the tool's `<server>.<function>`: the name policies, patterns, the trace
- * and metrics use, beside the listed name a model takes (workflows/model-names.ts).
+ * and metrics use, beside the listed name a model takes (./model-names.ts).
  */
 export const TOOL_META = 'oz0/tool';
 
