@@ -9,7 +9,7 @@ import { ServerPool } from '../activities/servers/pool';
 import type { LoadedConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import { listingDigest } from '../model/policy-rules';
-import { approveUpdate } from '../workflows/policy';
+import { approveUpdate } from '../model/messages';
 import { changePolicy } from '../common/policy-client';
 import type { PolicyTarget } from '../common/policy-client';
 import type { Approval, TenantState } from '../model/schemas';

@@ -12,8 +12,9 @@ import os from 'node:os';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { tenantNameProblem } from '../model/checks';
-import { Oz0Status, Oz0Tenant, answerCallUpdate, waitingCallsQuery } from '../model/definitions';
-import type { AnswerCallInput, CallAnswered, WaitingCall } from '../model/definitions';
+import { Oz0Status, Oz0Tenant } from '../model/job';
+import { answerCallUpdate, waitingCallsQuery } from '../model/messages';
+import type { AnswerCallInput, CallAnswered, WaitingCall } from '../model/messages';
 
 /** A call that waits, with its job and how long it has waited so far. */
 export interface ListedCall extends WaitingCall {

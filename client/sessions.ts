@@ -18,7 +18,7 @@ import type { CallToolResult } from '@modelcontextprotocol/client';
 import { CallProgressStateSchema } from '../model/schemas';
 import type { Progress } from '../model/schemas';
 import { SessionUpdateError, admitted, offered, sessionCall } from '../common/session-client';
-import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../model/definitions';
+import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../model/messages';
 
 export { SessionUpdateError };
 

@@ -6,8 +6,9 @@ import cliProgress from 'cli-progress';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { callsOf, isSessionTrace, traceQuery, waitingCallsQuery } from '../model/definitions';
-import type { WaitingCall } from '../model/definitions';
+import { callsOf, isSessionTrace } from '../model/job';
+import { traceQuery, waitingCallsQuery } from '../model/messages';
+import type { WaitingCall } from '../model/messages';
 import { jobStatus } from './jobs';
 import type { CallProgressState } from '../model/schemas';
 

@@ -15,8 +15,8 @@ import {
   formatPath,
 } from '../model/schemas';
 import { ProtocolChoiceSchema } from '../model/protocol';
-import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/definitions';
-import type { ToolSettings } from '../model/definitions';
+import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/activities';
+import type { ToolSettings } from '../model/activities';
 import { splitTool } from '../model/checks';
 
 /**

@@ -40,31 +40,19 @@ export function layerOf(file) {
 const BELOW = {
   model: ['model'],
   workflows: ['model', 'workflows'],
-  common: ['model', 'workflows', 'common'],
+  common: ['model', 'common'],
   kit: ['model', 'common', 'kit'],
-  activities: ['model', 'workflows', 'common', 'activities'],
-  worker: ['model', 'workflows', 'common', 'activities', 'worker'],
-  drill: ['model', 'workflows', 'common', 'kit', 'activities', 'drill'],
-  client: ['model', 'workflows', 'common', 'kit', 'activities', 'worker', 'drill', 'client'],
+  activities: ['model', 'common', 'activities'],
+  worker: ['model', 'common', 'activities', 'worker'],
+  drill: ['model', 'common', 'kit', 'activities', 'drill'],
+  client: ['model', 'common', 'kit', 'activities', 'worker', 'drill', 'client'],
   'plugin-entry': ['model', 'common', 'kit'],
-  entry: ['model', 'workflows', 'common', 'activities', 'worker', 'client'],
-  examples: [
-    'model',
-    'workflows',
-    'common',
-    'kit',
-    'plugin-entry',
-    'activities',
-    'worker',
-    'drill',
-    'client',
-    'examples',
-  ],
+  entry: ['model', 'common', 'activities', 'worker', 'client'],
+  examples: ['model', 'common', 'kit', 'plugin-entry', 'activities', 'worker', 'drill', 'client', 'examples'],
 };
 BELOW.tools = [...BELOW.examples, 'entry', 'tools'];
-BELOW.test = [...BELOW.tools, 'test'];
-/** Type-only imports a layer may take beyond its value imports. */
-const TYPES_FROM = { workflows: ['activities'] };
+/** Tests may import workflows/ too: the replay test loads them, and unit tests read their pure helpers. */
+BELOW.test = [...BELOW.tools, 'workflows', 'test'];
 
 /** Resolves a relative specifier to a .ts file of the repository, or undefined. */
 function resolve(fromFile, spec) {
@@ -74,12 +62,6 @@ function resolve(fromFile, spec) {
     if (fs.existsSync(candidate)) return candidate;
   }
   return undefined;
-}
-
-function isTypeOnly(node) {
-  if (node.importKind === 'type' || node.exportKind === 'type') return true;
-  const specifiers = node.specifiers ?? [];
-  return specifiers.length > 0 && specifiers.every((s) => s.importKind === 'type' || s.exportKind === 'type');
 }
 
 const layers = {
@@ -98,7 +80,6 @@ const layers = {
       if (!target) return;
       const to = layerOf(target);
       if (!to || BELOW[from].includes(to)) return;
-      if (isTypeOnly(node) && (TYPES_FROM[from] ?? []).includes(to)) return;
       context.report({
         node,
         message: `${from} may not import ${to} ("${node.source.value}"): imports run one way (STYLE.md)`,

@@ -5,8 +5,8 @@
  */
 import type { CallStep, JobSpec } from '../model/schemas';
 import { contentText } from '../common/text';
-import { isSessionTrace } from '../model/definitions';
-import type { JobTrace, SessionTrace, StepTrace, ToolResult } from '../model/definitions';
+import { isSessionTrace } from '../model/job';
+import type { JobTrace, SessionTrace, StepTrace, ToolResult } from '../model/job';
 
 /**
  * How a call should end, by its last attempt's outcome: `ok`, an answer; `error`, the server's own error result;

@@ -5,8 +5,9 @@
  * now and its live sessions. Pure, in Temporal's markdown: the client and the workflow both render with it.
  */
 import type { JobSpec } from './schemas';
-import { isSessionTrace, scriptedCalls, toolsOf } from './definitions';
-import type { JobStatus, SessionTrace, TraceStep, WaitingCall } from './definitions';
+import { isSessionTrace, scriptedCalls, toolsOf } from './job';
+import type { JobStatus, SessionTrace, TraceStep } from './job';
+import type { WaitingCall } from './messages';
 
 /** A summary longer than this is cut: the UI shows it on one line. */
 export const SUMMARY_MAX = 120;

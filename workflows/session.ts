@@ -11,12 +11,12 @@ import {
   isCancellation,
   proxyActivities,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { Activities } from '../model/activities';
 import type { CallStep } from '../model/schemas';
 import { makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
-import { FailureType } from '../model/definitions';
-import type { StepTrace } from '../model/definitions';
+import { FailureType } from '../model/activities';
+import type { StepTrace } from '../model/job';
 import { SessionKeys, defaultKey } from '../model/keys';
 import { splitTool } from '../model/checks';
 

@@ -26,8 +26,8 @@ import {
 import type { ResumeRequest } from '../../model/protocol';
 import type { CallProgressState, Outcome, Progress } from '../../model/schemas';
 import { splitTool } from '../../model/checks';
-import { FailureType } from '../../model/definitions';
-import type { CallAsks, CallInput, CallOutput } from '../../model/definitions';
+import { FailureType } from '../../model/activities';
+import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
 import { listingDigest, verdict } from '../../model/policy-rules';
 import type { Verdict } from '../../model/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';

@@ -4,7 +4,7 @@
  * and, for a call that waits for a person's yes, that it waits.
  */
 import type { Progress } from '../../model/schemas';
-import type { SessionCallOutput } from '../../model/definitions';
+import type { SessionCallOutput } from '../../model/messages';
 
 type Stop = (why: string) => void;
 

@@ -20,7 +20,7 @@ import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } f
 import type { Era } from '../../common/mcp-http';
 import { IDEMPOTENCY_KEY_META, MODERN_PROTOCOL } from '../../model/protocol';
 import { admitted, sessionCall } from '../../common/session-client';
-import type { SessionCallOutput } from '../../model/definitions';
+import type { SessionCallOutput } from '../../model/messages';
 import { matchesAny, toolProblem } from '../../model/checks';
 import type { CallRelay } from '../call/relay';
 import type { PolicyGate } from '../policy/gate';

@@ -19,7 +19,7 @@ import type { ConfigOpts } from './common';
 async function policyModules() {
   const [client, updates, { ALL_TENANTS }] = await Promise.all([
     import('../../common/policy-client.js'),
-    import('../../workflows/policy.js'),
+    import('../../model/messages.js'),
     import('../../model/policy-rules.js'),
   ]);
   return { ...client, ...updates, ALL_TENANTS };

@@ -9,8 +9,8 @@ import { Client, Connection } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { readKeyStore } from '../../plugin';
 import { descendants, killTree } from '../../worker/processes';
-import { callsOf } from '../../model/definitions';
-import type { JobTrace } from '../../model/definitions';
+import { callsOf } from '../../model/job';
+import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
 import type { LocalCluster } from './index';
 

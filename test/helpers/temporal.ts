@@ -10,7 +10,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import type { WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
-import type { JobTrace } from '../../model/definitions';
+import type { JobTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
 import { approveListing, readListing } from '../../client/approve';
 import { policyTargetOf } from '../../common/policy-client';

@@ -12,9 +12,10 @@ import { startJob } from '../../client/jobs';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import type { JobSpec } from '../../model/schemas';
 import { createNode } from '../../worker/node';
-import { isSessionTrace, statusQuery, waitingCallsQuery } from '../../model/definitions';
-import type { JobTrace, SessionTrace } from '../../model/definitions';
-import { setPolicyUpdate } from '../../workflows/policy';
+import { isSessionTrace } from '../../model/job';
+import { statusQuery, waitingCallsQuery } from '../../model/messages';
+import type { JobTrace, SessionTrace } from '../../model/job';
+import { setPolicyUpdate } from '../../model/messages';
 import {
   ROOT,
   eventually,

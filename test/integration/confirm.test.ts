@@ -16,9 +16,11 @@ import type { PolicyTarget } from '../../common/policy-client';
 import type { JobSpec } from '../../model/schemas';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { callsOf, statusQuery, waitingCallsQuery } from '../../model/definitions';
-import type { JobTrace, WaitingCall } from '../../model/definitions';
-import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
+import { callsOf } from '../../model/job';
+import { statusQuery, waitingCallsQuery } from '../../model/messages';
+import type { JobTrace } from '../../model/job';
+import type { WaitingCall } from '../../model/messages';
+import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../model/messages';
 import { oz0 } from '../helpers/cli';
 import {
   attributesOf,

@@ -15,8 +15,8 @@ import { openSession } from '../../client/sessions';
 import type { LiveSession } from '../../client/sessions';
 import { argsDigest } from '../../model/keys';
 import { DIE_AFTER_EARLY_ANSWER } from '../../activities/call/durable';
-import { isSessionTrace } from '../../model/definitions';
-import type { JobTrace, SessionTrace } from '../../model/definitions';
+import { isSessionTrace } from '../../model/job';
+import type { JobTrace, SessionTrace } from '../../model/job';
 import {
   ROOT,
   descendants,

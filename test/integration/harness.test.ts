@@ -22,9 +22,9 @@ import { createNode } from '../../worker/node';
 import { argsDigest } from '../../model/keys';
 import { MODEL_NAME_PATTERN, modelToolName } from '../../model/model-names';
 import { freePort } from '../../worker/dev-server';
-import { killUpdate } from '../../workflows/policy';
-import { isSessionTrace } from '../../model/definitions';
-import type { JobTrace, SessionTrace } from '../../model/definitions';
+import { killUpdate } from '../../model/messages';
+import { isSessionTrace } from '../../model/job';
+import type { JobTrace, SessionTrace } from '../../model/job';
 import {
   ROOT,
   approve,

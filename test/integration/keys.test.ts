@@ -8,7 +8,7 @@ import { argsDigest } from '../../model/keys';
 import { example, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
-import { callsOf } from '../../model/definitions';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 

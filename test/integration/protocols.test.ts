@@ -9,7 +9,7 @@ import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { LoadedConfig } from '../../common/config';
 import type { JobSpec } from '../../model/schemas';
-import { callsOf } from '../../model/definitions';
+import { callsOf } from '../../model/job';
 import { pluginTestCli } from '../helpers/cli';
 import { startListening } from '../helpers/listening';
 import type { ListeningServer } from '../helpers/listening';

@@ -9,8 +9,8 @@ import { readReceived } from '../../examples/common';
 import type { LoadedConfig } from '../../common/config';
 import type { JobSpec } from '../../model/schemas';
 import { createNode } from '../../worker/node';
-import { callsOf } from '../../model/definitions';
-import type { JobTrace } from '../../model/definitions';
+import { callsOf } from '../../model/job';
+import type { JobTrace } from '../../model/job';
 import {
   ROOT,
   approve,

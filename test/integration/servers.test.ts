@@ -23,9 +23,9 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
-import type { JobTrace } from '../../model/definitions';
+import type { JobTrace } from '../../model/job';
 import { cmdlineOf, hostProcesses, sandboxed } from '../helpers/sandbox';
-import { callsOf } from '../../model/definitions';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 

@@ -8,7 +8,7 @@ import { createReader } from '../../examples/reader';
 import { jobStatus } from '../../client/jobs';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import type { JobTrace } from '../../model/definitions';
+import type { JobTrace } from '../../model/job';
 import {
   approve,
   eventually,
@@ -23,7 +23,8 @@ import {
 import type { TestTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed, sharedFile } from '../helpers/sandbox';
 import type { JobSpec } from '../../model/schemas';
-import { callsOf, traceQuery } from '../../model/definitions';
+import { callsOf } from '../../model/job';
+import { traceQuery } from '../../model/messages';
 
 let temporal: TestTemporal;
 

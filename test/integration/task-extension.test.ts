@@ -10,7 +10,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { readReceived } from '../../examples/common';
 import type { CallProgressState } from '../../model/schemas';
 import { createNode } from '../../worker/node';
-import { callsOf } from '../../model/definitions';
+import { callsOf } from '../../model/job';
 import {
   approve,
   eventually,

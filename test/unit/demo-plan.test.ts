@@ -6,7 +6,7 @@ import { JobSpecSchema } from '../../model/schemas';
 import { demoPlan, demoProblems, specOf } from '../../examples/demo-plan';
 import type { DemoStep, Expected, ExpectedCall } from '../../examples/demo-plan';
 import type { AttemptRecord } from '../../model/schemas';
-import type { SessionTrace, StepTrace, TraceStep } from '../../model/definitions';
+import type { SessionTrace, StepTrace, TraceStep } from '../../model/job';
 
 const ORDER = 'o-1';
 

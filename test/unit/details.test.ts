@@ -6,7 +6,7 @@ import { SUMMARY_MAX, callSummary, currentDetails, jobDetails, jobSummary } from
 import { durationInWords } from '../../workflows/questions';
 import { waitedInWords } from '../../client/calls';
 import type { JobSpec } from '../../model/schemas';
-import type { SessionTrace } from '../../model/definitions';
+import type { SessionTrace } from '../../model/job';
 
 const spec: JobSpec = {
   tenant: 'acme',

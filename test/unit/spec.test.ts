@@ -1,4 +1,4 @@
-import { toolsOf } from '../../model/definitions';
+import { toolsOf } from '../../model/job';
 import { formatPath, JobSpecError, parseJobSpec } from '../../model/schemas';
 import type { JobSpec } from '../../model/schemas';
 
