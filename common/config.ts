@@ -14,7 +14,7 @@ import {
   eitherBy,
   formatPath,
 } from '../model/schemas';
-import { ProtocolChoiceSchema } from '../model/protocol';
+import { ProtocolChoiceSchema } from '../model/schemas';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/activities';
 import type { ToolSettings } from '../model/activities';
 import { splitTool } from '../model/checks';

@@ -23,8 +23,7 @@ import {
   resumeTokenOf,
   withoutReservedMeta,
 } from '../../model/protocol';
-import type { ResumeRequest } from '../../model/protocol';
-import type { CallProgressState, Outcome, Progress } from '../../model/schemas';
+import type { CallProgressState, Outcome, Progress, ResumeRequest } from '../../model/schemas';
 import { splitTool } from '../../model/checks';
 import { FailureType } from '../../model/activities';
 import type { CallAsks, CallInput, CallOutput } from '../../model/activities';

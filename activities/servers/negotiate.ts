@@ -8,7 +8,7 @@ import type { ClientCapabilities, Implementation, Transport } from '@modelcontex
 import type { ServerKind } from '../../common/config';
 import type { Logger } from '../../common/logger';
 import { MODERN_PROTOCOL } from '../../model/protocol';
-import type { ProtocolChoice } from '../../model/protocol';
+import type { ProtocolChoice } from '../../model/schemas';
 import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
 import { ProcessTransport } from './process-transport';
 import { saying } from '../last-words';
