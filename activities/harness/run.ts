@@ -15,13 +15,13 @@ import type { Logger } from '../../common/logger';
 import { FailureType } from '../../model/activities';
 import type { HarnessInput, HarnessOutcome } from '../../model/activities';
 import type { ToolResult } from '../../model/job';
-import type { Started } from '../process-group';
+import type { Started } from '../../common/process-group';
 import type { Isolation } from '../sandbox';
 import { envSecrets, resolveEnvRefs } from '../servers/env';
 import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';
-import { StderrTail, endedWhy, withLastWords } from '../last-words';
+import { StderrTail, endedWhy, withLastWords } from '../../common/last-words';
 import { Pulse } from '../heartbeats';
 import type { CancelRoute } from '../heartbeats';
 

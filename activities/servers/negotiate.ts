@@ -11,7 +11,7 @@ import { MODERN_PROTOCOL } from '../../model/protocol';
 import type { ProtocolChoice } from '../../model/schemas';
 import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
 import { ProcessTransport } from './process-transport';
-import { saying } from '../last-words';
+import { saying } from '../../common/last-words';
 import { ConnectRateLimited } from './remote';
 
 /** Who oz0 says it is, in `initialize` and in each 2026-07-28 request's `_meta`. */

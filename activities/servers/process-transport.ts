@@ -11,9 +11,9 @@ import type { Readable } from 'node:stream';
 import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/client';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import type { Logger } from '../../common/logger';
-import { StderrTail, endedWhy, redactIn, withLastWords } from '../last-words';
-import { resolveCommand, startGroup } from '../process-group';
-import type { GroupSpec, Started } from '../process-group';
+import { StderrTail, endedWhy, redactIn, withLastWords } from '../../common/last-words';
+import { resolveCommand, startGroup } from '../../common/process-group';
+import type { GroupSpec, Started } from '../../common/process-group';
 
 export { resolveCommand };
 
