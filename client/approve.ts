@@ -5,7 +5,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import type { Tool } from '@modelcontextprotocol/client';
-import { ServerPool } from '../activities/servers/pool';
+import { ServerPool } from '../activities/pool';
 import type { LoadedConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import { listingDigest } from '../model/policy-rules';

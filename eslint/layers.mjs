@@ -22,6 +22,7 @@ export function layerOf(file) {
     ['model/', 'model'],
     ['workflows/', 'workflows'],
     ['common/', 'common'],
+    ['mcp/', 'mcp'],
     ['plugin/kit/', 'kit'],
     ['plugin/drill/', 'drill'],
     ['activities/', 'activities'],
@@ -42,17 +43,24 @@ const BELOW = {
   workflows: ['model', 'workflows'],
   common: ['model', 'common'],
   kit: ['model', 'common', 'kit'],
-  activities: ['model', 'common', 'activities'],
-  worker: ['model', 'common', 'activities', 'worker'],
-  drill: ['model', 'common', 'kit', 'activities', 'drill'],
-  client: ['model', 'common', 'kit', 'activities', 'worker', 'drill', 'client'],
+  mcp: ['model', 'common', 'mcp'],
+  activities: ['model', 'common', 'mcp', 'activities'],
+  worker: ['model', 'common', 'mcp', 'activities', 'worker'],
+  drill: ['model', 'common', 'kit', 'mcp', 'activities', 'drill'],
+  client: ['model', 'common', 'kit', 'mcp', 'activities', 'worker', 'drill', 'client'],
   'plugin-entry': ['model', 'common', 'kit'],
-  entry: ['model', 'common', 'activities', 'worker', 'client'],
-  examples: ['model', 'common', 'kit', 'plugin-entry', 'activities', 'worker', 'drill', 'client', 'examples'],
+  entry: ['model', 'common', 'mcp', 'activities', 'worker', 'client'],
+  examples: ['model', 'common', 'kit', 'plugin-entry', 'mcp', 'activities', 'worker', 'drill', 'client', 'examples'],
 };
 BELOW.tools = [...BELOW.examples, 'entry', 'tools'];
 /** Tests may import workflows/ too: the replay test loads them, and unit tests read their pure helpers. */
 BELOW.test = [...BELOW.tools, 'workflows', 'test'];
+
+/**
+ * Folders entered only through their surface, from anywhere but themselves and the tests: mcp/ through its client
+ * (index.ts) and its server side (http-server.ts), which an MCP server loads without the client.
+ */
+const SURFACES = { mcp: ['index.ts', 'http-server.ts'].map((file) => path.join(ROOT, 'mcp', file)) };
 
 /** Resolves a relative specifier to a .ts file of the repository, or undefined. */
 function resolve(fromFile, spec) {
@@ -79,6 +87,11 @@ const layers = {
       const target = resolve(file, node.source.value);
       if (!target) return;
       const to = layerOf(target);
+      if (SURFACES[to] && !SURFACES[to].includes(target) && from !== to && from !== 'test') {
+        const doors = SURFACES[to].map((f) => path.relative(ROOT, f)).join(' or ');
+        context.report({ node, message: `${to}/ is entered through its surface, ${doors} ("${node.source.value}")` });
+        return;
+      }
       if (!to || BELOW[from].includes(to)) return;
       context.report({
         node,

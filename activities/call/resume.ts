@@ -2,7 +2,7 @@
  * Progress that survives attempts, and resume for remote servers (SPEC P2-P6). Pure: what the next attempt
  * sends and what the trace says about it.
  */
-import type { ServerKind } from '../servers/pool';
+import type { ServerKind } from '../pool';
 import { CallProgressStateSchema } from '../../model/schemas';
 import type { CallProgressState } from '../../model/schemas';
 

@@ -4,7 +4,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/client';
 import { honoursKey } from '../../model/protocol';
-import type { ServerKind } from '../servers/pool';
+import type { ServerKind } from '../pool';
 
 /**
  * SPEC "Words": a call may be made again when its function only reads, or is idempotent and honours the

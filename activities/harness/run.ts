@@ -17,7 +17,7 @@ import type { HarnessInput, HarnessOutcome } from '../../model/activities';
 import type { ToolResult } from '../../model/job';
 import type { Started } from '../../common/process-group';
 import type { Isolation } from '../sandbox';
-import { envSecrets, resolveEnvRefs } from '../servers/env';
+import { envSecrets, resolveEnvRefs } from '../../mcp';
 import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';

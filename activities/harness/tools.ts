@@ -17,7 +17,7 @@ import { matchesAny, toolProblem } from '../../model/checks';
 import { modelToolName, toolOfModelName } from '../../model/model-names';
 import { listingDigest, verdict } from '../../model/policy-rules';
 import type { PolicyGate } from '../policy/gate';
-import type { ServerPool } from '../servers/pool';
+import type { ServerPool } from '../pool';
 
 export interface ListingScope {
   jobId: string;

@@ -13,7 +13,7 @@ import { busyOf } from '../../model/protocol';
 import type { Outcome } from '../../model/schemas';
 import type { CallInput } from '../../model/activities';
 import { SpanAttr } from '../../model/spans';
-import type { ServerConnection } from '../servers/connection';
+import type { ServerConnection } from '../../mcp';
 import { callLabels } from './metrics';
 import type { NodeMetrics } from './metrics';
 

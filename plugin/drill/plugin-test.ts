@@ -7,14 +7,19 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
-import { AskedForInput } from '../../activities/call/asked';
-import { makeCall } from '../../activities/call/request';
-import { offersTasks, taskPlan, taskSupportOf } from '../../activities/call/task';
-import { hiddenFunctions, hiddenWhy } from '../../activities/servers/capabilities';
+import {
+  AskedForInput,
+  ProcessTransport,
+  hiddenFunctions,
+  hiddenWhy,
+  makeCall,
+  offersTasks,
+  taskPlan,
+  taskSupportOf,
+} from '../../mcp';
 import { describeBwrap } from '../../activities/sandbox';
-import { ServerPool } from '../../activities/servers/pool';
-import type { Lease, ServerKind } from '../../activities/servers/pool';
-import { ProcessTransport } from '../../activities/servers/process-transport';
+import { ServerPool } from '../../activities/pool';
+import type { Lease, ServerKind } from '../../activities/pool';
 import type { LoadedConfig } from '../../common/config';
 import { createLogger } from '../../common/logger';
 import { contentText } from '../../common/text';

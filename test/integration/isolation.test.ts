@@ -18,7 +18,7 @@ import { contentText } from '../../common/text';
 import type { LoadedConfig } from '../../common/config';
 import { Isolation } from '../../activities/sandbox';
 import { findBwrap } from '../../activities/sandbox/bwrap';
-import { ServerPool } from '../../activities/servers/pool';
+import { ServerPool } from '../../activities/pool';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { callsOf, isSessionTrace } from '../../model/job';

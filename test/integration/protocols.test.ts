@@ -15,7 +15,7 @@ import { startListening } from '../helpers/listening';
 import type { ListeningServer } from '../helpers/listening';
 import { python, pythonExample, withPython } from '../helpers/python';
 import { createNode } from '../../worker/node';
-import { STDIO_PROBE_TIMEOUT_MS } from '../../activities/servers/negotiate';
+import { STDIO_PROBE_TIMEOUT_MS } from '../../mcp/negotiate';
 import { approve, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { sandboxed, writableDir } from '../helpers/sandbox';

@@ -15,7 +15,7 @@ import {
   CreateTaskResultSchema,
   GetTaskResultSchema,
 } from '@modelcontextprotocol/core';
-import type { ServerConnection } from '../servers/connection';
+import type { ServerConnection } from './connection';
 import { goneIfUnknown, isTerminal, nextStatus } from './task-state';
 import type { TaskCall, TaskSeen } from './task-state';
 

@@ -3,8 +3,8 @@
  * how a poll waits.
  */
 import { ProtocolError } from '@modelcontextprotocol/client';
-import type { CallProgressState } from '../../model/schemas';
-import type { ServerConnection } from '../servers/connection';
+import type { CallProgressState } from '../model/schemas';
+import type { ServerConnection } from './connection';
 
 /** The task a call runs as, as the heartbeat keeps it. */
 export type TaskState = NonNullable<CallProgressState['task']>;

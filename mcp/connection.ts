@@ -20,9 +20,9 @@ import type {
   Transport,
 } from '@modelcontextprotocol/client';
 import { ProgressNotificationSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/core';
-import type { ServerKind } from '../../common/config';
-import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../../model/protocol';
-import { saying } from '../../common/last-words';
+import type { ServerKind } from '../common/config';
+import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../model/protocol';
+import { saying } from '../common/last-words';
 
 /** How long a server has to answer `server/discover`, `initialize` or a page of `tools/list` before the attempt fails. */
 export const CONNECT_TIMEOUT_MS = 30_000;

@@ -13,7 +13,7 @@ import { ProtocolError } from '@modelcontextprotocol/client';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { CallToolResultSchema } from '@modelcontextprotocol/core';
 import { z } from 'zod';
-import type { ServerConnection } from '../servers/connection';
+import type { ServerConnection } from './connection';
 import { AskedForInput, MISSING_REQUIRED_CLIENT_CAPABILITY, askedFor, missingCapabilities } from './asked';
 import { goneIfUnknown, isTerminal, nextStatus } from './task-state';
 import type { TaskCall } from './task-state';
