@@ -46,7 +46,7 @@ const BELOW = {
   mcp: ['model', 'common', 'mcp'],
   activities: ['model', 'common', 'mcp', 'activities'],
   worker: ['model', 'common', 'mcp', 'activities', 'worker'],
-  drill: ['model', 'common', 'kit', 'mcp', 'activities', 'drill'],
+  drill: ['model', 'common', 'mcp', 'drill'],
   client: ['model', 'common', 'kit', 'mcp', 'activities', 'worker', 'drill', 'client'],
   'plugin-entry': ['model', 'common', 'kit'],
   entry: ['model', 'common', 'mcp', 'activities', 'worker', 'client'],
