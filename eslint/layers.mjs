@@ -29,8 +29,8 @@ export function layerOf(file) {
     ['worker/', 'worker'],
     ['client/', 'client'],
     ['examples/', 'examples'],
-    ['bench/', 'tools'],
-    ['deploy/', 'tools'],
+    ['bench/', 'bench'],
+    ['deploy/', 'deploy'],
     ['test/', 'test'],
   ]) {
     if (rel.startsWith(prefix)) return layer;
@@ -52,9 +52,11 @@ const BELOW = {
   entry: ['model', 'common', 'mcp', 'activities', 'worker', 'client'],
   examples: ['model', 'common', 'kit', 'plugin-entry', 'mcp', 'activities', 'worker', 'drill', 'client', 'examples'],
 };
-BELOW.tools = [...BELOW.examples, 'entry', 'tools'];
+/** On top: bench/ runs the local cluster deploy/ brings up; deploy/ only starts bench's chaos, as a process. */
+BELOW.deploy = [...BELOW.examples, 'entry', 'deploy'];
+BELOW.bench = [...BELOW.deploy, 'bench'];
 /** Tests may import workflows/ too: the replay test loads them, and unit tests read their pure helpers. */
-BELOW.test = [...BELOW.tools, 'workflows', 'test'];
+BELOW.test = [...BELOW.bench, 'workflows', 'test'];
 
 /**
  * Folders entered only through their surface, from anywhere but themselves and the tests: mcp/ through its client
