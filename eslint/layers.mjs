@@ -2,11 +2,13 @@
  * oz0's own lint rules: imports run one way (../shared/STYLE.md, "Imports run one way"), and no cycle, counting
  * type-only imports (import-x/no-cycle skips those).
  *
- *   workflows ← common ← activities ← worker ← client
- *   plugin/kit depends on common alone; plugin/drill on common, plugin/kit and activities.
+ *   model ← workflows
+ *   model ← common ← mcp ← activities ← worker ← client
+ *   plugin/kit on model and common; plugin/drill on model, common and mcp; examples, then deploy, then bench on top.
  *
- * Workflows may take `import type` from common/ (the types inferred from its zod schemas) and from activities/
- * (the activities' type): nothing of them reaches the workflow bundle.
+ * Every layer imports only what is below it, type-only imports included: there is no exception. Nothing imports
+ * workflows/ but the tests (the worker loads it by path); they type their activities against model/. mcp/ is entered
+ * through its surface (SURFACES). That zod stays out of what workflows import is eslint.config.mjs's rule.
  */
 import fs from 'node:fs';
 import path from 'node:path';
