@@ -2,21 +2,15 @@
  * oz0's public surface for Temporal clients: the job spec's type and zod schema, the trace's types, the
  * workflow's queries, and a small typed client.
  */
-export {
-  JOB_WORKFLOW,
-  statusQuery,
-  traceQuery,
-  Oz0Status,
-  Oz0Tenant,
-  Oz0Tools,
-  FailureType,
-  LEGACY_STATUS,
-} from './workflows/definitions';
-export type { JobTrace, JobStatus, StepTrace, ToolResult } from './workflows/definitions';
+export { JOB_WORKFLOW, Oz0Status, Oz0Tenant, Oz0Tools, LEGACY_STATUS } from './model/job';
+export { statusQuery, traceQuery } from './model/messages';
+export { FailureType } from './model/activities';
+export type { JobTrace, JobStatus, StepTrace, ToolResult } from './model/job';
 export { answerCall, listWaitingCalls, AnswerRefused } from './client/calls';
 export type { ListedCall } from './client/calls';
-export { answerCallUpdate, waitingCallsQuery } from './workflows/definitions';
-export type { AnswerCallInput, CallAnswered, WaitingCall, QuestionTrace, Answer } from './workflows/definitions';
+export { answerCallUpdate, waitingCallsQuery } from './model/messages';
+export type { AnswerCallInput, CallAnswered, WaitingCall } from './model/messages';
+export type { QuestionTrace, Answer } from './model/job';
 export {
   JobSpecSchema,
   CallStepSchema,
@@ -25,7 +19,7 @@ export {
   ExternalSessionSchema,
   JobSpecError,
   parseJobSpec,
-} from './common/schemas';
+} from './model/schemas';
 export type {
   JobSpec,
   CallStep,
@@ -35,9 +29,9 @@ export type {
   Step,
   AttemptRecord,
   Outcome,
-} from './common/schemas';
-export { defaultKey, sessionKey, argsDigest } from './workflows/keys';
-export { jobSummary, jobDetails } from './workflows/details';
+} from './model/schemas';
+export { defaultKey, sessionKey, argsDigest } from './model/keys';
+export { jobSummary, jobDetails } from './model/details';
 export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob, statusFilter } from './client/jobs';
 export { openSession, LiveSession, SessionUpdateError } from './client/sessions';
 export type { CallOptions, SessionCallResult } from './client/sessions';
@@ -47,10 +41,10 @@ export {
   cancelCallUpdate,
   closeSessionUpdate,
   sessionCallQuery,
-  callsOf,
-  isSessionTrace,
-} from './workflows/definitions';
-export type { SessionTrace, TraceStep, SessionCallInput, SessionCallOutput } from './workflows/definitions';
+} from './model/messages';
+export { callsOf, isSessionTrace } from './model/job';
+export type { SessionTrace, TraceStep } from './model/job';
+export type { SessionCallInput, SessionCallOutput } from './model/messages';
 export { loadConfig, parseConfig, ConfigSchema } from './common/config';
 export type { Config } from './common/config';
 export { createNode } from './worker/node';

@@ -1,12 +1,13 @@
 /**
- * The node's activities, built from their dependencies so tests hand in real servers. Workflows type
- * against `Activities` (`import type` only).
+ * The node's activities, built from their dependencies so tests hand in real servers. Workflows type against the
+ * `Activities` interface in model/activities.ts, which `createActivities` implements.
  */
 import { toolSettings } from '../common/config';
 import type { LoadedConfig } from '../common/config';
 import { Context } from '@temporalio/activity';
-import { toolsOf } from '../workflows/definitions';
+import { toolsOf } from '../model/job';
 import type {
+  Activities,
   CallAsks,
   CallInput,
   CallOutput,
@@ -14,10 +15,10 @@ import type {
   HarnessOutcome,
   JobSettings,
   SessionPlan,
-} from '../workflows/definitions';
-import { JobSpecError, parseJobSpec } from '../common/schemas';
-import { listingDigest } from '../workflows/policy-rules';
-import { splitTool } from '../workflows/checks';
+} from '../model/activities';
+import { JobSpecError, parseJobSpec } from '../model/schemas';
+import { listingDigest } from '../model/policy-rules';
+import { splitTool } from '../model/checks';
 import { mayBeMadeAgain } from './call/verdicts';
 import { callToolAttempt } from './call/attempt';
 import { completeDurably } from './call/durable';
@@ -26,7 +27,7 @@ import { runHarness } from './harness/run';
 import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/attempt';
-import type { JobSpec } from '../common/schemas';
+import type { JobSpec } from '../model/schemas';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
@@ -36,7 +37,7 @@ export interface ActivityDeps extends CallDeps {
   harness: Omit<HarnessDeps, 'config' | 'logger' | 'route'>;
 }
 
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(deps: ActivityDeps): Activities {
   return {
     /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
     async callTool(input: CallInput): Promise<CallOutput | CallAsks> {
@@ -164,5 +165,5 @@ export function createActivities(deps: ActivityDeps) {
   };
 }
 
-export type Activities = ReturnType<typeof createActivities>;
+export type { Activities };
 export type { NodeIdentity } from './call/attempt';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { LoadedConfig } from '../common/config';
 import { executableFile } from '../common/paths';
-import { resolveCommand } from './process-group';
+import { resolveCommand } from '../common/process-group';
 
 export interface Launch {
   command: string;

@@ -10,14 +10,16 @@
  *   calls go on elsewhere, and what its servers answered meanwhile (its late answers) must be ignored; a sandbox it
  *   started for a job whose call had answered may outlive the job (the job's end cannot reach the node): counted,
  *   not an early CANCELED, since no call runs in it;
- * - postgres (on the local cluster only, `npm run cluster -- --chaos`): PostgreSQL restarted, fast shutdown.
+ * - postgres (on the local cluster only, `--cluster`): PostgreSQL restarted, fast shutdown.
  *
- * On the local cluster (deploy/local-cluster) `temporal` kills its real Temporal server instead of the dev server.
+ * With `--cluster` (what `npm run cluster -- --chaos` starts) it brings up the local cluster (deploy/local-cluster)
+ * and throws the faults at it: `temporal` kills its real Temporal server instead of the dev server.
  * Every write that answered must be in the ledger exactly once, no key twice, no job lost, and no job may show
  * CANCELED while one of its calls still runs (its sandbox alive, or its plugin call not yet stopped): the temporal,
  * partition and postgres trials each cancel one more job around their fault, to count that there too.
  *
  *   npm run chaos -- [--short] [--trials 6] [--jobs 4] [--only node,temporal,cancel,busy,partition]
+ *   npm run chaos -- --cluster [--short] [--observe] [--only …,postgres]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -39,14 +41,15 @@ import type { DevServer } from '../worker/dev-server';
 import { createLogger } from '../common/logger';
 import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
-import { callsOf } from '../workflows/definitions';
-import type { JobTrace } from '../workflows/definitions';
+import { callsOf } from '../model/job';
+import type { JobTrace } from '../model/job';
 import { startBusyProxy } from '../examples/busy-proxy';
 import { listOption, machine, sleep, table, writeResults } from './common';
 import type { Row } from './common';
 import { descendants, killTree, processesIn, startWorker } from '../worker/processes';
-import type { CallStep, JobSpec } from '../common/schemas';
+import type { CallStep, JobSpec } from '../model/schemas';
 import type { LocalCluster } from '../deploy/local-cluster';
+import { clusterRun, onLocalCluster } from '../deploy/local-cluster/run';
 
 const SCENARIOS = ['node', 'temporal', 'cancel', 'busy', 'partition', 'postgres'] as const;
 type Scenario = (typeof SCENARIOS)[number];
@@ -58,6 +61,8 @@ const OptionsSchema = z.strictObject({
   trials: z.coerce.number().int().min(1).max(1000).optional(),
   jobs: z.coerce.number().int().min(1).max(100).optional(),
   only: listOption('scenario', SCENARIOS),
+  cluster: z.boolean().default(false),
+  observe: z.boolean().default(false),
 });
 
 interface Tally {
@@ -133,7 +138,7 @@ function clusterChaos(cluster: LocalCluster): ChaosServer {
       await sleep(pauseMs);
       await cluster.postgres.start();
     },
-    // The cluster is its caller's to stop (npm run cluster -- --chaos).
+    // The cluster is its caller's to stop (onLocalCluster, in main).
     close: async () => undefined,
   };
 }
@@ -174,15 +179,27 @@ async function main(): Promise<void> {
     .addOption(new Option('--trials <n>', 'trials of each scenario'))
     .addOption(new Option('--jobs <n>', 'jobs per trial'))
     .addOption(new Option('--only <scenarios>', `comma-separated: ${SCENARIOS.join(', ')}`))
+    .addOption(new Option('--cluster', 'on the local cluster (deploy/local-cluster), brought up here; then down'))
+    .addOption(new Option('--observe', "with --cluster: Jaeger receiving the nodes' spans and Prometheus too"))
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`chaos: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
   const opts = parsed.data!;
+  const { cluster: onCluster, observe, ...chaos } = opts;
+  if (observe && !onCluster) program.error('chaos: --observe goes with --cluster');
+  if (onCluster) {
+    const run = clusterRun();
+    const ok = await onLocalCluster(run, { nodes: 0, ui: false, observe }, (cluster) =>
+      runChaos({ ...chaos, cluster }),
+    );
+    run.say('stopped');
+    if (!ok) process.exitCode = 1;
+    return;
+  }
   const asked = program.opts().only !== undefined;
-  const cut = opts.only.filter((s) => CLUSTER_ONLY.includes(s));
-  if (asked && cut.length > 0)
-    program.error(`chaos: ${cut.join(', ')} needs the local cluster: npm run cluster -- --chaos`);
-  if (!(await runChaos({ ...opts, only: opts.only.filter((s) => !CLUSTER_ONLY.includes(s)) }))) process.exitCode = 1;
+  const cut = chaos.only.filter((s) => CLUSTER_ONLY.includes(s));
+  if (asked && cut.length > 0) program.error(`chaos: ${cut.join(', ')} needs the local cluster: --cluster`);
+  if (!(await runChaos({ ...chaos, only: chaos.only.filter((s) => !CLUSTER_ONLY.includes(s)) }))) process.exitCode = 1;
 }
 
 /** Runs the trials and prints the table; true when nothing was lost, written twice or CANCELED early. */

@@ -24,9 +24,9 @@ import { table } from '../common/text';
 import { startDevServer } from '../worker/dev-server';
 import { createNode } from '../worker/node';
 import { findTemporalCli } from '../worker/temporal-cli';
-import { isSessionTrace } from '../workflows/definitions';
-import { MODEL_NAME_PATTERN } from '../workflows/model-names';
-import type { JobTrace } from '../workflows/definitions';
+import { isSessionTrace } from '../model/job';
+import { MODEL_NAME_PATTERN } from '../model/model-names';
+import type { JobTrace } from '../model/job';
 
 const HERE = path.join(projectRoot(), 'bench', 'frameworks');
 

@@ -5,14 +5,14 @@
 import os from 'node:os';
 import path from 'node:path';
 import type { Tool } from '@modelcontextprotocol/client';
-import { ServerPool } from '../activities/servers/pool';
+import { ServerPool } from '../activities/pool';
 import type { LoadedConfig } from '../common/config';
 import type { Logger } from '../common/logger';
-import { listingDigest } from '../workflows/policy-rules';
-import { approveUpdate } from '../workflows/policy';
+import { listingDigest } from '../model/policy-rules';
+import { approveUpdate } from '../model/messages';
 import { changePolicy } from '../common/policy-client';
 import type { PolicyTarget } from '../common/policy-client';
-import type { Approval, TenantState } from '../common/schemas';
+import type { Approval, TenantState } from '../model/schemas';
 
 export interface Listing {
   server: string;

@@ -11,9 +11,10 @@
 import os from 'node:os';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
-import { tenantNameProblem } from '../workflows/checks';
-import { Oz0Status, Oz0Tenant, answerCallUpdate, waitingCallsQuery } from '../workflows/definitions';
-import type { AnswerCallInput, CallAnswered, WaitingCall } from '../workflows/definitions';
+import { tenantNameProblem } from '../model/checks';
+import { Oz0Status, Oz0Tenant } from '../model/job';
+import { answerCallUpdate, waitingCallsQuery } from '../model/messages';
+import type { AnswerCallInput, CallAnswered, WaitingCall } from '../model/messages';
 
 /** A call that waits, with its job and how long it has waited so far. */
 export interface ListedCall extends WaitingCall {

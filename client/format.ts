@@ -1,8 +1,8 @@
 /** Human-readable output of the CLI: a job's trace, a tenant's policy and the calls that wait for a person, as tables. */
-import type { TenantState } from '../common/schemas';
+import type { TenantState } from '../model/schemas';
 import { contentText, table } from '../common/text';
-import { callsOf, isSessionTrace } from '../workflows/definitions';
-import type { QuestionTrace, SessionTrace, StepTrace, ToolResult } from '../workflows/definitions';
+import { callsOf, isSessionTrace } from '../model/job';
+import type { QuestionTrace, SessionTrace, StepTrace, ToolResult } from '../model/job';
 import { waitedInWords } from './calls';
 import type { ListedCall } from './calls';
 import type { ShownTrace } from './jobs';

@@ -5,11 +5,12 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
-import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, statusQuery, traceQuery } from '../workflows/definitions';
-import { parseJobSpec } from '../common/schemas';
-import { jobDetails, jobSummary } from '../workflows/details';
-import type { JobStatus, JobTrace } from '../workflows/definitions';
-import type { job } from '../workflows/job';
+import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status } from '../model/job';
+import { statusQuery, traceQuery } from '../model/messages';
+import type { JobWorkflow } from '../model/messages';
+import { parseJobSpec } from '../model/schemas';
+import { jobDetails, jobSummary } from '../model/details';
+import type { JobStatus, JobTrace } from '../model/job';
 import type { Config } from '../common/config';
 
 export interface JobClient {
@@ -40,7 +41,7 @@ export async function startJob(
   jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses'>,
   spec: unknown,
   opts: { workflowId?: string } = {},
-): Promise<WorkflowHandleWithFirstExecutionRunId<typeof job>> {
+): Promise<WorkflowHandleWithFirstExecutionRunId<JobWorkflow>> {
   const valid = parseJobSpec(spec, { harnesses: jc.harnesses });
   const workflowId =
     opts.workflowId ??
@@ -48,7 +49,7 @@ export async function startJob(
       .toISOString()
       .replace(/[-:.TZ]/g, '')
       .slice(0, 14)}-${Math.random().toString(36).slice(2, 8)}`;
-  return jc.client.workflow.start<typeof job>(JOB_WORKFLOW, {
+  return jc.client.workflow.start<JobWorkflow>(JOB_WORKFLOW, {
     taskQueue: jc.taskQueue,
     workflowId,
     args: [valid],

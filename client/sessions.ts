@@ -15,10 +15,11 @@ import os from 'node:os';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { CallProgressStateSchema } from '../common/schemas';
-import type { Progress } from '../common/schemas';
+import { IDEMPOTENCY_KEY_META } from '../model/protocol';
+import { CallProgressStateSchema } from '../model/schemas';
+import type { Progress } from '../model/schemas';
 import { SessionUpdateError, admitted, offered, sessionCall } from '../common/session-client';
-import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../workflows/definitions';
+import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../model/messages';
 
 export { SessionUpdateError };
 
@@ -74,7 +75,7 @@ export class LiveSession {
       return {
         ...out.result,
         content: out.result.content as CallToolResult['content'],
-        ...(out.key ? { key: out.key, _meta: { ...(out.result._meta ?? {}), 'oz0/idempotency_key': out.key } } : {}),
+        ...(out.key ? { key: out.key, _meta: { ...(out.result._meta ?? {}), [IDEMPOTENCY_KEY_META]: out.key } } : {}),
       };
     } finally {
       stopWatching?.();

@@ -6,10 +6,11 @@ import cliProgress from 'cli-progress';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { callsOf, isSessionTrace, traceQuery, waitingCallsQuery } from '../workflows/definitions';
-import type { WaitingCall } from '../workflows/definitions';
+import { callsOf, isSessionTrace } from '../model/job';
+import { traceQuery, waitingCallsQuery } from '../model/messages';
+import type { WaitingCall } from '../model/messages';
 import { jobStatus } from './jobs';
-import type { CallProgressState } from '../common/schemas';
+import type { CallProgressState } from '../model/schemas';
 
 export interface WatchedCall {
   activityId: string;

@@ -13,11 +13,11 @@ import {
   TenantNameSchema,
   eitherBy,
   formatPath,
-} from './schemas';
-import { ProtocolChoiceSchema } from './protocol';
-import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../workflows/definitions';
-import type { ToolSettings } from '../workflows/definitions';
-import { splitTool } from '../workflows/checks';
+} from '../model/schemas';
+import { ProtocolChoiceSchema } from '../model/schemas';
+import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/activities';
+import type { ToolSettings } from '../model/activities';
+import { splitTool } from '../model/checks';
 
 /**
  * I3: a destination a sandbox may reach, `host:port` — a name, an IPv4 address or a bracketed IPv6 one, and a port.

@@ -6,10 +6,10 @@ import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/c
 import type { Client } from '@temporalio/client';
 import type { LoadedConfig } from './config';
 import type { UpdateDefinition } from '@temporalio/common';
-import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../workflows/policy-rules';
-import { policyStateQuery } from '../workflows/policy';
-import type { tenantPolicy } from '../workflows/policy';
-import type { Decision, TenantState } from './schemas';
+import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../model/policy-rules';
+import { policyStateQuery } from '../model/messages';
+import type { TenantPolicyWorkflow } from '../model/messages';
+import type { Decision, TenantState } from '../model/schemas';
 
 export interface PolicyTarget {
   client: Client;
@@ -25,7 +25,7 @@ export async function changePolicy<Args extends unknown[]>(
   update: UpdateDefinition<TenantState, Args>,
   args: Args,
 ): Promise<TenantState> {
-  const start = new WithStartWorkflowOperation<typeof tenantPolicy>(POLICY_WORKFLOW, {
+  const start = new WithStartWorkflowOperation<TenantPolicyWorkflow>(POLICY_WORKFLOW, {
     workflowId: policyWorkflowId(tenant),
     taskQueue: target.taskQueue,
     args: [{ tenant, seed: target.seeds[tenant] }],

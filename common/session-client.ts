@@ -7,8 +7,8 @@
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { callToolUpdate, cancelCallUpdate } from '../workflows/definitions';
-import type { SessionCallInput, SessionCallOutput } from '../workflows/definitions';
+import { callToolUpdate, cancelCallUpdate } from '../model/messages';
+import type { SessionCallInput, SessionCallOutput } from '../model/messages';
 
 /** Calls of one job in flight at once from one process; the rest wait. Leaves room for cancels under Temporal's 10. */
 export const CALLS_IN_FLIGHT_PER_JOB = 8;

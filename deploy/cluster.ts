@@ -5,24 +5,22 @@
  *
  *   npm run cluster -- [--nodes 3] [--json] [--no-ui] [--observe]   --observe: Jaeger and Prometheus too (SPEC O1-O2)
  *   npm run cluster -- --check              the short version CI runs: one session through two nodes, one killed
- *   npm run cluster -- --chaos [--short]    the chaos suite on this cluster (bench/chaos.ts), every fault
+ *   npm run cluster -- --chaos [--short]    the chaos suite on the cluster, every fault: bench/chaos.ts --cluster,
+ *                                           started as a process of its own (it brings the cluster up itself)
  *   npm run cluster -- --down               removes the cluster's state (.oz0/cluster), stopping what still runs
  *
  * While it runs, SIGUSR2 restarts its Temporal server (kill -9, then start): see local-cluster/control.ts.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import pino from 'pino';
 import { z } from 'zod';
-import { createLogger } from '../common/logger';
-import { projectRoot } from '../common/paths';
-import { runChaos } from '../bench/chaos';
 import { checkPassed, runCheck } from './local-cluster/check';
-import { startLocalCluster } from './local-cluster';
 import type { LocalCluster } from './local-cluster';
-import { defaultStateDir, writeControl } from './local-cluster/control';
-import { stopLeftovers, writePids } from './local-cluster/leftovers';
+import { writeControl } from './local-cluster/control';
+import { stopLeftovers } from './local-cluster/leftovers';
+import { clusterRun, onLocalCluster } from './local-cluster/run';
 
 const OptionsSchema = z
   .strictObject({
@@ -38,17 +36,8 @@ const OptionsSchema = z
   .refine((o) => [o.down, o.check, o.chaos].filter(Boolean).length <= 1, 'one of --down, --check and --chaos at a time')
   .refine((o) => !o.short || o.chaos, '--short goes with --chaos');
 
-const root = projectRoot();
-const stateDir = defaultStateDir(root);
-fs.mkdirSync(path.join(stateDir, 'logs'), { recursive: true });
-// Synchronous: a few lines, and an exit right after start-up must not find the file not yet open.
-const logger = createLogger({
-  destination: pino.destination({ dest: path.join(stateDir, 'logs', 'cluster.log'), sync: true }),
-});
-const say = (line: string) => {
-  logger.info(line);
-  process.stderr.write(`cluster: ${line}\n`);
-};
+const run = clusterRun();
+const { stateDir, logger, say } = run;
 
 function describe(c: LocalCluster) {
   return {
@@ -99,7 +88,9 @@ async function main(): Promise<void> {
     .addOption(new Option('--observe', "Jaeger receiving the nodes' spans and Prometheus scraping their /metrics"))
     .addOption(new Option('--down', 'stop what still runs and remove the state in .oz0/cluster'))
     .addOption(new Option('--check', 'one session through two nodes, one killed; the counts checked; then down'))
-    .addOption(new Option('--chaos', 'the chaos suite (bench/chaos.ts) on this cluster, every fault; then down'))
+    .addOption(
+      new Option('--chaos', 'the chaos suite (bench/chaos.ts --cluster) on the cluster, every fault; then down'),
+    )
     .addOption(new Option('--short', 'with --chaos: a few trials of each'))
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
@@ -113,51 +104,45 @@ async function main(): Promise<void> {
     process.stderr.write(`cluster: removed ${stateDir}\n`);
     return;
   }
-  await stopLeftovers(stateDir, say);
-  // The check wants two nodes; chaos starts nodes of its own, with its own config and faults.
-  const nodes = opts.check ? 2 : opts.chaos ? 0 : opts.nodes;
-  const cluster = await startLocalCluster({
-    root,
-    stateDir,
-    nodes,
-    ui: opts.ui && !opts.check && !opts.chaos,
-    observe: opts.observe,
-    say,
-  });
-  writePids(stateDir);
+  if (opts.chaos) {
+    // bench/ is above deploy/: the chaos suite is started, never imported; it brings the cluster up itself.
+    const chaos = path.join(__dirname, '..', 'bench', 'chaos.js');
+    const args = [chaos, '--cluster', ...(opts.short ? ['--short'] : []), ...(opts.observe ? ['--observe'] : [])];
+    const ran = spawnSync(process.execPath, args, { stdio: 'inherit' });
+    if (ran.error) throw ran.error;
+    process.exitCode = ran.status ?? 1;
+    return;
+  }
+  // The check wants two nodes.
+  const nodes = opts.check ? 2 : opts.nodes;
   let failed = false;
-  try {
+  await onLocalCluster(run, { nodes, ui: opts.ui && !opts.check, observe: opts.observe }, async (cluster) => {
     if (opts.check) {
       const counts = await runCheck(cluster, say);
       failed = !checkPassed(counts);
       process.stdout.write(`${JSON.stringify(counts)}\ncheck: ${failed ? 'FAILED' : 'passed'}\n`);
-    } else if (opts.chaos) {
-      failed = !(await runChaos({ short: opts.short, cluster }));
-    } else {
-      process.stdout.write(opts.json ? `${JSON.stringify(describe(cluster))}\n` : print(cluster, opts.ui));
-      const control = { pid: process.pid, address: cluster.address, temporalPid: cluster.temporal.pid(), restarts: 0 };
-      writeControl(stateDir, control);
-      // SIGUSR2: kill -9 the Temporal server and start it again (tests of durability across a restart use it).
-      let restarting = Promise.resolve();
-      process.on('SIGUSR2', () => {
-        restarting = restarting.then(async () => {
-          say('SIGUSR2: killing the Temporal server (kill -9) and starting it again');
-          await cluster.temporal.kill();
-          await cluster.temporal.start();
-          writeControl(stateDir, { ...control, temporalPid: cluster.temporal.pid(), restarts: ++control.restarts });
-        });
-      });
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', () => resolve());
-        process.once('SIGTERM', () => resolve());
-      });
-      await restarting;
-      say('stopping: nodes, then Temporal, then PostgreSQL');
+      return;
     }
-  } finally {
-    await cluster.stop();
-    for (const file of ['pids.json', 'control.json']) fs.rmSync(path.join(stateDir, file), { force: true });
-  }
+    process.stdout.write(opts.json ? `${JSON.stringify(describe(cluster))}\n` : print(cluster, opts.ui));
+    const control = { pid: process.pid, address: cluster.address, temporalPid: cluster.temporal.pid(), restarts: 0 };
+    writeControl(stateDir, control);
+    // SIGUSR2: kill -9 the Temporal server and start it again (tests of durability across a restart use it).
+    let restarting = Promise.resolve();
+    process.on('SIGUSR2', () => {
+      restarting = restarting.then(async () => {
+        say('SIGUSR2: killing the Temporal server (kill -9) and starting it again');
+        await cluster.temporal.kill();
+        await cluster.temporal.start();
+        writeControl(stateDir, { ...control, temporalPid: cluster.temporal.pid(), restarts: ++control.restarts });
+      });
+    });
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+    await restarting;
+    say('stopping: nodes, then Temporal, then PostgreSQL');
+  });
   say('stopped');
   if (failed) process.exitCode = 1;
 }

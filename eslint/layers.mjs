@@ -2,11 +2,13 @@
  * oz0's own lint rules: imports run one way (../shared/STYLE.md, "Imports run one way"), and no cycle, counting
  * type-only imports (import-x/no-cycle skips those).
  *
- *   workflows ← common ← activities ← worker ← client
- *   plugin/kit depends on common alone; plugin/drill on common, plugin/kit and activities.
+ *   model ← workflows
+ *   model ← common ← mcp ← activities ← worker ← client
+ *   plugin/kit on model and common; plugin/drill on model, common and mcp; examples, then deploy, then bench on top.
  *
- * Workflows may take `import type` from common/ (the types inferred from its zod schemas) and from activities/
- * (the activities' type): nothing of them reaches the workflow bundle.
+ * Every layer imports only what is below it, type-only imports included: there is no exception. Nothing imports
+ * workflows/ but the tests (the worker loads it by path); they type their activities against model/. mcp/ is entered
+ * through its surface (SURFACES). That zod stays out of what workflows import is eslint.config.mjs's rule.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,16 +21,18 @@ export function layerOf(file) {
   if (rel === 'index.ts') return 'entry';
   if (rel === 'plugin/index.ts') return 'plugin-entry';
   for (const [prefix, layer] of [
+    ['model/', 'model'],
     ['workflows/', 'workflows'],
     ['common/', 'common'],
+    ['mcp/', 'mcp'],
     ['plugin/kit/', 'kit'],
     ['plugin/drill/', 'drill'],
     ['activities/', 'activities'],
     ['worker/', 'worker'],
     ['client/', 'client'],
     ['examples/', 'examples'],
-    ['bench/', 'tools'],
-    ['deploy/', 'tools'],
+    ['bench/', 'bench'],
+    ['deploy/', 'deploy'],
     ['test/', 'test'],
   ]) {
     if (rel.startsWith(prefix)) return layer;
@@ -37,21 +41,30 @@ export function layerOf(file) {
 }
 
 const BELOW = {
-  workflows: ['workflows'],
-  common: ['workflows', 'common'],
-  kit: ['common', 'kit'],
-  activities: ['workflows', 'common', 'activities'],
-  worker: ['workflows', 'common', 'activities', 'worker'],
-  drill: ['workflows', 'common', 'kit', 'activities', 'drill'],
-  client: ['workflows', 'common', 'kit', 'activities', 'worker', 'drill', 'client'],
-  'plugin-entry': ['common', 'kit'],
-  entry: ['workflows', 'common', 'activities', 'worker', 'client'],
-  examples: ['workflows', 'common', 'kit', 'plugin-entry', 'activities', 'worker', 'drill', 'client', 'examples'],
+  model: ['model'],
+  workflows: ['model', 'workflows'],
+  common: ['model', 'common'],
+  kit: ['model', 'common', 'kit'],
+  mcp: ['model', 'common', 'mcp'],
+  activities: ['model', 'common', 'mcp', 'activities'],
+  worker: ['model', 'common', 'mcp', 'activities', 'worker'],
+  drill: ['model', 'common', 'mcp', 'drill'],
+  client: ['model', 'common', 'kit', 'mcp', 'activities', 'worker', 'drill', 'client'],
+  'plugin-entry': ['model', 'common', 'kit'],
+  entry: ['model', 'common', 'mcp', 'activities', 'worker', 'client'],
+  examples: ['model', 'common', 'kit', 'plugin-entry', 'mcp', 'activities', 'worker', 'drill', 'client', 'examples'],
 };
-BELOW.tools = [...BELOW.examples, 'entry', 'tools'];
-BELOW.test = [...BELOW.tools, 'test'];
-/** Type-only imports a layer may take beyond its value imports. */
-const TYPES_FROM = { workflows: ['common', 'activities'] };
+/** On top: bench/ runs the local cluster deploy/ brings up; deploy/ only starts bench's chaos, as a process. */
+BELOW.deploy = [...BELOW.examples, 'entry', 'deploy'];
+BELOW.bench = [...BELOW.deploy, 'bench'];
+/** Tests may import workflows/ too: the replay test loads them, and unit tests read their pure helpers. */
+BELOW.test = [...BELOW.bench, 'workflows', 'test'];
+
+/**
+ * Folders entered only through their surface, from anywhere but themselves and the tests: mcp/ through its client
+ * (index.ts) and its server side (http-server.ts), which an MCP server loads without the client.
+ */
+const SURFACES = { mcp: ['index.ts', 'http-server.ts'].map((file) => path.join(ROOT, 'mcp', file)) };
 
 /** Resolves a relative specifier to a .ts file of the repository, or undefined. */
 function resolve(fromFile, spec) {
@@ -61,12 +74,6 @@ function resolve(fromFile, spec) {
     if (fs.existsSync(candidate)) return candidate;
   }
   return undefined;
-}
-
-function isTypeOnly(node) {
-  if (node.importKind === 'type' || node.exportKind === 'type') return true;
-  const specifiers = node.specifiers ?? [];
-  return specifiers.length > 0 && specifiers.every((s) => s.importKind === 'type' || s.exportKind === 'type');
 }
 
 const layers = {
@@ -84,8 +91,12 @@ const layers = {
       const target = resolve(file, node.source.value);
       if (!target) return;
       const to = layerOf(target);
+      if (SURFACES[to] && !SURFACES[to].includes(target) && from !== to && from !== 'test') {
+        const doors = SURFACES[to].map((f) => path.relative(ROOT, f)).join(' or ');
+        context.report({ node, message: `${to}/ is entered through its surface, ${doors} ("${node.source.value}")` });
+        return;
+      }
       if (!to || BELOW[from].includes(to)) return;
-      if (isTypeOnly(node) && (TYPES_FROM[from] ?? []).includes(to)) return;
       context.report({
         node,
         message: `${from} may not import ${to} ("${node.source.value}"): imports run one way (STYLE.md)`,

@@ -6,8 +6,8 @@ import type { AddressInfo } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
 import { serveStdio as serveStdioEntry } from '@modelcontextprotocol/server/stdio';
-import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../common/mcp-http';
-import type { Era } from '../common/mcp-http';
+import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../mcp/http-server';
+import type { Era } from '../mcp/http-server';
 import { requestMeta } from '../plugin/kit/keys';
 import type { RequestWithMeta } from '../plugin/kit/keys';
 
@@ -53,7 +53,7 @@ export async function serveStdio(factory: ServerFactory): Promise<void> {
 }
 
 /**
- * Serves the factory's servers over Streamable HTTP at `/mcp`, both revisions on one endpoint (common/mcp-http.ts):
+ * Serves the factory's servers over Streamable HTTP at `/mcp`, both revisions on one endpoint (mcp/http-server.ts):
  * a 2026-07-28 client's requests one by one, each on a fresh server (its stream closed is its cancel), and an older
  * client's stateful session, opened by `initialize` and named by `mcp-session-id`.
  *

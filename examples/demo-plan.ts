@@ -3,10 +3,10 @@
  * what went otherwise. A job completes with failed calls by design — an error result is an answer the job reads, not
  * a failure of the job — so the demo's exit code comes from these expectations, not from the job's status alone.
  */
-import type { CallStep, JobSpec } from '../common/schemas';
+import type { CallStep, JobSpec } from '../model/schemas';
 import { contentText } from '../common/text';
-import { isSessionTrace } from '../workflows/definitions';
-import type { JobTrace, SessionTrace, StepTrace, ToolResult } from '../workflows/definitions';
+import { isSessionTrace } from '../model/job';
+import type { JobTrace, SessionTrace, StepTrace, ToolResult } from '../model/job';
 
 /**
  * How a call should end, by its last attempt's outcome: `ok`, an answer; `error`, the server's own error result;

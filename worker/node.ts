@@ -10,7 +10,7 @@ import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { NodeIdentity } from '../activities';
-import { ServerPool } from '../activities/servers/pool';
+import { ServerPool } from '../activities/pool';
 import { Isolation } from '../activities/sandbox';
 import { launchProblems } from '../activities/launch';
 import { PolicyGate } from '../activities/policy/gate';

@@ -2,7 +2,7 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { Oz0Status, Oz0Tenant, Oz0Tools } from '../workflows/definitions';
+import { Oz0Status, Oz0Tenant, Oz0Tools } from '../model/job';
 
 const KEYS = [Oz0Status, Oz0Tenant, Oz0Tools];
 const TYPE = {

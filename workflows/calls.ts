@@ -12,12 +12,13 @@ import {
   proxyActivities,
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
-import type { Activities } from '../activities';
-import type { AttemptRecord, CallProgressState, CallStep } from '../common/schemas';
-import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from './definitions';
-import type { CallInput, JobSettings, QuestionTrace, StepTrace, ToolResult, ToolSettings } from './definitions';
-import { callSummary } from './details';
-import type { RunningCall } from './details';
+import type { Activities } from '../model/activities';
+import type { AttemptRecord, CallProgressState, CallStep } from '../model/schemas';
+import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from '../model/activities';
+import type { CallInput, JobSettings, ToolSettings } from '../model/activities';
+import type { QuestionTrace, StepTrace, ToolResult } from '../model/job';
+import { callSummary } from '../model/details';
+import type { RunningCall } from '../model/details';
 import type { Questions } from './questions';
 
 /** Time an attempt gets beyond its own limit to stop cleanly (cancel sent, sandbox stopped) before Temporal's backstop. */

@@ -1,4 +1,15 @@
 /** The workflows a node registers; loaded by path (workflowsPath), never imported by node code. */
+import type { JobWorkflow, TenantPolicyWorkflow } from '../model/messages';
+import type { job } from './job';
+import type { tenantPolicy } from './policy';
+
 export { job } from './job';
 export { tenantPolicy } from './policy';
 export { probeCancelPush } from './probe';
+
+/**
+ * Clients start these workflows by the signatures model/messages.ts gives them, never by importing them: each must
+ * be callable as its signature says, or this fails to compile.
+ */
+type StartedAs<Signature, _Workflow extends Signature> = Signature;
+export type Signatures = [StartedAs<JobWorkflow, typeof job>, StartedAs<TenantPolicyWorkflow, typeof tenantPolicy>];

@@ -18,25 +18,17 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import type { JobSpec } from '../common/schemas';
+import type { Activities } from '../model/activities';
+import type { JobSpec } from '../model/schemas';
 import { makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
-import {
-  FailureType,
-  Oz0Status,
-  Oz0Tenant,
-  Oz0Tools,
-  knownOf,
-  scriptedCalls,
-  statusQuery,
-  toolsOf,
-  traceQuery,
-} from './definitions';
-import type { JobCarry, JobStatus, JobTrace, TraceStep } from './definitions';
-import { currentDetails, jobSummary } from './details';
-import type { RunningCall } from './details';
-import { defaultKey } from './keys';
+import { FailureType } from '../model/activities';
+import { Oz0Status, Oz0Tenant, Oz0Tools, knownOf, scriptedCalls, toolsOf } from '../model/job';
+import { statusQuery, traceQuery } from '../model/messages';
+import type { JobCarry, JobStatus, JobTrace, TraceStep } from '../model/job';
+import { currentDetails, jobSummary } from '../model/details';
+import type { RunningCall } from '../model/details';
+import { defaultKey } from '../model/keys';
 import { LiveSessions } from './live-session';
 import { Questions } from './questions';
 import { runScriptedSession } from './session';

@@ -18,35 +18,31 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
-import type { Activities } from '../activities';
-import type { ExternalSession, HarnessSession } from '../common/schemas';
+import type { Activities } from '../model/activities';
+import type { ExternalSession, HarnessSession } from '../model/schemas';
 import { errorResult, makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
-import { matchesAny, sessionInputProblem, splitTool } from './checks';
+import { matchesAny, sessionInputProblem, splitTool } from '../model/checks';
+import { FailureType } from '../model/activities';
+import { Oz0Tools } from '../model/job';
 import {
-  FailureType,
-  Oz0Tools,
   callToolUpdate,
   cancelCallUpdate,
   closeSessionUpdate,
   openSessionUpdate,
   sessionCallQuery,
-} from './definitions';
+} from '../model/messages';
 import type {
   CancelCallInput,
   CloseSessionInput,
-  HarnessOutcome,
   OpenSessionInput,
   SessionCallInput,
   SessionCallOutput,
   SessionOpened,
-  SessionPlan,
-  SessionTrace,
-  StepTrace,
-  ToolResult,
-  TraceStep,
-} from './definitions';
-import { SessionKeys, defaultKey } from './keys';
+} from '../model/messages';
+import type { HarnessOutcome, SessionPlan } from '../model/activities';
+import type { SessionTrace, StepTrace, ToolResult, TraceStep } from '../model/job';
+import { SessionKeys, defaultKey } from '../model/keys';
 import { MAX_SESSION_RUNS, describeOn, mayHaveRun, sessionLease } from './session';
 
 /** Calls a session step keeps in the trace; older ones are counted in `omitted`. */

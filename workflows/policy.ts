@@ -8,14 +8,11 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
   getExternalWorkflowHandle,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from '../common/schemas';
+import type { PolicyInput, TenantState } from '../model/schemas';
 import {
   approvalProblem,
   decisionProblem,
@@ -23,20 +20,19 @@ import {
   patternProblem,
   serverNameProblem,
   watchedQuestionProblem,
-} from './checks';
-import { policyChangedSignal } from './definitions';
-import { emptyState } from './policy-rules';
-
-export const policyStateQuery = defineQuery<TenantState>('state');
-export const setPolicyUpdate = defineUpdate<TenantState, [string, Decision]>('setPolicy');
-export const killUpdate = defineUpdate<TenantState, [string]>('kill');
-export const reviveUpdate = defineUpdate<TenantState, [string]>('revive');
-export const approveUpdate = defineUpdate<TenantState, [string, Approval]>('approve');
-export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
-/** A4: watch a call that waits for a person's yes; answers the state as of now (the node decides with it). */
-export const watchQuestionUpdate = defineUpdate<TenantState, [WatchedQuestion]>('watchQuestion');
-/** A4: the call's wait has ended (answered, timed out, withdrawn): nothing more to tell its job. */
-export const forgetQuestionSignal = defineSignal<[{ jobId: string; key: string }]>('forgetQuestion');
+} from '../model/checks';
+import {
+  approveUpdate,
+  forgetQuestionSignal,
+  killUpdate,
+  policyChangedSignal,
+  policyStateQuery,
+  reviveUpdate,
+  revokeUpdate,
+  setPolicyUpdate,
+  watchQuestionUpdate,
+} from '../model/messages';
+import { emptyState } from '../model/policy-rules';
 
 /** Changes kept in one run's history before it continues as new. */
 const CHANGES_PER_RUN = 500;

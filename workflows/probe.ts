@@ -4,7 +4,7 @@
  * in milliseconds; otherwise not before the activity gives up waiting. Nothing of a job's runs here.
  */
 import { ActivityCancellationType, isCancellation, proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { Activities } from '../model/activities';
 
 /** Runs the probe's activity on `queue` and ends when it does; the node cancels this workflow to cancel it. */
 export async function probeCancelPush(queue: string, waitMs: number): Promise<void> {

@@ -12,19 +12,13 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { answerProblem } from './checks';
-import { answerCallUpdate, policyChangedSignal, waitingCallsQuery } from './definitions';
-import type {
-  Answer,
-  AnswerCallInput,
-  CallAnswered,
-  CallAsks,
-  PolicyNews,
-  QuestionTrace,
-  WaitingCall,
-} from './definitions';
-import { forgetQuestionSignal } from './policy';
-import { ALL_TENANTS, policyWorkflowId } from './policy-rules';
+import { answerProblem } from '../model/checks';
+import { answerCallUpdate, policyChangedSignal, waitingCallsQuery } from '../model/messages';
+import type { Answer, QuestionTrace } from '../model/job';
+import type { AnswerCallInput, CallAnswered, PolicyNews, WaitingCall } from '../model/messages';
+import type { CallAsks } from '../model/activities';
+import { forgetQuestionSignal } from '../model/messages';
+import { ALL_TENANTS, policyWorkflowId } from '../model/policy-rules';
 
 /** A call that waits: what the job shows of it, and how its wait ends. */
 interface Question {

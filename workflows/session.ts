@@ -11,14 +11,14 @@ import {
   isCancellation,
   proxyActivities,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import type { CallStep } from '../common/schemas';
+import type { Activities } from '../model/activities';
+import type { CallStep } from '../model/schemas';
 import { makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
-import { FailureType } from './definitions';
-import type { StepTrace } from './definitions';
-import { SessionKeys, defaultKey } from './keys';
-import { splitTool } from './checks';
+import { FailureType } from '../model/activities';
+import type { StepTrace } from '../model/job';
+import { SessionKeys, defaultKey } from '../model/keys';
+import { splitTool } from '../model/checks';
 
 /** Fresh sessions a session may have after lost nodes before the job gives up. */
 export const MAX_SESSION_RUNS = 4;

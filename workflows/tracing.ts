@@ -18,19 +18,8 @@ import type {
   WorkflowInterceptors,
   WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
-import type { CallInput } from './definitions';
-
-/** Span attribute names oz0 sets, written once (activities/observe/spans.ts uses the same). */
-export const SpanAttr = {
-  job: 'oz0.job',
-  tenant: 'oz0.tenant',
-  key: 'oz0.key',
-  tool: 'oz0.tool',
-  attempt: 'oz0.attempt',
-  outcome: 'oz0.outcome',
-  genAiToolName: 'gen_ai.tool.name',
-  genAiOperation: 'gen_ai.operation.name',
-} as const;
+import type { CallInput } from '../model/activities';
+import { SpanAttr } from '../model/spans';
 
 function tenantOf(args: unknown[]): string | undefined {
   const spec = args[0] as { tenant?: unknown } | undefined;

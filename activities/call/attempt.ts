@@ -7,7 +7,7 @@
  *   and the resume plan (nothing is sent yet, so every failure here says so); a call whose verdict is `confirm` and
  *   that no person approved yet ends here, sending nothing, and its job asks (A4);
  * - send: the request, with its stop (job cancel, kill switch, time limit, node shutdown) and its progress; a function
- *   that runs as an MCP task is called now and followed to its end (./task.ts), and a later attempt polls that task;
+ *   that runs as an MCP task is called now and followed to its end (mcp/task.ts), and a later attempt polls that task;
  * - settle: the outcome, its record in the trace, and what Temporal is told (an answer, a retry, or the end).
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
@@ -22,28 +22,33 @@ import {
   declaresResume,
   resumeTokenOf,
   withoutReservedMeta,
-} from '../../common/protocol';
-import type { ResumeRequest } from '../../common/protocol';
-import type { CallProgressState, Outcome, Progress } from '../../common/schemas';
-import { splitTool } from '../../workflows/checks';
-import { FailureType } from '../../workflows/definitions';
-import type { CallAsks, CallInput, CallOutput } from '../../workflows/definitions';
-import { listingDigest, verdict } from '../../workflows/policy-rules';
-import type { Verdict } from '../../workflows/policy-rules';
+} from '../../model/protocol';
+import type { CallProgressState, Outcome, Progress, ResumeRequest } from '../../model/schemas';
+import { splitTool } from '../../model/checks';
+import { FailureType } from '../../model/activities';
+import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
+import { listingDigest, verdict } from '../../model/policy-rules';
+import type { Verdict } from '../../model/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
-import { hiddenFunctions, hiddenWhy } from '../servers/capabilities';
-import { OutcomeUnknown } from '../servers/errors';
-import type { Lease, ServerConnection, ServerPool } from '../servers/pool';
+import {
+  AskedForInput,
+  OutcomeUnknown,
+  TaskGone,
+  cancelTask,
+  hiddenFunctions,
+  hiddenWhy,
+  makeCall,
+  taskPlan,
+  taskSupportOf,
+} from '../../mcp';
+import type { Lease, ServerConnection, ServerPool } from '../pool';
 import type { CallRelay } from './relay';
 import { AttemptWatch } from '../observe/attempt';
 import type { NodeMetrics } from '../observe/metrics';
 import { Pulse } from '../heartbeats';
 import type { CancelRoute } from '../heartbeats';
-import { AskedForInput } from './asked';
-import { makeCall } from './request';
 import { readPriorState, resumePlan } from './resume';
-import { TaskGone, cancelTask, taskPlan, taskSupportOf } from './task';
-import type { TaskSeen } from './task';
+import type { TaskSeen } from '../../mcp';
 import { attemptLimitMs, busyVerdict, mayBeMadeAgain } from './verdicts';
 
 export interface NodeIdentity {
@@ -123,7 +128,7 @@ interface Prepared {
   /** P3/P6: progress tokens are taken from this function (a remote one that declares resume). */
   takesTokens: boolean;
   /**
-   * The call runs as an MCP task (./task.ts): made now and followed, or the task an attempt before made, polled; or
+   * The call runs as an MCP task (mcp/task.ts): made now and followed, or the task an attempt before made, polled; or
    * its server takes tasks as the extension and may answer it with one.
    */
   asTask: boolean;

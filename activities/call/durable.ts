@@ -13,7 +13,7 @@ import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { ActivityNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../../common/logger';
-import type { CallAsks, CallInput, CallOutput } from '../../workflows/definitions';
+import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
 import type { CallRelay } from './relay';
 
 /** How often the completion is offered again when Temporal could not be reached, before the attempt is left to time out. */

@@ -3,8 +3,8 @@
  * here, so its session's caller can stop it (with the caller's words), and the node's gateway hears its progress —
  * and, for a call that waits for a person's yes, that it waits.
  */
-import type { Progress } from '../../common/schemas';
-import type { SessionCallOutput } from '../../workflows/definitions';
+import type { Progress } from '../../model/schemas';
+import type { SessionCallOutput } from '../../model/messages';
 
 type Stop = (why: string) => void;
 

@@ -2,9 +2,9 @@
  * Progress that survives attempts, and resume for remote servers (SPEC P2-P6). Pure: what the next attempt
  * sends and what the trace says about it.
  */
-import type { ServerKind } from '../servers/pool';
-import { CallProgressStateSchema } from '../../common/schemas';
-import type { CallProgressState } from '../../common/schemas';
+import type { ServerKind } from '../pool';
+import { CallProgressStateSchema } from '../../model/schemas';
+import type { CallProgressState } from '../../model/schemas';
 
 /** What the attempts before this one left in the heartbeat, with a `lost` record for any that left nothing. */
 export function readPriorState(details: unknown, attempt: number): CallProgressState {

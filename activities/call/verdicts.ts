@@ -3,8 +3,8 @@
  * to a retry. No I/O, unit-tested on their own.
  */
 import type { Tool } from '@modelcontextprotocol/client';
-import { honoursKey } from '../../common/protocol';
-import type { ServerKind } from '../servers/pool';
+import { honoursKey } from '../../model/protocol';
+import type { ServerKind } from '../pool';
 
 /**
  * SPEC "Words": a call may be made again when its function only reads, or is idempotent and honours the

@@ -1,6 +1,6 @@
 /**
  * The node's gateway (H3, H4): one MCP server per node, Streamable HTTP on 127.0.0.1, speaking both revisions on one
- * endpoint (common/mcp-http.ts): a 2026-07-28 client's `server/discover` and its per-request calls, whose stream
+ * endpoint (mcp/http-server.ts): a 2026-07-28 client's `server/discover` and its per-request calls, whose stream
  * closed is a cancel; an older client's `initialize` and its stateful session, where its `notifications/cancelled`
  * reaches its request. It answers only the bearer token of a harness run that is still running on this node (401
  * otherwise). Each `tools/call` is the job's `callTool` Update; its result is what the workflow answers. A harness's
@@ -16,15 +16,15 @@ import { Server } from '@modelcontextprotocol/server';
 import type { CallToolRequest, CallToolResult, ServerContext } from '@modelcontextprotocol/server';
 import type { LoadedConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
-import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../../common/mcp-http';
-import type { Era } from '../../common/mcp-http';
-import { IDEMPOTENCY_KEY_META, MODERN_PROTOCOL } from '../../common/protocol';
+import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../../mcp/http-server';
+import type { Era } from '../../mcp/http-server';
+import { IDEMPOTENCY_KEY_META, MODERN_PROTOCOL } from '../../model/protocol';
 import { admitted, sessionCall } from '../../common/session-client';
-import type { SessionCallOutput } from '../../workflows/definitions';
-import { matchesAny, toolProblem } from '../../workflows/checks';
+import type { SessionCallOutput } from '../../model/messages';
+import { matchesAny, toolProblem } from '../../model/checks';
 import type { CallRelay } from '../call/relay';
 import type { PolicyGate } from '../policy/gate';
-import type { ServerPool } from '../servers/pool';
+import type { ServerPool } from '../pool';
 import { HarnessProgress } from './progress';
 import { currentContext, gatewayCallSpan } from '../observe/gateway';
 import type { NodeMetrics } from '../observe/metrics';

@@ -4,7 +4,7 @@
  * client that resets its request timeout on progress (the TypeScript SDK's `resetTimeoutOnProgress`) keeps waiting,
  * however long the person takes.
  */
-import type { Progress } from '../../common/schemas';
+import type { Progress } from '../../model/schemas';
 import type { CallNews } from '../call/relay';
 /**
  * MCP progress increases with each notification of a request. A call waits before its first attempt, so its waiting

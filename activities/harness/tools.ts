@@ -1,7 +1,7 @@
 /**
  * H3: the tools a harness sees on its gateway — those of its patterns that the tenant's policy lets it call now,
  * with the hints, `_meta`, input and output schemas its server lists; a remote server's only once its listing is
- * approved (A2). Each is listed under the name a model takes (`ledger__set_status`, workflows/model-names.ts), with its
+ * approved (A2). Each is listed under the name a model takes (`ledger__set_status`, model/model-names.ts), with its
  * `<server>.<function>` in `_meta["oz0/tool"]`; a call by either name is taken ({@link toolOfName}). Read from the
  * node's own connections and its live policy copy. A function that runs as an MCP task is listed without its
  * `execution`: oz0 makes and follows the task itself, and to the harness it is an ordinary call that answers when the
@@ -12,12 +12,12 @@ import type { Tool as ServedTool } from '@modelcontextprotocol/server';
 import { canonicalize } from 'json-canonicalize';
 import type { LoadedConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
-import { TOOL_META } from '../../common/protocol';
-import { matchesAny, toolProblem } from '../../workflows/checks';
-import { modelToolName, toolOfModelName } from '../../workflows/model-names';
-import { listingDigest, verdict } from '../../workflows/policy-rules';
+import { TOOL_META } from '../../model/protocol';
+import { matchesAny, toolProblem } from '../../model/checks';
+import { modelToolName, toolOfModelName } from '../../model/model-names';
+import { listingDigest, verdict } from '../../model/policy-rules';
 import type { PolicyGate } from '../policy/gate';
-import type { ServerPool } from '../servers/pool';
+import type { ServerPool } from '../pool';
 
 export interface ListingScope {
   jobId: string;

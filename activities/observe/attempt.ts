@@ -9,11 +9,11 @@
 import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
 import type { Span } from '@opentelemetry/api';
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { busyOf } from '../../common/protocol';
-import type { Outcome } from '../../common/schemas';
-import type { CallInput } from '../../workflows/definitions';
-import { SpanAttr } from '../../workflows/tracing';
-import type { ServerConnection } from '../servers/connection';
+import { busyOf } from '../../model/protocol';
+import type { Outcome } from '../../model/schemas';
+import type { CallInput } from '../../model/activities';
+import { SpanAttr } from '../../model/spans';
+import type { ServerConnection } from '../../mcp';
 import { callLabels } from './metrics';
 import type { NodeMetrics } from './metrics';
 

@@ -7,7 +7,7 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
 import type { Context, Span } from '@opentelemetry/api';
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import { SpanAttr } from '../../workflows/tracing';
+import { SpanAttr } from '../../model/spans';
 import { McpAttr, TOOL_ERROR, TRACER_NAME } from './attempt';
 
 /**

@@ -7,7 +7,7 @@
  * for a server the node has not), and never is a job id, a key or an argument a label.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Outcome } from '../../common/schemas';
+import type { Outcome } from '../../model/schemas';
 
 /** Seconds: an attempt runs from milliseconds (a local read) to the tool's time limit (minutes). */
 const ATTEMPT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];

@@ -11,10 +11,10 @@
 import { changePolicy, readPolicy } from '../../common/policy-client';
 import { PolicyWatch } from './watch';
 import type { PolicyTarget } from '../../common/policy-client';
-import { ALL_TENANTS, killedBy, policyWorkflowId } from '../../workflows/policy-rules';
-import { forgetQuestionSignal, watchQuestionUpdate } from '../../workflows/policy';
+import { ALL_TENANTS, killedBy, policyWorkflowId } from '../../model/policy-rules';
+import { forgetQuestionSignal, watchQuestionUpdate } from '../../model/messages';
 import type { Logger } from '../../common/logger';
-import type { TenantState, WatchedQuestion } from '../../common/schemas';
+import type { TenantState, WatchedQuestion } from '../../model/schemas';
 
 export interface RunningCall {
   tenant: string;

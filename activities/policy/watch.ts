@@ -12,9 +12,9 @@ import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import type { Logger } from '../../common/logger';
-import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../../workflows/policy-rules';
-import { PolicyInputSchema, TenantStateSchema } from '../../common/schemas';
-import type { Decision, TenantState } from '../../common/schemas';
+import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../../model/policy-rules';
+import { PolicyInputSchema, TenantStateSchema } from '../../model/schemas';
+import type { Decision, TenantState } from '../../model/schemas';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 

@@ -10,7 +10,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { approveListing, readListing } from '../../client/approve';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import { tailReceived } from '../../examples/common';
-import { killUpdate, reviveUpdate } from '../../workflows/policy';
+import { killUpdate, reviveUpdate } from '../../model/messages';
 import { fixed, spread, until } from '../common';
 import type { Row } from '../common';
 import { benchConfig, withNode } from '../env';

@@ -14,7 +14,7 @@ import type { LoadedConfig } from '../../common/config';
 import { createLogger } from '../../common/logger';
 import { projectRoot } from '../../common/paths';
 import { Isolation } from '../../activities/sandbox';
-import { ServerPool } from '../../activities/servers/pool';
+import { ServerPool } from '../../activities/pool';
 import { fixed, mean, spread } from '../common';
 import type { Row } from '../common';
 

@@ -12,7 +12,7 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import type { z } from 'zod';
 import type { LoadedConfig } from '../../common/config';
-import type * as Schemas from '../../common/schemas';
+import type * as Schemas from '../../model/schemas';
 import type { JobClient } from '../jobs';
 
 /** A user error: printed as one line, exit status 2, no stack. */
@@ -53,7 +53,7 @@ export function print(data: unknown, json: boolean | undefined, text: () => stri
 /** The zod schemas, loaded when the first argument is checked (commander's argument parsers are synchronous). */
 function schemas(): typeof Schemas {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require('../../common/schemas') as typeof Schemas;
+  return require('../../model/schemas') as typeof Schemas;
 }
 
 /** A commander argument parser from one of the zod schemas: the schema's first message is the error. */

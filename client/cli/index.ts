@@ -54,7 +54,7 @@ async function isUsageError(err: unknown): Promise<boolean> {
   // The command that threw a ConfigError or a JobSpecError has loaded their modules already.
   const [{ ConfigError }, { JobSpecError }] = await Promise.all([
     import('../../common/config.js'),
-    import('../../common/schemas.js'),
+    import('../../model/schemas.js'),
   ]);
   return err instanceof ConfigError || err instanceof JobSpecError;
 }

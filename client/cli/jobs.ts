@@ -47,7 +47,7 @@ export function registerJobCommands(program: Command): void {
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
       const [{ jobStatus }, { waitingCallsQuery }] = await Promise.all([
         import('../jobs.js'),
-        import('../../workflows/definitions.js'),
+        import('../../model/messages.js'),
       ]);
       await withJobClient(await config(opts), async (jc) => {
         const status = await jobStatus(jc.client, id);

@@ -19,14 +19,15 @@ export function registerPluginCommands(program: Command): void {
       const cfg = await config(opts);
       if (!Object.hasOwn(cfg.servers, server))
         throw new UsageError(`the config (${cfg.source}) has no server named "${server}"`);
-      const [{ DrillFileError }, { pluginTest }, { formatReport }] = await Promise.all([
+      const [{ DrillFileError }, { pluginTest }, { formatReport }, { openServer }] = await Promise.all([
         import('../../plugin/drill/drill-file.js'),
         import('../../plugin/drill/plugin-test.js'),
         import('../../plugin/drill/report.js'),
+        import('../open-server.js'),
       ]);
       let report: PluginTestReport;
       try {
-        report = await pluginTest(cfg, server, opts);
+        report = await pluginTest(cfg, server, opts, openServer);
       } catch (err) {
         if (err instanceof DrillFileError) throw new UsageError(err.message);
         throw err;

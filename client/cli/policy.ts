@@ -1,6 +1,6 @@
 /** `oz0 tool kill|revive` (kill switches) and `oz0 policy show|set|approve|revoke`. */
 import type { Command } from 'commander';
-import type { Decision } from '../../common/schemas';
+import type { Decision } from '../../model/schemas';
 import {
   UsageError,
   config,
@@ -19,8 +19,8 @@ import type { ConfigOpts } from './common';
 async function policyModules() {
   const [client, updates, { ALL_TENANTS }] = await Promise.all([
     import('../../common/policy-client.js'),
-    import('../../workflows/policy.js'),
-    import('../../workflows/policy-rules.js'),
+    import('../../model/messages.js'),
+    import('../../model/policy-rules.js'),
   ]);
   return { ...client, ...updates, ALL_TENANTS };
 }

@@ -9,9 +9,9 @@ import { Client, Connection } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { readKeyStore } from '../../plugin';
 import { descendants, killTree } from '../../worker/processes';
-import { callsOf } from '../../workflows/definitions';
-import type { JobTrace } from '../../workflows/definitions';
-import type { JobSpec } from '../../common/schemas';
+import { callsOf } from '../../model/job';
+import type { JobTrace } from '../../model/job';
+import type { JobSpec } from '../../model/schemas';
 import type { LocalCluster } from './index';
 
 export interface CheckCounts {

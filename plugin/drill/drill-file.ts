@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { formatPath } from '../../common/schemas';
+import { formatPath } from '../../model/schemas';
 
 /** The drill file's default name, looked for in the config's folder. */
 export const DRILL_FILE = 'oz0.drill.json';

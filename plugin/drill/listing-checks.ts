@@ -4,7 +4,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/client';
 import type { ServerKind } from '../../common/config';
-import { IDEMPOTENCY_KEY_META, RESUME_META, RESUME_TOKEN, declaresResume, honoursKey } from '../../common/protocol';
+import { IDEMPOTENCY_KEY_META, RESUME_META, RESUME_TOKEN, declaresResume, honoursKey } from '../../model/protocol';
 
 /** An error makes `oz0 plugin test` exit 1; a warning is only shown. */
 export type Severity = 'error' | 'warning';

@@ -1,24 +1,17 @@
 /**
  * `oz0 plugin test SERVER [--drill]`: opens a configured server as a node would (any kind), reads its listing and
  * says what is inconsistent, checks the progress of the drill file's sample calls, and with `--drill` runs the drill
- * (./drill.ts). It talks only to the MCP server: no Temporal needed.
+ * (./drill.ts). It talks only to the MCP server, through oz0's MCP client (mcp/): no Temporal needed, and the server is
+ * opened by the caller, as a node would open it (client/open-server.ts).
  */
 import { randomUUID } from 'node:crypto';
-import os from 'node:os';
 import path from 'node:path';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
-import { AskedForInput } from '../../activities/call/asked';
-import { makeCall } from '../../activities/call/request';
-import { offersTasks, taskPlan, taskSupportOf } from '../../activities/call/task';
-import { hiddenFunctions, hiddenWhy } from '../../activities/servers/capabilities';
-import { describeBwrap } from '../../activities/sandbox';
-import { ServerPool } from '../../activities/servers/pool';
-import type { Lease, ServerKind } from '../../activities/servers/pool';
-import { ProcessTransport } from '../../activities/servers/process-transport';
-import type { LoadedConfig } from '../../common/config';
-import { createLogger } from '../../common/logger';
+import { AskedForInput, hiddenFunctions, hiddenWhy, makeCall, offersTasks, taskPlan, taskSupportOf } from '../../mcp';
+import type { Listings, ServerConnection } from '../../mcp';
+import type { LoadedConfig, ServerKind } from '../../common/config';
 import { contentText } from '../../common/text';
-import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../common/protocol';
+import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../model/protocol';
 import { runDrill } from './drill';
 import type { DrillCall, DrillTarget } from './drill';
 import { DrillFileError, emptyDrillFile, loadDrillFile } from './drill-file';
@@ -27,54 +20,48 @@ import { checkListing, checkProgress } from './listing-checks';
 import type { Finding, SeenProgress } from './listing-checks';
 import type { PluginTestReport, SampleReport } from './report';
 
-/** One server, opened through a short-lived pool of its own, as a node opens it. */
-class OpenServer implements DrillTarget {
-  private pool: ServerPool;
-  private lease?: Lease;
+/**
+ * A server opened as a node opens it (its kind, its sandbox, the protocol it speaks), for `oz0 plugin test` to talk
+ * to. The CLI hands one in (client/open-server.ts: a short-lived pool of the node's own), so the drill needs oz0's MCP
+ * client and nothing else of the node.
+ */
+export interface OpenedServer extends Listings {
+  readonly server: string;
   readonly kind: ServerKind;
-  /** A jobId of its own, so a sandboxed server is this command's and no job's. */
-  private readonly jobId = `oz0-plugin-test-${process.pid}`;
-
-  constructor(
-    private readonly config: LoadedConfig,
-    readonly server: string,
-    private readonly timeoutMs: number,
-  ) {
-    if (!Object.hasOwn(config.servers, server)) throw new Error(`the config has no server named "${server}"`);
-    this.pool = this.newPool();
-    this.kind = this.pool.kindOf(config.servers[server]);
-  }
-
-  private newPool(): ServerPool {
-    return new ServerPool({
-      config: this.config,
-      // What the pool would warn about (a server that could not start, with its last words) is in the test's own
-      // findings; its JSON line would only say it twice. OZ0_LOG_LEVEL shows the pool's log when wanted.
-      logger: createLogger({ level: process.env.OZ0_LOG_LEVEL ?? 'error' }),
-      sandboxRoot: path.join(os.tmpdir(), `oz0-plugin-test-${process.pid}`),
-      killGraceMs: this.config.node.killGraceSeconds * 1000,
-    });
-  }
-
+  /** Its connection, opened again when it has closed. */
+  connection(): Promise<ServerConnection>;
   /**
-   * I6: how this server's sandbox is isolated here, in words: bubblewrap and how its limits are held, or that it runs
+   * I6: how its sandbox is isolated here, in words: bubblewrap and how its limits are held, or that it runs
    * unisolated (`node.isolation: "none"`); undefined for a plugin's or a remote server.
    */
-  isolation(): string | undefined {
-    if (this.kind !== 'sandbox') return undefined;
-    const status = this.pool.isolation.check();
-    if (status.mode === 'none')
-      return 'none: runs unisolated, with the node\'s files, network and processes in reach (node.isolation: "none")';
-    if (status.problem) return `refused: ${status.problem}`;
-    return `${describeBwrap(status.bwrap!)}, limits by ${status.limits!.kind}${status.limits!.gaps.length ? ` (${status.limits!.gaps.join('; ')})` : ''}`;
+  isolation(): string | undefined;
+  /** C3: what a node does after it cancels a call: stops a sandboxed server, so the next call gets a fresh one. */
+  afterCancel(): Promise<void>;
+  /** Kills the server (SIGKILL, as when a node is lost) and opens it again; absent for a remote server. */
+  readonly restart: (() => Promise<void>) | undefined;
+  close(): Promise<void>;
+}
+
+/** Opens one server of the config as a node would. */
+export type OpenServerFn = (config: LoadedConfig, server: string) => OpenedServer;
+
+/** One server, as the drill talks to it: through oz0's MCP client, over the connection a node would have. */
+class OpenServer implements DrillTarget {
+  readonly kind: ServerKind;
+
+  constructor(
+    private readonly opened: OpenedServer,
+    private readonly timeoutMs: number,
+  ) {
+    this.kind = opened.kind;
   }
 
-  private async connection() {
-    if (!this.lease || this.lease.connection.closed) {
-      this.lease?.release();
-      this.lease = await this.pool.acquire(this.server, this.jobId);
-    }
-    return this.lease.connection;
+  isolation(): string | undefined {
+    return this.opened.isolation();
+  }
+
+  private connection(): Promise<ServerConnection> {
+    return this.opened.connection();
   }
 
   async listTools(): Promise<Tool[]> {
@@ -137,7 +124,7 @@ class OpenServer implements DrillTarget {
 
   /** The functions the server lists only to clients that offer what oz0 does not, and what each needs. */
   hidden(tools: Tool[]) {
-    return hiddenFunctions(this.pool, this.server, tools);
+    return hiddenFunctions(this.opened, this.opened.server, tools);
   }
 
   async call(call: DrillCall): Promise<CallToolResult> {
@@ -188,36 +175,16 @@ class OpenServer implements DrillTarget {
     }
   }
 
-  async afterCancel(): Promise<void> {
-    // C3: oz0 stops a sandboxed server after a cancel; its next attempt gets a fresh one.
-    if (this.kind !== 'sandbox') return;
-    this.lease?.release();
-    this.lease = undefined;
-    await this.pool.stopSandbox(this.server, this.jobId);
+  afterCancel(): Promise<void> {
+    return this.opened.afterCancel();
   }
 
   get restart(): (() => Promise<void>) | undefined {
-    if (this.kind === 'remote') return undefined;
-    return async () => {
-      const transport = this.lease?.connection.client.transport;
-      // SIGKILL, as when a node is lost: a store that flushes on exit gets no chance to.
-      if (transport instanceof ProcessTransport && transport.pid) {
-        try {
-          process.kill(-transport.pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }
-      await this.close();
-      this.pool = this.newPool();
-      await this.connection();
-    };
+    return this.opened.restart;
   }
 
-  async close(): Promise<void> {
-    this.lease?.release();
-    this.lease = undefined;
-    await this.pool.close();
+  close(): Promise<void> {
+    return this.opened.close();
   }
 }
 
@@ -299,6 +266,7 @@ export async function pluginTest(
   config: LoadedConfig,
   server: string,
   opts: { drill?: boolean; drillFile?: string },
+  openServer: OpenServerFn,
 ): Promise<PluginTestReport> {
   const loaded = loadDrillFile({ file: opts.drillFile, baseDir: config.baseDir });
   if (opts.drill && !loaded) {
@@ -307,7 +275,7 @@ export async function pluginTest(
     );
   }
   const drill = loaded?.drill ?? emptyDrillFile();
-  const open = new OpenServer(config, server, drill.timeoutSeconds * 1000);
+  const open = new OpenServer(openServer(config, server), drill.timeoutSeconds * 1000);
   try {
     const tools = await open.listTools();
     const findings = checkListing(tools, open.kind);

@@ -3,7 +3,7 @@
  * waits and retries inside the tool (B5): oz0's retry is the only one.
  */
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import { RETRY_AFTER_META, RETRYABLE_META, busyOf } from '../../common/protocol';
+import { RETRY_AFTER_META, RETRYABLE_META, busyOf } from '../../model/protocol';
 
 export { RETRY_AFTER_META, RETRYABLE_META };
 

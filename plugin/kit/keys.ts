@@ -4,7 +4,7 @@
  */
 import type { CallToolResult } from '@modelcontextprotocol/server';
 
-import { IDEMPOTENCY_KEY_META } from '../../common/protocol';
+import { IDEMPOTENCY_KEY_META } from '../../model/protocol';
 
 export { IDEMPOTENCY_KEY_META };
 

@@ -2,8 +2,9 @@
  * Progress with a resume token, and the resume request of a later attempt (SPEC P1-P6). Resume is a convention
  * between oz0 and a remote server only: a plugin's shared server may send tokens, but oz0 takes none from it (P6).
  */
-import { RESUME_META, RESUME_TOKEN, ResumeRequestSchema } from '../../common/protocol';
-import type { ResumeRequest } from '../../common/protocol';
+import { RESUME_META, RESUME_TOKEN } from '../../model/protocol';
+import { ResumeRequestSchema } from '../../model/schemas';
+import type { ResumeRequest } from '../../model/schemas';
 import { requestMeta } from './keys';
 import type { RequestWithMeta } from './keys';
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import type { WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
 import { approveListing, readListing } from '../../client/approve';
 import { policyTargetOf } from '../../common/policy-client';
@@ -26,7 +26,7 @@ import { startWorker as startWorkerProcess } from '../../worker/processes';
 import { createLogger } from '../../common/logger';
 import { logFileOf } from '../logs';
 import { findTemporalCli } from '../../worker/temporal-cli';
-import type { JobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../model/schemas';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 /** The nodes' logs go to this test file's log (test/logs.ts), not the terminal: a failing test prints its part. */

@@ -10,14 +10,14 @@ import { createReader } from '../../examples/reader';
 import { startBusyProxy } from '../../examples/busy-proxy';
 import type { BusyProxy } from '../../examples/busy-proxy';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
-import type { JobTrace } from '../../workflows/definitions';
-import { setPolicyUpdate } from '../../workflows/policy';
+import type { JobTrace } from '../../model/job';
+import { setPolicyUpdate } from '../../model/messages';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
 import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 

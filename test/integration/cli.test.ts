@@ -11,7 +11,7 @@ import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { ROOT, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import { callsOf } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 let node: Oz0Node;

@@ -10,8 +10,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import { answerCall } from '../../client/calls';
-import { callsOf, waitingCallsQuery } from '../../workflows/definitions';
-import type { JobTrace } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
+import { waitingCallsQuery } from '../../model/messages';
+import type { JobTrace } from '../../model/job';
 import {
   eventually,
   example,

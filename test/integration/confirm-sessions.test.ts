@@ -10,11 +10,12 @@ import { readReceived } from '../../examples/common';
 import { answerCall } from '../../client/calls';
 import { startJob } from '../../client/jobs';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
-import type { JobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../model/schemas';
 import { createNode } from '../../worker/node';
-import { isSessionTrace, statusQuery, waitingCallsQuery } from '../../workflows/definitions';
-import type { JobTrace, SessionTrace } from '../../workflows/definitions';
-import { setPolicyUpdate } from '../../workflows/policy';
+import { isSessionTrace } from '../../model/job';
+import { statusQuery, waitingCallsQuery } from '../../model/messages';
+import type { JobTrace, SessionTrace } from '../../model/job';
+import { setPolicyUpdate } from '../../model/messages';
 import {
   ROOT,
   eventually,

@@ -13,12 +13,14 @@ import { answerCall } from '../../client/calls';
 import { snapshot } from '../../client/watch';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import type { PolicyTarget } from '../../common/policy-client';
-import type { JobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../model/schemas';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { callsOf, statusQuery, waitingCallsQuery } from '../../workflows/definitions';
-import type { JobTrace, WaitingCall } from '../../workflows/definitions';
-import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
+import { callsOf } from '../../model/job';
+import { statusQuery, waitingCallsQuery } from '../../model/messages';
+import type { JobTrace } from '../../model/job';
+import type { WaitingCall } from '../../model/messages';
+import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../model/messages';
 import { oz0 } from '../helpers/cli';
 import {
   attributesOf,

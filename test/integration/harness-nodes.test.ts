@@ -13,10 +13,10 @@ import { readReceived } from '../../examples/common';
 import { readKeyStore } from '../../plugin';
 import { openSession } from '../../client/sessions';
 import type { LiveSession } from '../../client/sessions';
-import { argsDigest } from '../../workflows/keys';
+import { argsDigest } from '../../model/keys';
 import { DIE_AFTER_EARLY_ANSWER } from '../../activities/call/durable';
-import { isSessionTrace } from '../../workflows/definitions';
-import type { JobTrace, SessionTrace } from '../../workflows/definitions';
+import { isSessionTrace } from '../../model/job';
+import type { JobTrace, SessionTrace } from '../../model/job';
 import {
   ROOT,
   descendants,

@@ -16,15 +16,15 @@ import { formatTrace } from '../../client/format';
 import { watchJob } from '../../client/watch';
 import type { WatchSnapshot } from '../../client/watch';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
-import { JobSpecError } from '../../common/schemas';
-import type { JobSpec } from '../../common/schemas';
+import { JobSpecError } from '../../model/schemas';
+import type { JobSpec } from '../../model/schemas';
 import { createNode } from '../../worker/node';
-import { argsDigest } from '../../workflows/keys';
-import { MODEL_NAME_PATTERN, modelToolName } from '../../workflows/model-names';
+import { argsDigest } from '../../model/keys';
+import { MODEL_NAME_PATTERN, modelToolName } from '../../model/model-names';
 import { freePort } from '../../worker/dev-server';
-import { killUpdate } from '../../workflows/policy';
-import { isSessionTrace } from '../../workflows/definitions';
-import type { JobTrace, SessionTrace } from '../../workflows/definitions';
+import { killUpdate } from '../../model/messages';
+import { isSessionTrace } from '../../model/job';
+import type { JobTrace, SessionTrace } from '../../model/job';
 import {
   ROOT,
   approve,

@@ -11,8 +11,9 @@ import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { jobStatus, jobTrace, startJob, statusFilter } from '../../client/jobs';
-import { Oz0Status, callsOf, statusQuery, traceQuery } from '../../workflows/definitions';
-import { JobSpecError } from '../../common/schemas';
+import { Oz0Status, callsOf } from '../../model/job';
+import { statusQuery, traceQuery } from '../../model/messages';
+import { JobSpecError } from '../../model/schemas';
 import { createNode } from '../../worker/node';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { loadConfig } from '../../common/config';
@@ -30,7 +31,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../model/schemas';
 
 let temporal: TestTemporal;
 

@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { KeyBusyError, keyedTool, openKeyStore, readKeyStore } from '../../plugin';
 import type { KeyStore, KeyStoreOptions } from '../../plugin';
-import { busyOf } from '../../common/protocol';
+import { busyOf } from '../../model/protocol';
 
 const RACER = path.join(__dirname, '..', 'fixtures', 'store-racer.js');
 const PROCESSES = 6;

@@ -4,11 +4,11 @@
  */
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
-import { argsDigest } from '../../workflows/keys';
+import { argsDigest } from '../../model/keys';
 import { example, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 

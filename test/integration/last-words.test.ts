@@ -8,10 +8,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
-import type { JobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../model/schemas';
 import type { LoadedConfig } from '../../common/config';
-import { callsOf } from '../../workflows/definitions';
-import type { StepTrace } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
+import type { StepTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
 import { logFileOf } from '../logs';
 import { oz0, pluginTestCli } from '../helpers/cli';

@@ -7,7 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
 import {
   eventually,
@@ -20,7 +20,7 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import { callsOf } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 const workers: ChildProcess[] = [];

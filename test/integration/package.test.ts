@@ -11,8 +11,8 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { callsOf } from '../../workflows/definitions';
-import type { JobTrace } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
+import type { JobTrace } from '../../model/job';
 import { ROOT, startTemporal, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 

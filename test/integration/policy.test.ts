@@ -10,8 +10,8 @@ import { Client, Connection } from '@temporalio/client';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { changePolicy, policyTargetOf, readPolicy } from '../../common/policy-client';
-import type { JobTrace } from '../../workflows/definitions';
-import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../workflows/policy';
+import type { JobTrace } from '../../model/job';
+import { killUpdate, reviveUpdate, setPolicyUpdate } from '../../model/messages';
 import { createNode } from '../../worker/node';
 import { createLogger } from '../../common/logger';
 import type { Oz0Node } from '../../worker/node';
@@ -28,8 +28,8 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 let remote: HttpHandle;

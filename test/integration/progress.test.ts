@@ -10,13 +10,13 @@ import { readReceived } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { startSearchServer } from '../../examples/search';
 import type { SearchOptions } from '../../examples/search';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../model/job';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
 import { ROOT, approve, example, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 const received = path.join(tmpDir(), 'received.jsonl');

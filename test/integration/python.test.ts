@@ -7,10 +7,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { LoadedConfig } from '../../common/config';
-import type { JobSpec } from '../../common/schemas';
+import type { JobSpec } from '../../model/schemas';
 import { createNode } from '../../worker/node';
-import { callsOf } from '../../workflows/definitions';
-import type { JobTrace } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
+import type { JobTrace } from '../../model/job';
 import {
   ROOT,
   approve,

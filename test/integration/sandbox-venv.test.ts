@@ -12,8 +12,8 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf, isSessionTrace } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf, isSessionTrace } from '../../model/job';
 import { runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { python, pythonMissing } from '../helpers/python';

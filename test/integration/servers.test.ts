@@ -22,10 +22,10 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import type { JobTrace } from '../../model/job';
 import { cmdlineOf, hostProcesses, sandboxed } from '../helpers/sandbox';
-import { callsOf } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 

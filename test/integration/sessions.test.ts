@@ -10,7 +10,7 @@ import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { readKeyStore } from '../../plugin';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
 import {
   attributesOf,
@@ -27,8 +27,8 @@ import {
   uniqueId,
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf } from '../../model/job';
 
 let temporal: TestTemporal;
 const workers: ChildProcess[] = [];

@@ -8,7 +8,7 @@ import { createReader } from '../../examples/reader';
 import { jobStatus } from '../../client/jobs';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import type { JobTrace } from '../../workflows/definitions';
+import type { JobTrace } from '../../model/job';
 import {
   approve,
   eventually,
@@ -22,8 +22,9 @@ import {
 } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed, sharedFile } from '../helpers/sandbox';
-import type { JobSpec } from '../../common/schemas';
-import { callsOf, traceQuery } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import { callsOf } from '../../model/job';
+import { traceQuery } from '../../model/messages';
 
 let temporal: TestTemporal;
 

@@ -8,9 +8,9 @@ import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { readReceived } from '../../examples/common';
-import type { CallProgressState } from '../../common/schemas';
+import type { CallProgressState } from '../../model/schemas';
 import { createNode } from '../../worker/node';
-import { callsOf } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
 import {
   approve,
   eventually,

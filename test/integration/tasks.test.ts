@@ -10,7 +10,7 @@ import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { callsOf } from '../../workflows/definitions';
+import { callsOf } from '../../model/job';
 import {
   approve,
   eventually,

@@ -14,7 +14,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import type { Browser, Page } from 'puppeteer-core';
 import { connectJobClient, startJob } from '../../client/jobs';
 import type { JobClient } from '../../client/jobs';
-import { Oz0Status } from '../../workflows/definitions';
+import { Oz0Status } from '../../model/job';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { startDevServer } from '../../worker/dev-server';

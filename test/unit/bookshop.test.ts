@@ -17,8 +17,8 @@ import {
   createMcpHandler,
   isInitializeRequest,
 } from '@modelcontextprotocol/server';
-import { ProcessTransport } from '../../activities/servers/process-transport';
-import { sendResponse, webRequest } from '../../common/mcp-http';
+import { ProcessTransport } from '../../mcp/process-transport';
+import { sendResponse, webRequest } from '../../mcp/http-server';
 import { createBookshop, startBookshopServer } from '../../examples/bookshop';
 import type { Bookshop } from '../../examples/bookshop';
 import { readReceived } from '../../examples/common';

@@ -13,7 +13,7 @@ import { dynamicConfigFile, readServerSettings } from '../../deploy/local-cluste
 import { DEV_SERVER_DYNAMIC_CONFIG } from '../../worker/dev-server';
 import { PORT_NAMES, serverConfig } from '../../deploy/local-cluster/temporal-server';
 import type { ServerPorts } from '../../deploy/local-cluster/temporal-server';
-import { Oz0Status, Oz0Tenant, Oz0Tools } from '../../workflows/definitions';
+import { Oz0Status, Oz0Tenant, Oz0Tools } from '../../model/job';
 
 const ROOT = path.join(__dirname, '..', '..');
 

@@ -2,11 +2,11 @@
  * `npm run demo` fails loudly (issue 32.2): what it expects of each step of its job, and the lines it prints for each
  * step that went otherwise — a job COMPLETED with failed calls is not a demo that worked.
  */
-import { JobSpecSchema } from '../../common/schemas';
+import { JobSpecSchema } from '../../model/schemas';
 import { demoPlan, demoProblems, specOf } from '../../examples/demo-plan';
 import type { DemoStep, Expected, ExpectedCall } from '../../examples/demo-plan';
-import type { AttemptRecord } from '../../common/schemas';
-import type { SessionTrace, StepTrace, TraceStep } from '../../workflows/definitions';
+import type { AttemptRecord } from '../../model/schemas';
+import type { SessionTrace, StepTrace, TraceStep } from '../../model/job';
 
 const ORDER = 'o-1';
 

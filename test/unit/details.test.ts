@@ -2,11 +2,11 @@
  * What a job shows of itself in the Temporal UI (T3): its summary and details at start, its current details while it
  * runs, and each call's activity summary, short enough for the history's column.
  */
-import { SUMMARY_MAX, callSummary, currentDetails, jobDetails, jobSummary } from '../../workflows/details';
+import { SUMMARY_MAX, callSummary, currentDetails, jobDetails, jobSummary } from '../../model/details';
 import { durationInWords } from '../../workflows/questions';
 import { waitedInWords } from '../../client/calls';
-import type { JobSpec } from '../../common/schemas';
-import type { SessionTrace } from '../../workflows/definitions';
+import type { JobSpec } from '../../model/schemas';
+import type { SessionTrace } from '../../model/job';
 
 const spec: JobSpec = {
   tenant: 'acme',

@@ -7,7 +7,7 @@
  * run (COMPLETED, CANCELED, …); list filters also find the lower-case words earlier versions wrote.
  */
 import { shownStatus, statusFilter } from '../../client/jobs';
-import type { JobStatus } from '../../workflows/definitions';
+import type { JobStatus } from '../../model/job';
 
 test.each<[string, string | undefined, string]>([
   ['RUNNING', 'running', 'running'],

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { argsDigest, defaultKey, SessionKeys, sessionKey } from '../../workflows/keys';
+import { argsDigest, defaultKey, SessionKeys, sessionKey } from '../../model/keys';
 
 /** The K3 digest, computed here on its own from a canonical string written out by hand. */
 function digestOf(canonical: string): string {

@@ -4,7 +4,7 @@
  * processes; here, the rules on a stream of their own.
  */
 import { PassThrough } from 'node:stream';
-import { StderrTail, endedWhy, saying, withLastWords } from '../../activities/last-words';
+import { StderrTail, endedWhy, saying, withLastWords } from '../../common/last-words';
 
 function tailOf(chunks: string[], secrets: string[] = []) {
   const stream = new PassThrough();

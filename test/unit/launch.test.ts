@@ -10,7 +10,7 @@ import { besideConfig, launchProblem, launchProblems } from '../../activities/la
 import { runHarness } from '../../activities/harness/run';
 import { CancelRoute } from '../../activities/heartbeats';
 import { createLogger } from '../../common/logger';
-import type { HarnessOutcome } from '../../workflows/definitions';
+import type { HarnessOutcome } from '../../model/activities';
 import { loadConfig } from '../../common/config';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-launch-'));

@@ -1,11 +1,11 @@
 /**
- * H3: the name a model takes for each tool (workflows/model-names.ts). Every name matches what OpenAI's and
+ * H3: the name a model takes for each tool (model/model-names.ts). Every name matches what OpenAI's and
  * Anthropic's APIs take, the mapping is one-to-one with `<server>.<function>` and stable, and a name of the first form
  * reads back to its tool: shown on a table of cases, on every small name there is, and on many generated ones.
  */
 import { createHash } from 'node:crypto';
-import { SERVER_PATTERN, toolProblem } from '../../workflows/checks';
-import { MODEL_NAME_PATTERN, modelToolName, toolOfModelName } from '../../workflows/model-names';
+import { SERVER_PATTERN, toolProblem } from '../../model/checks';
+import { MODEL_NAME_PATTERN, modelToolName, toolOfModelName } from '../../model/model-names';
 
 const digest = (tool: string) => createHash('sha256').update(tool).digest('hex').slice(0, 16);
 

@@ -30,7 +30,7 @@ import {
 } from '../../plugin';
 import type { KeyStore, KeyStoreOptions, ProgressExtra } from '../../plugin';
 import { mayBeMadeAgain } from '../../activities/call/verdicts';
-import { busyOf, resumeTokenOf } from '../../common/protocol';
+import { busyOf, resumeTokenOf } from '../../model/protocol';
 import { checkTool } from '../../plugin/drill/listing-checks';
 
 let dir: string;

@@ -7,8 +7,8 @@
 import type { Client } from '@temporalio/client';
 import { MAX_WATCHES, PolicyGate } from '../../activities/policy/gate';
 import { createLogger } from '../../common/logger';
-import { emptyState } from '../../workflows/policy-rules';
-import type { TenantState } from '../../common/schemas';
+import { emptyState } from '../../model/policy-rules';
+import type { TenantState } from '../../model/schemas';
 
 /** A client whose policy queries wait until released; each records when it started and for which workflow. */
 function heldClient() {

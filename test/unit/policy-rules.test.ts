@@ -1,7 +1,7 @@
 /** Pure rules of policy (A1, A2, A4, A5, C5) and busy answers (B1-B4), table-driven. */
 import { busyVerdict, waitInWords } from '../../activities/call/verdicts';
-import { busyOf, parseRetryAfter } from '../../common/protocol';
-import { answerProblem, watchedQuestionProblem } from '../../workflows/checks';
+import { busyOf, parseRetryAfter } from '../../model/protocol';
+import { answerProblem, watchedQuestionProblem } from '../../model/checks';
 import {
   decisionFor,
   emptyState,
@@ -10,7 +10,7 @@ import {
   listingDigest,
   matches,
   verdict,
-} from '../../workflows/policy-rules';
+} from '../../model/policy-rules';
 
 test.each([
   ['*', 'a.b', true],

@@ -5,7 +5,7 @@
  */
 import { defaultPayloadConverter } from '@temporalio/common';
 import { policyEventEffect } from '../../activities/policy/watch';
-import { emptyState } from '../../workflows/policy-rules';
+import { emptyState } from '../../model/policy-rules';
 
 const payloads = (value: unknown) => ({ payloads: [defaultPayloadConverter.toPayload(value)] });
 

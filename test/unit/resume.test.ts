@@ -1,6 +1,6 @@
 /** P3-P6 as pure rules: which tokens count, and what a later attempt sends and says. */
 import { resumePlan } from '../../activities/call/resume';
-import { resumeTokenOf } from '../../common/protocol';
+import { resumeTokenOf } from '../../model/protocol';
 
 test.each([
   ['shard:2', true],

@@ -1,6 +1,6 @@
-import { toolsOf } from '../../workflows/definitions';
-import { formatPath, JobSpecError, parseJobSpec } from '../../common/schemas';
-import type { JobSpec } from '../../common/schemas';
+import { toolsOf } from '../../model/job';
+import { formatPath, JobSpecError, parseJobSpec } from '../../model/schemas';
+import type { JobSpec } from '../../model/schemas';
 
 /** The example job spec of SPEC "Job spec", as written there. */
 const SPEC_EXAMPLE = {

@@ -2,8 +2,8 @@
  * The pure rule of MCP tasks (issues 19.2, 25.3): which calls run as a task, which a server may answer with one, and
  * which are refused before anything is sent.
  */
-import { taskPlan, taskSupportOf } from '../../activities/call/task';
-import type { TaskSupport } from '../../activities/call/task';
+import { taskPlan, taskSupportOf } from '../../mcp/task';
+import type { TaskSupport } from '../../mcp/task';
 
 test.each<[TaskSupport, boolean, boolean, boolean, ReturnType<typeof taskPlan>]>([
   ['forbidden', true, false, false, { as: 'request' }],

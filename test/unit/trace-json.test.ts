@@ -4,7 +4,7 @@
  */
 import { TRACE_COLUMNS, formatTrace, traceJson } from '../../client/format';
 import type { ShownTrace } from '../../client/jobs';
-import type { SessionTrace, StepTrace } from '../../workflows/definitions';
+import type { SessionTrace, StepTrace } from '../../model/job';
 
 /**
  * A step with every field StepTrace has: `Required` makes this file fail to compile when a field is added to the

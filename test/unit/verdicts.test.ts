@@ -2,8 +2,8 @@ import type { Tool } from '@modelcontextprotocol/client';
 import { readPriorState } from '../../activities/call/resume';
 import type { ServerKind } from '../../common/config';
 import { attemptLimitMs, mayBeMadeAgain, timeLimitMarginMs } from '../../activities/call/verdicts';
-import { honoursKey } from '../../common/protocol';
-import type { AttemptRecord, CallProgressState } from '../../common/schemas';
+import { honoursKey } from '../../model/protocol';
+import type { AttemptRecord, CallProgressState } from '../../model/schemas';
 
 type Listing = Pick<Tool, 'annotations' | '_meta'>;
 

@@ -1,8 +1,9 @@
 /**
  * SEP-1686, the experimental tasks of 2025-11-25 (the reference "everything" server's, and TypeScript SDK 1.x's):
  * the `tools/call` carries `task` and answers at once with the task; the attempt polls `tasks/get` (woken early by
- * `notifications/tasks/status`) until the task ends, and takes its result with `tasks/result`. The v2 client has
- * these methods as wire vocabulary only, so each request names its result schema.
+ * `notifications/tasks/status`, as the extension's polls are: ./task-extension.ts `nextStatus`) until the task ends,
+ * and takes its result with `tasks/result`. The v2 client has these methods as wire vocabulary only, so each request
+ * names its result schema.
  *
  * Every request of a task takes the attempt's one signal: @modelcontextprotocol/client 2.4.0 removes the abort
  * listener a request adds when the request settles (1.x never did, and a long task's polls grew listeners on it).
@@ -15,8 +16,9 @@ import {
   CreateTaskResultSchema,
   GetTaskResultSchema,
 } from '@modelcontextprotocol/core';
-import type { ServerConnection } from '../servers/connection';
-import { goneIfUnknown, isTerminal, nextStatus } from './task-state';
+import type { ServerConnection } from './connection';
+import { nextStatus } from './task-extension';
+import { goneIfUnknown, isTerminal } from './task-state';
 import type { TaskCall, TaskSeen } from './task-state';
 
 type LegacyTask = TaskSeen & { pollInterval?: number };

@@ -3,19 +3,28 @@
  * show. A server may list some functions only to clients that offer them (the reference server does), so those are
  * missing from the listing oz0 gets. This finds which, by listing once more as a client that offers each in turn.
  */
-import type { ClientCapabilities } from '@modelcontextprotocol/client';
-import type { ServerPool } from './pool';
+import type { ClientCapabilities, Tool } from '@modelcontextprotocol/client';
 
 /** The client capabilities a server may list functions for, as MCP names them. */
 export const OFFERED_BY_OTHERS = ['sampling', 'elicitation', 'roots'] as const;
 export type ClientCapability = (typeof OFFERED_BY_OTHERS)[number];
+
+/** Where the listing a client that offers other capabilities gets comes from: the node's pool (`ServerPool.listingFor`). */
+export interface Listings {
+  listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]>;
+}
+
+/** Where a listing for a client that offers other capabilities comes from: the node's pool (`ServerPool.listingFor`). */
+export interface Listings {
+  listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]>;
+}
 
 /**
  * The functions `server` lists only to a client that offers a capability oz0 does not, each with those capabilities.
  * `listed` is the listing oz0 got. A probe that fails (the server refuses the capability, or dies) counts as none.
  */
 export async function hiddenFunctions(
-  pool: ServerPool,
+  pool: Listings,
   server: string,
   listed: ReadonlyArray<{ name: string }>,
 ): Promise<Map<string, ClientCapability[]>> {

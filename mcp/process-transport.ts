@@ -1,6 +1,6 @@
 /**
  * An MCP stdio transport over a child process that leads its own process group, so the node can stop the
- * server's whole tree (C3) — a plain process, or a sandbox (../sandbox). The SDK's StdioClientTransport neither
+ * server's whole tree (C3) — a plain process, or a sandbox (activities/sandbox). The SDK's StdioClientTransport neither
  * isolates the server nor kills more than the direct child, which is why oz0 has its own. It also keeps each server
  * to one process: the SDK's own stdio transport (exactly that class) asks for the protocol version on a throwaway copy
  * of the server (@modelcontextprotocol/client 2.4.0, `negotiateStdioViaSibling`), which would start every plugin and
@@ -10,10 +10,10 @@ import type { ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/client';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
-import type { Logger } from '../../common/logger';
-import { StderrTail, endedWhy, redactIn, withLastWords } from '../last-words';
-import { resolveCommand, startGroup } from '../process-group';
-import type { GroupSpec, Started } from '../process-group';
+import type { Logger } from '../common/logger';
+import { StderrTail, endedWhy, redactIn, withLastWords } from '../common/last-words';
+import { resolveCommand, startGroup } from '../common/process-group';
+import type { GroupSpec, Started } from '../common/process-group';
 
 export { resolveCommand };
 

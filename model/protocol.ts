@@ -1,8 +1,8 @@
 /**
  * oz0's wire protocol with MCP servers, written once: the `_meta` names it sends and reads, and how it reads them.
- * The node, the drill and the plugin kit (which authors import) all use these, so they cannot drift apart.
+ * The node, the drill and the plugin kit (which authors import) all use these, so they cannot drift apart. Pure; the
+ * schemas of what a request carries and of the config's protocol choice are in ./schemas.
  */
-import { z } from 'zod';
 
 /** On every tools/call oz0 sends (K1); in a listing's `_meta`, `true` says the function honours it. */
 export const IDEMPOTENCY_KEY_META = 'oz0/idempotency_key';
@@ -18,7 +18,7 @@ export const RESUME_META = 'oz0/resume';
 
 /**
  * H3: in each tool a harness's gateway lists, the tool's `<server>.<function>`: the name policies, patterns, the trace
- * and metrics use, beside the listed name a model takes (workflows/model-names.ts).
+ * and metrics use, beside the listed name a model takes (./model-names.ts).
  */
 export const TOOL_META = 'oz0/tool';
 
@@ -53,13 +53,6 @@ export function resumeTokenOf(meta: unknown): { token: string } | { invalid: tru
   return typeof value === 'string' && RESUME_TOKEN.test(value) ? { token: value } : { invalid: true };
 }
 
-/** P3: what a later attempt's request carries in `_meta["oz0/resume"]`. */
-export const ResumeRequestSchema = z.object({
-  token: z.string().regex(RESUME_TOKEN),
-  progress: z.number().finite().min(0),
-});
-export type ResumeRequest = z.infer<typeof ResumeRequestSchema>;
-
 /** B4: an HTTP Retry-After header, in seconds: a number of seconds or an HTTP date; anything else is none. */
 export function parseRetryAfter(header: string | null | undefined, now = Date.now()): number | undefined {
   if (!header) return undefined;
@@ -73,13 +66,6 @@ export function parseRetryAfter(header: string | null | undefined, now = Date.no
 export const MODERN_PROTOCOL = '2026-07-28';
 /** The newest revision of the `initialize` handshake: oz0 speaks it, or an older one, to a server without 2026-07-28. */
 export const LEGACY_PROTOCOL = '2025-11-25';
-
-/**
- * Which MCP revision oz0 speaks with a server (`servers.<name>.protocol`): `auto` asks the server with `server/discover`
- * and speaks 2026-07-28 when it offers it, else the `initialize` handshake (2025-11-25 or older); a version pins it.
- */
-export const ProtocolChoiceSchema = z.enum(['auto', MODERN_PROTOCOL, LEGACY_PROTOCOL]);
-export type ProtocolChoice = z.infer<typeof ProtocolChoiceSchema>;
 
 /** The `_meta` keys MCP reserves for itself (`io.modelcontextprotocol/…`: the server's identity, a related task, …). */
 const MCP_RESERVED_META = 'io.modelcontextprotocol/';

@@ -5,7 +5,7 @@
 import { canonicalize } from 'json-canonicalize';
 import { sha256 } from '@noble/hashes/sha256';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
-import type { Approval, Decision, TenantState } from '../common/schemas';
+import type { Approval, Decision, TenantState } from './schemas';
 import { matches, splitTool } from './checks';
 
 export { matches };

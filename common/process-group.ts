@@ -50,7 +50,7 @@ export function spawnGroup(spec: GroupSpec): Promise<ChildProcess> {
   });
 }
 
-/** A started process group and how to stop it: a plain one, or a sandbox (../sandbox). */
+/** A started process group and how to stop it: a plain one, or a sandbox (activities/sandbox). */
 export interface Started {
   child: ChildProcess;
   /** Whether it runs in a sandbox of its own (false: a plain process, e.g. `node.isolation: "none"`). */

@@ -1,10 +1,11 @@
 /**
  * What the two forms of MCP tasks (./task.ts) share: the task as the attempt keeps it, the call that follows one, and
- * how a poll waits.
+ * how a task the server no longer knows is told. How a poll waits is the extension's (./task-extension.ts
+ * `nextStatus`), which SEP-1686's polls share.
  */
 import { ProtocolError } from '@modelcontextprotocol/client';
-import type { CallProgressState } from '../../common/schemas';
-import type { ServerConnection } from '../servers/connection';
+import type { CallProgressState } from '../model/schemas';
+import type { ServerConnection } from './connection';
 
 /** The task a call runs as, as the heartbeat keeps it. */
 export type TaskState = NonNullable<CallProgressState['task']>;
@@ -46,29 +47,4 @@ export interface TaskCall {
   timeoutMs: number;
   /** Called with the task when it is made or found, and at each status after. */
   onTask(task: TaskSeen): void;
-}
-
-/** Waits the task's poll interval (bounded), or less when the server says its status changed (SEP-1686). */
-export function nextStatus(
-  connection: ServerConnection,
-  taskId: string,
-  pollMs: number | undefined,
-  signal: AbortSignal,
-): Promise<void> {
-  const ms = Math.min(Math.max(pollMs ?? 1000, 100), 5000);
-  return new Promise((resolve, reject) => {
-    const done = () => {
-      clearTimeout(timer);
-      unwatch();
-      signal.removeEventListener('abort', stopped);
-    };
-    const stopped = () => {
-      done();
-      reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
-    };
-    const timer = setTimeout(() => (done(), resolve()), ms);
-    const unwatch = connection.watchTask(taskId, () => (done(), resolve()));
-    if (signal.aborted) stopped();
-    else signal.addEventListener('abort', stopped, { once: true });
-  });
 }

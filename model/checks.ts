@@ -1,6 +1,6 @@
 /**
  * The pure rules of oz0's names: tools, tool patterns, tenants, servers, decisions and approvals. The policy
- * workflow's update validators use them as they are (no zod in the workflow bundle); common/schemas wraps the same
+ * workflow's update validators use them as they are (no zod in the workflow bundle); ./schemas wraps the same
  * functions in zod for every other edge, so the two can never disagree.
  */
 

@@ -7,18 +7,23 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
 import type { ClientCapabilities, Tool, Transport } from '@modelcontextprotocol/client';
-import { isRemote, serverKind } from '../../common/config';
-import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../../common/config';
-import type { Logger } from '../../common/logger';
-import { ServerConnection } from './connection';
-import { NothingSent, OutcomeUnknown } from './errors';
-import { connectClient, rateLimited } from './negotiate';
-import type { EraVerdicts } from './negotiate';
-import { ProcessTransport } from './process-transport';
-import { createRemoteTransport } from './remote';
-import { envSecrets, resolveEnvRefs } from './env';
-import { besideConfig, launchProblem } from '../launch';
-import { Isolation } from '../sandbox';
+import { isRemote, serverKind } from '../common/config';
+import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../common/config';
+import type { Logger } from '../common/logger';
+import {
+  NothingSent,
+  OutcomeUnknown,
+  ProcessTransport,
+  ServerConnection,
+  connectClient,
+  createRemoteTransport,
+  envSecrets,
+  rateLimited,
+  resolveEnvRefs,
+} from '../mcp';
+import type { EraVerdicts } from '../mcp';
+import { besideConfig, launchProblem } from './launch';
+import { Isolation } from './sandbox';
 
 export type { ServerKind };
 export { ServerConnection };
@@ -93,7 +98,7 @@ export class ServerPool {
   /**
    * The listing `server` gives a client that offers `capabilities` (oz0's own offers none): a session of its own,
    * opened, read and closed here. A server may list some functions only to clients that offer sampling, elicitation
-   * or roots; this is how oz0 tells which (./capabilities.ts). Requests the server then sends it are refused.
+   * or roots; this is how oz0 tells which (mcp/capabilities.ts). Requests the server then sends it are refused.
    */
   async listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]> {
     const config = this.serverConfig(server);

@@ -15,14 +15,15 @@ import type {
   ClientCapabilities,
   Implementation,
   JSONRPCMessage,
+  JSONRPCNotification,
   ServerCapabilities,
   Tool,
   Transport,
 } from '@modelcontextprotocol/client';
-import { ProgressNotificationSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/core';
-import type { ServerKind } from '../../common/config';
-import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../../common/protocol';
-import { saying } from '../last-words';
+import { ProgressNotificationSchema } from '@modelcontextprotocol/core';
+import type { ServerKind } from '../common/config';
+import { LEGACY_PROTOCOL, MODERN_PROTOCOL, TASKS_EXTENSION } from '../model/protocol';
+import { saying } from '../common/last-words';
 
 /** How long a server has to answer `server/discover`, `initialize` or a page of `tools/list` before the attempt fails. */
 export const CONNECT_TIMEOUT_MS = 30_000;
@@ -42,7 +43,7 @@ const CANCELLED_IDS_KEPT = 1000;
 const OWN_ID_PREFIX = 'oz0-';
 
 /** What {@link ServerConnection.take} did with a message: oz0 took it, or the SDK should have it. */
-export type Taken = 'progress' | 'task status' | 'own answer' | 'late answer' | undefined;
+export type Taken = 'progress' | 'watched' | 'own answer' | 'late answer' | undefined;
 
 /** What a request oz0 sends itself answers: its result as it came (JSON), or the JSON-RPC error as a ProtocolError. */
 type OwnAnswer = (answer: { result: Record<string, unknown> } | { error: ProtocolError }) => void;
@@ -50,7 +51,8 @@ type OwnAnswer = (answer: { result: Record<string, unknown> } | { error: Protoco
 export class ServerConnection {
   private listing?: Promise<Tool[]>;
   private readonly progressWatchers = new Map<string, (params: ProgressParams) => void>();
-  private readonly taskWatchers = new Map<string, () => void>();
+  /** Notifications oz0 reads itself, by method (the tasks' status: ./task-extension.ts). */
+  private readonly notificationWatchers = new Map<string, Set<(message: JSONRPCNotification) => void>>();
   /** Requests this connection cancelled: a server may still answer one (e.g. -32800 "Request cancelled"). */
   private readonly cancelledIds = new Set<string | number>();
   private readonly ownRequests = new Map<string, OwnAnswer>();
@@ -143,11 +145,17 @@ export class ServerConnection {
     return () => this.progressWatchers.delete(token);
   }
 
-  /** Calls fn when the server says the task's status changed (`notifications/tasks/status`), until unwatched. */
-  watchTask(taskId: string, fn: () => void): () => void {
-    this.taskWatchers.set(taskId, fn);
+  /**
+   * Calls fn with each notification of `method` the server sends, before the SDK sees it, until unwatched. While
+   * nobody watches a method, its notifications go to the SDK, which drops those it has no handler for.
+   */
+  watchNotifications(method: string, fn: (message: JSONRPCNotification) => void): () => void {
+    const watchers = this.notificationWatchers.get(method) ?? new Set();
+    this.notificationWatchers.set(method, watchers.add(fn));
     return () => {
-      if (this.taskWatchers.get(taskId) === fn) this.taskWatchers.delete(taskId);
+      watchers.delete(fn);
+      if (watchers.size === 0 && this.notificationWatchers.get(method) === watchers)
+        this.notificationWatchers.delete(method);
     };
   }
 
@@ -182,18 +190,17 @@ export class ServerConnection {
   }
 
   /**
-   * Takes what oz0 reads itself, before the SDK sees it. A progress notification goes to its watcher, a task's status
-   * wakes the attempt that polls it, the answer to a request oz0 sent itself goes to that request; one nobody watches
+   * Takes what oz0 reads itself, before the SDK sees it. A progress notification goes to its watcher, a watched
+   * notification (a task's status, which wakes the attempt that polls it) to its watchers, the answer to a request oz0 sent itself goes to that request; one nobody watches
    * (a call already stopped) is dropped too, as is the late answer to a request oz0 cancelled: the SDK would only
    * report either as an error ("unknown token", "unknown message ID"), and both are the protocol at work.
    */
   take(message: JSONRPCMessage): Taken {
     if ('method' in message) {
-      if (message.method === 'notifications/tasks/status') {
-        const parsed = TaskStatusNotificationSchema.safeParse(message);
-        if (!parsed.success) return undefined;
-        this.taskWatchers.get(parsed.data.params.taskId)?.();
-        return 'task status';
+      const watchers = this.notificationWatchers.get(message.method);
+      if (watchers && !('id' in message)) {
+        for (const fn of [...watchers]) fn(message);
+        return 'watched';
       }
       if (message.method !== 'notifications/progress') return undefined;
       const parsed = ProgressNotificationSchema.safeParse(message);
@@ -220,21 +227,19 @@ export class ServerConnection {
    * `resultType` but `complete` and `input_required` before a caller sees the result
    * (modelcontextprotocol/typescript-sdk#2637), so oz0 cannot take a task answer through `client.callTool`.
    *
-   * The request carries the 2026-07-28 `_meta` envelope, with the tasks extension declared in its client
-   * capabilities when `declareTasks`. Its stop is the protocol's cancel (C2): on Streamable HTTP the request's stream
-   * is closed, on stdio `notifications/cancelled` goes out with the stop's words.
+   * The request goes as given: its `params._meta` carries the 2026-07-28 envelope ({@link envelope}; the tasks
+   * extension's requests declare it there, ./task-extension.ts). Its stop is the protocol's cancel (C2): on Streamable
+   * HTTP the request's stream is closed, on stdio `notifications/cancelled` goes out with the stop's words.
    */
   async ownRequest(
     method: string,
     params: Record<string, unknown>,
-    opts: { signal: AbortSignal; timeoutMs: number; declareTasks: boolean },
+    opts: { signal: AbortSignal; timeoutMs: number },
   ): Promise<Record<string, unknown>> {
     if (!this.modern) throw new Error(`${method} as oz0's own request needs a 2026-07-28 connection`);
     if (this.closed) throw new SdkError(SdkErrorCode.ConnectionClosed, 'the connection is closed');
     const id = `${OWN_ID_PREFIX}${++this.ownIds}`;
-    const meta = (params._meta ?? {}) as Record<string, unknown>;
-    const envelope = this.envelope(opts.declareTasks);
-    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: { ...envelope, ...meta } } };
+    const message = { jsonrpc: '2.0' as const, id, method, params };
     // A fresh controller per request: the stream of this request only (the SDK's transport follows its signal).
     const requestStream = new AbortController();
     return new Promise<Record<string, unknown>>((resolve, reject) => {
@@ -268,14 +273,17 @@ export class ServerConnection {
     });
   }
 
-  /** The 2026-07-28 `_meta` envelope: the revision, who oz0 is, what it offers (and the tasks extension, when told). */
-  private envelope(declareTasks = false): Record<string, unknown> {
+  /**
+   * The 2026-07-28 `_meta` envelope of a request oz0 sends itself: the revision, who oz0 is, what it offers, with
+   * `extensions` declared beside its own.
+   */
+  envelope(extensions: Record<string, object> = {}): Record<string, unknown> {
     const { clientInfo, capabilities } = this.identity;
     return {
       [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL,
       [CLIENT_INFO_META_KEY]: clientInfo,
-      [CLIENT_CAPABILITIES_META_KEY]: declareTasks
-        ? { ...capabilities, extensions: { ...capabilities.extensions, [TASKS_EXTENSION]: {} } }
+      [CLIENT_CAPABILITIES_META_KEY]: Object.keys(extensions).length
+        ? { ...capabilities, extensions: { ...capabilities.extensions, ...extensions } }
         : capabilities,
     };
   }

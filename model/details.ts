@@ -4,9 +4,10 @@
  * the job's current details, which the workflow keeps up to date (`setCurrentDetails`): its status, the calls running
  * now and its live sessions. Pure, in Temporal's markdown: the client and the workflow both render with it.
  */
-import type { JobSpec } from '../common/schemas';
-import { isSessionTrace, scriptedCalls, toolsOf } from './definitions';
-import type { JobStatus, SessionTrace, TraceStep, WaitingCall } from './definitions';
+import type { JobSpec } from './schemas';
+import { isSessionTrace, scriptedCalls, toolsOf } from './job';
+import type { JobStatus, SessionTrace, TraceStep } from './job';
+import type { WaitingCall } from './messages';
 
 /** A summary longer than this is cut: the UI shows it on one line. */
 export const SUMMARY_MAX = 120;

@@ -5,13 +5,13 @@
  */
 import { Client, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import type { ClientCapabilities, Implementation, Transport } from '@modelcontextprotocol/client';
-import type { ServerKind } from '../../common/config';
-import type { Logger } from '../../common/logger';
-import { MODERN_PROTOCOL } from '../../common/protocol';
-import type { ProtocolChoice } from '../../common/protocol';
+import type { ServerKind } from '../common/config';
+import type { Logger } from '../common/logger';
+import { MODERN_PROTOCOL } from '../model/protocol';
+import type { ProtocolChoice } from '../model/schemas';
 import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
 import { ProcessTransport } from './process-transport';
-import { saying } from '../last-words';
+import { saying } from '../common/last-words';
 import { ConnectRateLimited } from './remote';
 
 /** Who oz0 says it is, in `initialize` and in each 2026-07-28 request's `_meta`. */

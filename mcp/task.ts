@@ -12,8 +12,8 @@
  */
 import type { Tool } from '@modelcontextprotocol/client';
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { MODERN_PROTOCOL } from '../../common/protocol';
-import type { ServerConnection } from '../servers/connection';
+import { MODERN_PROTOCOL } from '../model/protocol';
+import type { ServerConnection } from './connection';
 import { callMayBeTask, cancelExtensionTask, pollExtensionTask } from './task-extension';
 import { cancelLegacyTask, runLegacyTask } from './task-legacy';
 import { TaskGone } from './task-state';

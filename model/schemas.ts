@@ -1,8 +1,9 @@
 /**
- * The zod schemas of what crosses oz0's edges — job specs, the trace's attempt records, policy state — and the
- * types inferred from them, written once. Workflows take `import type` of these types; zod itself stays out of the
+ * The zod schemas of what crosses oz0's edges — job specs, the trace's attempt records, policy state, a resume
+ * request, the protocol a server is spoken to with — and the types inferred from them, written once: the one module
+ * of model/ that imports zod. Workflows take `import type` of these types; zod itself stays out of the
  * workflow bundle (it would be most of it, in every cached workflow). The rules of names and patterns are the pure
- * ones in workflows/checks, which the policy workflow's validators use as they are.
+ * ones in ./checks, which the policy workflow's validators use as they are.
  */
 import { z } from 'zod';
 import {
@@ -13,7 +14,8 @@ import {
   serverNameProblem,
   tenantNameProblem,
   toolProblem,
-} from '../workflows/checks';
+} from './checks';
+import { LEGACY_PROTOCOL, MODERN_PROTOCOL, RESUME_TOKEN } from './protocol';
 
 /** A schema over one of the pure checks: its problem, if any, is the issue. */
 function checkedBy(problemOf: (value: unknown) => string | undefined) {
@@ -302,3 +304,17 @@ export const PolicyInputSchema = z.object({
   waiting: z.array(WatchedQuestionSchema).optional(),
 });
 export type PolicyInput = z.infer<typeof PolicyInputSchema>;
+
+/** P3: what a later attempt's request carries in `_meta["oz0/resume"]`. */
+export const ResumeRequestSchema = z.object({
+  token: z.string().regex(RESUME_TOKEN),
+  progress: z.number().finite().min(0),
+});
+export type ResumeRequest = z.infer<typeof ResumeRequestSchema>;
+
+/**
+ * Which MCP revision oz0 speaks with a server (`servers.<name>.protocol`): `auto` asks the server with `server/discover`
+ * and speaks 2026-07-28 when it offers it, else the `initialize` handshake (2025-11-25 or older); a version pins it.
+ */
+export const ProtocolChoiceSchema = z.enum(['auto', MODERN_PROTOCOL, LEGACY_PROTOCOL]);
+export type ProtocolChoice = z.infer<typeof ProtocolChoiceSchema>;

@@ -6,16 +6,19 @@
  * (or the JSON-RPC error) once the task ends; `tasks/cancel` asks the server to stop it. There is no `tasks/result`
  * and no `tasks/list`.
  *
- * These requests are oz0's own on the connection's transport (ServerConnection.ownRequest): the SDK's client refuses
- * a task answer (modelcontextprotocol/typescript-sdk#2637), and reads the rest through the same schemas here.
+ * The extension lives here whole: the envelope that declares it on each request, the requests themselves (oz0's own
+ * on the connection's transport, ServerConnection.ownRequest: the SDK's client refuses a task answer,
+ * modelcontextprotocol/typescript-sdk#2637), the polling and the status notifications that cut its waits short, and
+ * the parsing of every answer.
  */
 import { ProtocolError } from '@modelcontextprotocol/client';
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { CallToolResultSchema } from '@modelcontextprotocol/core';
+import { CallToolResultSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/core';
 import { z } from 'zod';
-import type { ServerConnection } from '../servers/connection';
+import type { ServerConnection } from './connection';
 import { AskedForInput, MISSING_REQUIRED_CLIENT_CAPABILITY, askedFor, missingCapabilities } from './asked';
-import { goneIfUnknown, isTerminal, nextStatus } from './task-state';
+import { TASKS_EXTENSION } from '../model/protocol';
+import { goneIfUnknown, isTerminal } from './task-state';
 import type { TaskCall } from './task-state';
 
 /** A task as `tools/call` (`resultType: "task"`) and `tasks/get` answer it: the status, and what the status carries. */
@@ -69,12 +72,52 @@ async function followTask(call: TaskCall, first: ExtensionTask): Promise<CallToo
   return { isError: true, content: [{ type: 'text', text: `task ${task.taskId} ${task.status}${why}${message}` }] };
 }
 
+/**
+ * Waits the task's poll interval (bounded), or less when the server says its status changed: a
+ * `notifications/tasks/status` for this task, read off the connection before the SDK sees it. Both forms send that
+ * notification alike, so SEP-1686's polls (./task-legacy.ts) wait here too.
+ */
+export function nextStatus(
+  connection: ServerConnection,
+  taskId: string,
+  pollMs: number | undefined,
+  signal: AbortSignal,
+): Promise<void> {
+  const ms = Math.min(Math.max(pollMs ?? 1000, 100), 5000);
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      unwatch();
+      signal.removeEventListener('abort', stopped);
+    };
+    const stopped = () => {
+      done();
+      reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+    };
+    const timer = setTimeout(() => (done(), resolve()), ms);
+    const unwatch = connection.watchNotifications('notifications/tasks/status', (message) => {
+      const parsed = TaskStatusNotificationSchema.safeParse(message);
+      if (!parsed.success || parsed.data.params.taskId !== taskId) return;
+      done();
+      resolve();
+    });
+    if (signal.aborted) stopped();
+    else signal.addEventListener('abort', stopped, { once: true });
+  });
+}
+
 async function getTask(call: TaskCall, taskId: string): Promise<ExtensionTask> {
   try {
     return parseTask(await extensionRequest(call, 'tasks/get', { taskId }), 'tasks/get');
   } catch (err) {
     throw goneIfUnknown(err, taskId);
   }
+}
+
+/** Each request of the extension declares it in its 2026-07-28 envelope's client capabilities. */
+function declaring(connection: ServerConnection, params: Record<string, unknown>): Record<string, unknown> {
+  const meta = (params._meta ?? {}) as Record<string, unknown>;
+  return { ...params, _meta: { ...connection.envelope({ [TASKS_EXTENSION]: {} }), ...meta } };
 }
 
 /** One request of the extension; a `-32021` refusal is the server asking for what oz0 does not offer. */
@@ -84,10 +127,9 @@ async function extensionRequest(
   params: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {
   try {
-    return await call.connection.ownRequest(method, params, {
+    return await call.connection.ownRequest(method, declaring(call.connection, params), {
       signal: call.signal,
       timeoutMs: call.timeoutMs,
-      declareTasks: true,
     });
   } catch (err) {
     if (err instanceof ProtocolError && err.code === MISSING_REQUIRED_CLIENT_CAPABILITY) {
@@ -113,15 +155,10 @@ function parseResult(answer: Record<string, unknown>, what: string): CallToolRes
 /** `tasks/cancel` for a call that ends here: an acknowledgement only; bounded, and a refusal is no failure. */
 export async function cancelExtensionTask(connection: ServerConnection, taskId: string): Promise<string> {
   try {
-    await connection.ownRequest(
-      'tasks/cancel',
-      { taskId },
-      {
-        signal: new AbortController().signal,
-        timeoutMs: 5000,
-        declareTasks: true,
-      },
-    );
+    await connection.ownRequest('tasks/cancel', declaring(connection, { taskId }), {
+      signal: new AbortController().signal,
+      timeoutMs: 5000,
+    });
     return `task ${taskId} cancelled`;
   } catch (err) {
     return `task ${taskId} not cancelled: ${(err as Error).message}`;

@@ -9,8 +9,8 @@
  */
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { CallToolResult, FetchLike } from '@modelcontextprotocol/client';
-import type { RemoteServerConfig } from '../../common/config';
-import { RETRY_AFTER_META, RETRYABLE_META, parseRetryAfter } from '../../common/protocol';
+import type { RemoteServerConfig } from '../common/config';
+import { RETRY_AFTER_META, RETRYABLE_META, parseRetryAfter } from '../model/protocol';
 import { resolveEnvRefs } from './env';
 
 /** The method and id of a lone request in a POST body, or undefined when the body is anything else. */

@@ -1,0 +1,140 @@
+/**
+ * The messages the workflows define, as their clients send them: the job's queries and Updates (its status and trace,
+ * a live session's calls, a person's answer to a waiting call), the policy workflow's (its state and its changes),
+ * the signal that tells a job its policy changed, and the signatures clients start both workflows by. Pure: the
+ * workflows set their handlers on these, and the client, the CLI and the node send them.
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { Answer, JobCarry, JobStatus, JobTrace, ToolResult } from './job';
+import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from './schemas';
+
+/** The job workflow, as a client starts it: `client.workflow.start<JobWorkflow>(JOB_WORKFLOW, …)` (workflows/job.ts). */
+export type JobWorkflow = (input: unknown, carry?: JobCarry) => Promise<JobTrace>;
+/** A tenant's policy workflow, as the node and the CLI start it (workflows/policy.ts). */
+export type TenantPolicyWorkflow = (input: PolicyInput) => Promise<void>;
+
+export const statusQuery = defineQuery<JobStatus>('status');
+export const traceQuery = defineQuery<JobTrace>('trace');
+
+/**
+ * H9: a client opens the job's waiting external session. The answer names the session, its run (a session moved to
+ * another node after its node was lost is opened again, as its next run) and the node its calls run on.
+ */
+export const openSessionUpdate = defineUpdate<SessionOpened, [OpenSessionInput]>('openSession');
+/** H4: one call of a live session: the workflow decides its key, runs it on the session's node, answers its result. */
+export const callToolUpdate = defineUpdate<SessionCallOutput, [SessionCallInput]>('callTool');
+/** H5: stops one running call of a live session (`notifications/cancelled` to its server); false if it had ended. */
+export const cancelCallUpdate = defineUpdate<boolean, [CancelCallInput]>('cancelCall');
+/** H9: an external client ends its session with a result (an error result with `isError`). */
+export const closeSessionUpdate = defineUpdate<void, [CloseSessionInput]>('closeSession');
+/** H9: where a live session's running call is (its activity and key), by the caller's call id: its progress is there. */
+export const sessionCallQuery = defineQuery<{ activityId: string; key: string } | null, [string]>('sessionCall');
+
+/** A5: a person's answer to a call that waits for one (`oz0 call approve|deny`, or any Temporal client). */
+export const answerCallUpdate = defineUpdate<CallAnswered, [AnswerCallInput]>('answerCall');
+/** A4: the job's calls that wait for a person's yes now, oldest first. */
+export const waitingCallsQuery = defineQuery<WaitingCall[]>('waitingCalls');
+/** A4: a tenant's policy workflow tells the job that a change may end its call's wait: the job looks again. */
+export const policyChangedSignal = defineSignal<[PolicyNews]>('policyChanged');
+
+export interface AnswerCallInput {
+  /** Which call: its number (the trace's `#`), its activity id (`c3`) or its key; none when only one waits. */
+  call?: string;
+  approve: boolean;
+  /** Who answers, for the trace (1-200 characters): a person's name or login. */
+  by: string;
+  /** Why, at most 1000 characters; a denial's reason reaches the model in the call's error result. */
+  reason?: string;
+}
+
+/** What the job did with an answer: the call it went to, and the answer as the trace keeps it. */
+export interface CallAnswered extends Answer {
+  n: number;
+  activityId: string;
+  tool: string;
+  key: string;
+}
+
+/** A4: a call that waits for a person's yes, as `oz0 call list` and the job's current details show it. */
+export interface WaitingCall {
+  n: number;
+  activityId: string;
+  tool: string;
+  key: string;
+  session: string | null;
+  sessionRun?: number;
+  /** Its arguments as a person reads them: JSON, secrets redacted as in logs, cut at 2,000 characters. */
+  args: string;
+  /** The policy pattern whose verdict is `confirm`. */
+  pattern: string;
+  askedAt: string;
+  /** When it is refused unanswered (`confirmTimeoutSeconds`). */
+  until: string;
+}
+
+export interface PolicyNews {
+  /** The waiting call's key. */
+  key: string;
+  tenant: string;
+  version: number;
+  /** What changed, in words: `ledger.refund: deny`, `the kill switch for ledger.*`. */
+  change: string;
+}
+
+export interface OpenSessionInput {
+  /** Who opens it, for the trace (e.g. the client's host), at most 200 characters. */
+  client?: string;
+}
+
+export interface SessionOpened {
+  session: string;
+  run: number;
+  node: string;
+}
+
+export interface SessionCallInput {
+  session: string;
+  run: number;
+  /** The caller's id for the call, unique in the session run: what cancelCall names. */
+  callId: string;
+  tool: string;
+  args?: Record<string, unknown>;
+  /** H6: the caller wants the call's progress (the node asks its server for it). */
+  progress?: boolean;
+}
+
+export interface SessionCallOutput {
+  result: ToolResult & { _meta?: Record<string, unknown> };
+  /** The call's idempotency key (K3 or K2); absent for a call refused before it was placed (H10). */
+  key?: string;
+  /** The call's position in the whole job (its step's `n`); absent for a call refused before it was placed. */
+  n?: number;
+}
+
+export interface CancelCallInput {
+  session: string;
+  run: number;
+  callId: string;
+  /** Why, as the caller says it; sent on to the server in `notifications/cancelled`. */
+  reason?: string;
+}
+
+export interface CloseSessionInput {
+  session: string;
+  run: number;
+  /** The session's result: any JSON (a string is text). */
+  result?: unknown;
+  /** The result is an error result. */
+  isError?: boolean;
+}
+
+export const policyStateQuery = defineQuery<TenantState>('state');
+export const setPolicyUpdate = defineUpdate<TenantState, [string, Decision]>('setPolicy');
+export const killUpdate = defineUpdate<TenantState, [string]>('kill');
+export const reviveUpdate = defineUpdate<TenantState, [string]>('revive');
+export const approveUpdate = defineUpdate<TenantState, [string, Approval]>('approve');
+export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
+/** A4: watch a call that waits for a person's yes; answers the state as of now (the node decides with it). */
+export const watchQuestionUpdate = defineUpdate<TenantState, [WatchedQuestion]>('watchQuestion');
+/** A4: the call's wait has ended (answered, timed out, withdrawn): nothing more to tell its job. */
+export const forgetQuestionSignal = defineSignal<[{ jobId: string; key: string }]>('forgetQuestion');
