@@ -146,12 +146,14 @@ export function createReader(opts?: ReaderOptions): ServerFactory {
       'sleep',
       {
         title: 'Sleep',
-        description: 'Sleeps ms milliseconds; cancellable.',
+        description: 'Sleeps ms milliseconds; cancellable. Says "started" as progress when asked for progress.',
         inputSchema: z.object({ ms: z.number().int().min(0).max(600_000) }),
       },
       async (args, ctx) => {
         const key = idempotencyKey(ctx);
         recordReceived({ tool: 'sleep', event: 'start', key, args, requestId: ctx.mcpReq.id });
+        // A client that asked for progress hears that the sleep began: it may cancel a call it knows is running.
+        await progressNotifier(ctx)(0, args.ms, 'started');
         if ((await abortableSleep(args.ms, ctx.mcpReq.signal)) === 'aborted') {
           const reason = abortReason(ctx.mcpReq.signal);
           recordReceived({ tool: 'sleep', event: 'cancelled', key, requestId: ctx.mcpReq.id, reason });

@@ -392,7 +392,11 @@ test.each([
           steps: [
             probe({
               protocol,
-              steps: [{ call: `${server}.sleep`, args: { ms: 60_000 }, cancelAfterMs: 1500 }, { sleep: 1000 }],
+              // Cancelled a moment after the server said it began: a loaded machine may take seconds to get there.
+              steps: [
+                { call: `${server}.sleep`, args: { ms: 60_000 }, cancelOnProgress: true, cancelAfterMs: 300 },
+                { sleep: 1000 },
+              ],
             }),
           ],
         },
@@ -425,7 +429,7 @@ test('H5 (issue 26.6): after a harness’s notifications/cancelled, the gateway 
             // The reader started by a first call, so the second is running on it when the harness cancels it.
             steps: [
               { call: 'reader.echo', args: { text: 'up' } },
-              { call: 'reader.sleep', args: { ms: 60_000 }, cancelAfterMs: 2000 },
+              { call: 'reader.sleep', args: { ms: 60_000 }, cancelOnProgress: true, cancelAfterMs: 1500 },
               { sleep: 6000 },
             ],
           }),
