@@ -5,7 +5,7 @@
  *
  *   npm run cluster -- [--nodes 3] [--json] [--no-ui] [--observe]   --observe: Jaeger and Prometheus too (SPEC O1-O2)
  *   npm run cluster -- --check              the short version CI runs: one session through two nodes, one killed
- *   npm run cluster -- --chaos [--short]    the chaos suite on the cluster, every fault: bench/chaos.ts --cluster,
+ *   npm run cluster -- --chaos [--short]    the chaos suite on the cluster, every fault: bench/chaos --cluster,
  *                                           started as a process of its own (it brings the cluster up itself)
  *   npm run cluster -- --down               removes the cluster's state (.oz0/cluster), stopping what still runs
  *
@@ -88,9 +88,7 @@ async function main(): Promise<void> {
     .addOption(new Option('--observe', "Jaeger receiving the nodes' spans and Prometheus scraping their /metrics"))
     .addOption(new Option('--down', 'stop what still runs and remove the state in .oz0/cluster'))
     .addOption(new Option('--check', 'one session through two nodes, one killed; the counts checked; then down'))
-    .addOption(
-      new Option('--chaos', 'the chaos suite (bench/chaos.ts --cluster) on the cluster, every fault; then down'),
-    )
+    .addOption(new Option('--chaos', 'the chaos suite (bench/chaos --cluster) on the cluster, every fault; then down'))
     .addOption(new Option('--short', 'with --chaos: a few trials of each'))
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
@@ -106,7 +104,7 @@ async function main(): Promise<void> {
   }
   if (opts.chaos) {
     // bench/ is above deploy/: the chaos suite is started, never imported; it brings the cluster up itself.
-    const chaos = path.join(__dirname, '..', 'bench', 'chaos.js');
+    const chaos = path.join(__dirname, '..', 'bench', 'chaos', 'index.js');
     const args = [chaos, '--cluster', ...(opts.short ? ['--short'] : []), ...(opts.observe ? ['--observe'] : [])];
     const ran = spawnSync(process.execPath, args, { stdio: 'inherit' });
     if (ran.error) throw ran.error;

@@ -3,53 +3,50 @@
  * Temporal's activity retry is the only retry layer (B5): an attempt never tries twice.
  *
  * An attempt reads top to bottom in three phases, its state held by one {@link Attempt}:
- * - prepare: a lease on the server, its listing, the tenant's policy verdict, whether the call may be made again,
- *   and the resume plan (nothing is sent yet, so every failure here says so); a call whose verdict is `confirm` and
- *   that no person approved yet ends here, sending nothing, and its job asks (A4);
+ * - prepare: a lease on the server, its listing, the tenant's policy verdict (./policy-check.ts), whether the call
+ *   may be made again, and the resume plan (nothing is sent yet, so every failure here says so); a call whose verdict
+ *   is `confirm` and that no person approved yet ends here, sending nothing, and its job asks (A4);
  * - send: the request, with its stop (job cancel, kill switch, time limit, node shutdown) and its progress; a function
  *   that runs as an MCP task is called now and followed to its end (mcp/task.ts), and a later attempt polls that task;
- * - settle: the outcome, its record in the trace, and what Temporal is told (an answer, a retry, or the end).
+ * - settle: the outcome, decided by ./settle.ts's rules, then carried out: its record in the trace, and what Temporal
+ *   is told (an answer, a retry, or the end).
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
-import type { ActivityCancellationDetails } from '@temporalio/common';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
-import { redactSecrets } from '../../common/logger';
 import type { Logger } from '../../common/logger';
-import {
-  IDEMPOTENCY_KEY_META,
-  RESUME_META,
-  busyOf,
-  declaresResume,
-  resumeTokenOf,
-  withoutReservedMeta,
-} from '../../model/protocol';
-import type { CallProgressState, Outcome, Progress, ResumeRequest } from '../../model/schemas';
+import { IDEMPOTENCY_KEY_META, RESUME_META } from '../../model/protocol';
+import type { CallProgressState, Outcome, Progress } from '../../model/schemas';
 import { splitTool } from '../../model/checks';
 import { FailureType } from '../../model/activities';
 import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
-import { listingDigest, verdict } from '../../model/policy-rules';
-import type { Verdict } from '../../model/policy-rules';
-import type { PolicyGate, PolicyRead } from '../policy/gate';
-import {
-  AskedForInput,
-  OutcomeUnknown,
-  TaskGone,
-  cancelTask,
-  hiddenFunctions,
-  hiddenWhy,
-  makeCall,
-  taskPlan,
-  taskSupportOf,
-} from '../../mcp';
+import type { PolicyGate } from '../policy/gate';
+import { AskedForInput, OutcomeUnknown, TaskGone, cancelTask, hiddenFunctions, hiddenWhy, makeCall } from '../../mcp';
+import type { TaskSeen } from '../../mcp';
 import type { Lease, ServerConnection, ServerPool } from '../pool';
 import type { CallRelay } from './relay';
 import { AttemptWatch } from '../observe/attempt';
 import type { NodeMetrics } from '../observe/metrics';
 import { Pulse } from '../heartbeats';
 import type { CancelRoute } from '../heartbeats';
-import { readPriorState, resumePlan } from './resume';
-import type { TaskSeen } from '../../mcp';
-import { attemptLimitMs, busyVerdict, mayBeMadeAgain } from './verdicts';
+import { IGNORED_TOKEN, progressed, readPriorState } from './resume';
+import type { ProgressNote } from './resume';
+import { requestPlan } from './plan';
+import type { RequestPlan } from './plan';
+import { attemptLimitMs } from './verdicts';
+import { AsksPerson, checkPolicy, questionOf } from './policy-check';
+import {
+  AttemptEnd,
+  Unsent,
+  lineOf,
+  outputOf,
+  settleAnswer,
+  settleStop,
+  settleTaskGone,
+  settleUnknown,
+} from './settle';
+import type { AttemptFacts, Ending } from './settle';
+import { hearStops } from './stops';
+import type { StopCause } from './stops';
 
 export interface NodeIdentity {
   /** Human-readable name of this node, e.g. `host/1234`. */
@@ -73,65 +70,13 @@ export interface CallDeps {
   metrics?: NodeMetrics;
 }
 
-/** An answer larger than this is not handed to the job: it would not fit Temporal's history. */
-export const MAX_RESULT_BYTES = 1024 * 1024;
-
-const IGNORED_TOKEN = 'ignored an invalid resume token';
 /** I6: the trace's word for a call on a sandboxed server that ran as a plain process. */
 export const UNISOLATED = 'ran unisolated (node.isolation: "none")';
-/** A question shows this much of a call's arguments (JSON); the rest is cut. */
-export const QUESTION_ARGS_CHARS = 2000;
-
-/** Why an attempt's request was stopped, in the trace's words; the first cause wins. */
-interface StopCause {
-  outcome: Outcome;
-  text: string;
-  /** A live session's caller stopped this call (H5): it ends here, and the job goes on. */
-  bySession?: true;
-}
-
-/** Why Temporal asked the activity to stop, from its cancellation details (never from message text). */
-export function cancelCause(details: ActivityCancellationDetails | undefined): StopCause {
-  if (details?.cancelRequested) return { outcome: 'cancelled', text: 'oz0: job cancelled' };
-  if (details?.workerShutdown) return { outcome: 'lost', text: 'oz0: node shutting down' };
-  if (details?.timedOut) return { outcome: 'timeout', text: "oz0: Temporal's timeout for the attempt passed" };
-  if (details?.paused) return { outcome: 'failed', text: 'oz0: the call was paused in Temporal' };
-  if (details?.reset) return { outcome: 'failed', text: 'oz0: the call was reset in Temporal' };
-  if (details?.notFound) return { outcome: 'cancelled', text: 'oz0: Temporal no longer knows this attempt' };
-  return { outcome: 'cancelled', text: 'oz0: stopped by Temporal' };
-}
-
-/** An attempt that prepare ended before anything was sent, or settle ended without an answer for the job. */
-class AttemptEnd extends Error {
-  constructor(
-    readonly outcome: Outcome,
-    readonly note: string,
-    readonly failure: { type: string; retryable: boolean; message?: string },
-  ) {
-    super(failure.message ?? note);
-  }
-}
-
-/** A4: the call's verdict is `confirm` and no person approved it yet: nothing was sent, and its job asks. */
-class AsksPerson extends Error {
-  constructor(readonly pattern: string) {
-    super(`waits for a person's yes (${pattern}: confirm)`);
-  }
-}
 
 /** What prepare hands to send. */
-interface Prepared {
+interface Prepared extends RequestPlan {
   connection: ServerConnection;
   fn: string;
-  /** P3: `_meta["oz0/resume"]` for this request, when it goes on from an earlier attempt. */
-  resume?: ResumeRequest;
-  /** P3/P6: progress tokens are taken from this function (a remote one that declares resume). */
-  takesTokens: boolean;
-  /**
-   * The call runs as an MCP task (mcp/task.ts): made now and followed, or the task an attempt before made, polled; or
-   * its server takes tasks as the extension and may answer it with one.
-   */
-  asTask: boolean;
   /** The listing of the function, as oz0 read it this attempt. */
   tool: Tool;
 }
@@ -192,39 +137,34 @@ class Attempt {
     return line?.attempt === this.n ? line.outcome : undefined;
   }
 
+  /** The phases, with the attempt's stops (job cancel, kill switch, its session's caller) heard around them. */
   private async attempt(): Promise<CallOutput | CallAsks> {
     const { ctx } = this;
     // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
     // a word is read as lost. A call that runs longer than its pace's idle period beats from then on.
     this.pulse = new Pulse(ctx, this.deps.route.pace(ctx.info.heartbeatTimeoutMs), () => this.state);
-    // C5: registered before the policy is read, so a kill switch thrown from here on stops this call too.
-    const unregister = this.deps.gate.register({
-      tenant: this.input.tenant,
-      tool: this.input.tool,
-      stop: (why) => this.stop({ outcome: 'killed', text: why }),
-    });
-    const onCancel = () => this.stop(cancelCause(ctx.cancellationDetails));
-    if (ctx.cancellationSignal.aborted) onCancel();
-    else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
-    const { relay } = this.input;
-    const unrelay = relay
-      ? this.deps.relay.register(this.input.jobId, relay.callId, (why) =>
-          this.stop({ outcome: 'cancelled', text: `oz0: cancelled by its session: ${why}`, bySession: true }),
-        )
-      : undefined;
+    // C5: heard before the policy is read, so a kill switch thrown from here on stops this call too.
+    const unhear = hearStops({ ...this.deps, ctx }, this.input, (why) => this.stop(why));
     try {
-      const prepared = await this.prepare();
-      return this.settle(await this.send(prepared));
-    } catch (err) {
-      if (err instanceof AsksPerson) return this.asks(err.pattern);
-      return await this.settleFailure(err);
+      return await this.phases();
     } finally {
-      ctx.cancellationSignal.removeEventListener('abort', onCancel);
-      unrelay?.();
-      unregister();
+      unhear();
       this.pulse?.stop();
       this.lease?.release();
     }
+  }
+
+  /** prepare → send → settle; a call that waits for a person's yes ends after prepare, and its job asks (A4). */
+  private async phases(): Promise<CallOutput | CallAsks> {
+    let ending: Ending;
+    try {
+      const prepared = await this.prepare();
+      ending = settleAnswer(await this.send(prepared), this.facts());
+    } catch (err) {
+      if (err instanceof AsksPerson) return this.asks(err.pattern);
+      ending = this.settleFailure(err);
+    }
+    return this.end(ending);
   }
 
   // ---- prepare: lease, listing, policy verdict, resume plan; nothing is sent ----
@@ -232,32 +172,7 @@ class Attempt {
   private async prepare(): Promise<Prepared> {
     const { deps, input } = this;
     const { server, fn } = splitTool(input.tool);
-    if (!deps.pool.serverConfig(server)) {
-      const why = `this node has no server named "${server}"`;
-      throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
-    }
-    this.watch.listed(true, false);
-    let tools: Tool[];
-    try {
-      this.lease = await deps.pool.acquire(server, input.jobId);
-      // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
-      tools = await this.lease.connection.listTools(this.lease.connection.kind === 'remote');
-    } catch (err) {
-      const message = (err as Error).message;
-      if (err instanceof OutcomeUnknown) {
-        // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
-        throw new AttemptEnd('failed', `outcome unknown: ${message}`, {
-          type: FailureType.attemptFailed,
-          retryable: false,
-          message: `${input.tool}: ${message}`,
-        });
-      }
-      throw this.nothingSent(
-        `the server was not reachable: ${message}`,
-        `server "${server}" was not reachable: ${message}`,
-      );
-    }
-    const { connection } = this.lease;
+    const { connection, tools } = await this.list(server);
     this.state.protocol = connection.protocol;
     // I6: a sandboxed server that is not isolated is said on every attempt it serves.
     if (connection.kind === 'sandbox' && !connection.isolated) this.notes.push(UNISOLATED);
@@ -274,147 +189,38 @@ class Attempt {
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
     this.watch.listed(true, true);
-    let allowed = await this.policyVerdict(server, tools, connection.kind === 'remote');
-    if (allowed.allowed && allowed.confirm && input.confirmed?.key !== input.key) {
-      allowed = await this.question(server, tools, connection.kind === 'remote');
-    }
-    if (!allowed.allowed) {
-      throw new AttemptEnd('refused', allowed.why, {
-        type: FailureType.refused,
-        retryable: false,
-        message: `${input.tool}: refused: ${allowed.why}`,
-      });
-    }
-    const tasks = taskPlan({
-      support: taskSupportOf(tool),
-      offered: connection.offersLegacyTasks,
-      extension: connection.offersTaskExtension,
-      priorTask: this.state.task !== undefined,
-    });
-    if ('refused' in tasks) {
-      const why = `nothing was sent: ${input.tool} ${tasks.refused}`;
-      throw new AttemptEnd('failed', why, { type: FailureType.attemptFailed, retryable: false });
-    }
-    // Stopped while it prepared (settle reads the cause): nothing was sent.
-    if (this.stopCause) throw new Error('stopped before the request was sent');
-    this.again = mayBeMadeAgain(tool, connection.kind, allowed.approved);
-    this.readOnly = tool.annotations?.readOnlyHint === true;
-    // A task the attempt before made is polled, not made again: that is safe whatever the function's hints.
-    if (this.state.task) this.notes.push(`resumed task ${this.state.task.id}`);
-    else if (this.n > 1 && !this.again && !(this.state.unsent ?? []).includes(this.n - 1)) {
-      throw new AttemptEnd(
-        'lost',
-        'not made again: the attempt before may have run, and this function may not be made twice',
-        {
-          type: FailureType.mayHaveRun,
-          retryable: false,
-          message: `${input.tool} (key ${input.key}) may have run: not made again`,
-        },
-      );
-    }
-    const plan =
-      this.again && !this.state.task
-        ? resumePlan({
-            attempt: this.n,
-            kind: connection.kind,
-            declaresResume: declaresResume(tool),
-            prior: this.state,
-          })
-        : {};
-    if (plan.note) this.notes.push(plan.note);
+    const { kind } = connection;
+    const { approved } = await checkPolicy(deps, { input, attempt: this.n, server, tools, remote: kind === 'remote' });
+    const stopped = this.stopCause !== undefined;
+    const plan = requestPlan({ call: input, attempt: this.n, tool, connection, approved, prior: this.state, stopped });
+    ({ again: this.again, readOnly: this.readOnly } = plan);
+    this.notes.push(...plan.notes);
     // A7: a live session's caller that heard the call wait for a person hears now that it goes on.
     if (input.relay) deps.relay.waiting(input.jobId, input.relay.callId, undefined);
-    return {
-      connection,
-      fn,
-      resume: plan.meta,
-      takesTokens: connection.kind === 'remote' && declaresResume(tool),
-      asTask: tasks.as === 'task' || tasks.as === 'may be task',
-      tool,
-    };
+    return { connection, fn, tool, ...plan };
   }
 
-  /**
-   * A1-A3, B6, C5: the tenant's current policy, kill switches and approvals. A first attempt may be checked against
-   * the node's live copy; a retry reads anew (B6), and so does a refusal.
-   */
-  private async policyVerdict(server: string, tools: Tool[], remote: boolean): Promise<Verdict> {
+  /** A lease on the call's server, and its listing. */
+  private async list(server: string): Promise<{ connection: ServerConnection; tools: Tool[] }> {
     const { deps, input } = this;
-    const check = (policy: PolicyRead) =>
-      verdict({
-        ...policy,
-        tool: input.tool,
-        remote,
-        listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
-      });
-    try {
-      const policy = await deps.gate.read(input.tenant, this.n > 1 ? 0 : deps.policyMaxAgeMs, this.n === 1);
-      const first = check(policy);
-      return !first.allowed && policy.watched ? check(await deps.gate.read(input.tenant, 0)) : first;
-    } catch (err) {
-      // Without the tenant's policy nothing is sent; the call may try again.
-      const message = (err as Error).message;
-      throw this.nothingSent(
-        `could not read the tenant's policy: ${message}`,
-        `could not read the policy of ${input.tenant}: ${message}`,
-      );
+    if (!deps.pool.serverConfig(server)) {
+      const why = `this node has no server named "${server}"`;
+      throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
-  }
-
-  /**
-   * A4: the live verdict says `confirm` and no person approved this call yet. Its tenant's policy workflows watch
-   * the question from now on, and the verdict is made again with their states as of that moment: still `confirm`,
-   * the call waits (nothing is sent); changed meanwhile, the new verdict holds.
-   */
-  private async question(server: string, tools: Tool[], remote: boolean): Promise<Verdict> {
-    const { deps, input } = this;
-    const until = Date.now() + (input.confirmTimeoutSeconds ?? 0) * 1000;
-    const question = { jobId: input.jobId, key: input.key, tool: input.tool, until };
-    let policy: PolicyRead;
+    this.watch.listed(true, false);
     try {
-      policy = await deps.gate.watchQuestion(input.tenant, question);
+      const { connection } = (this.lease = await deps.pool.acquire(server, input.jobId));
+      // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
+      return { connection, tools: await connection.listTools(connection.kind === 'remote') };
     } catch (err) {
       const message = (err as Error).message;
-      throw this.nothingSent(
-        `could not ask the tenant's policy to watch the question: ${message}`,
-        `could not reach the policy of ${input.tenant}: ${message}`,
-      );
+      if (err instanceof OutcomeUnknown) {
+        // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
+        const failure = { type: FailureType.attemptFailed, retryable: false, message: `${input.tool}: ${message}` };
+        throw new AttemptEnd('failed', `outcome unknown: ${message}`, failure);
+      }
+      throw new Unsent(`the server was not reachable: ${message}`, `server "${server}" was not reachable: ${message}`);
     }
-    const now = verdict({
-      ...policy,
-      tool: input.tool,
-      remote,
-      listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
-    });
-    if (now.allowed && now.confirm && input.confirmed?.key !== input.key) throw new AsksPerson(now.confirm);
-    await deps.gate.forgetQuestion(input.tenant, question);
-    return now;
-  }
-
-  /** A4: what the job needs to ask a person: the pattern, and the arguments as a person may read them. */
-  private asks(pattern: string): CallAsks {
-    const { input, deps } = this;
-    const args = JSON.stringify(redactSecrets(input.args));
-    const shown = args.length > QUESTION_ARGS_CHARS ? `${args.slice(0, QUESTION_ARGS_CHARS - 1)}…` : args;
-    if (input.relay) {
-      const call = this.ctx.info.activityId;
-      deps.relay.waiting(
-        input.jobId,
-        input.relay.callId,
-        `waiting for a person's yes (${pattern}: confirm): oz0 call approve ${input.jobId} ${call}`,
-      );
-    }
-    return {
-      asks: { pattern, args: shown },
-      node: deps.node.id,
-      ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
-    };
-  }
-
-  /** An end before anything was sent: any call may try again, and the next attempt knows it may (`unsent`). */
-  private nothingSent(note: string, message: string): AttemptEnd {
-    this.state.unsent = [...(this.state.unsent ?? []), this.n];
-    return new AttemptEnd('failed', note, { type: FailureType.attemptFailed, retryable: true, message });
   }
 
   // ---- send: the request, its stop, its progress ----
@@ -479,20 +285,13 @@ class Attempt {
     this.controller.abort(this.stopCause.text);
   }
 
-  /** P1, P3: a progress notification for this attempt's request; progress must increase within one request. */
-  private onProgress(n: { progress: number; total?: number; _meta?: Record<string, unknown> }, p: Prepared): void {
-    if (!Number.isFinite(n.progress) || (this.progress && n.progress <= this.progress.progress)) return;
-    this.progress = typeof n.total === 'number' ? { progress: n.progress, total: n.total } : { progress: n.progress };
-    this.state.progress = this.progress.progress;
-    this.state.total = this.progress.total;
-    const token = p.takesTokens ? resumeTokenOf(n._meta) : undefined;
-    if (token && 'token' in token) {
-      this.state.token = token.token;
-      this.state.tokenProgress = this.progress;
-    } else if (token) {
-      this.state.invalidToken = true;
-      if (!this.notes.includes(IGNORED_TOKEN)) this.notes.push(IGNORED_TOKEN);
-    }
+  /** P1, P3: a progress notification for this attempt's request: in the heartbeat, and to a live session's caller. */
+  private onProgress(n: ProgressNote, p: Prepared): void {
+    const news = progressed(this.progress, n, p.takesTokens);
+    if (!news) return;
+    this.progress = news.progress;
+    Object.assign(this.state, news.carried);
+    if (news.invalidToken && !this.notes.includes(IGNORED_TOKEN)) this.notes.push(IGNORED_TOKEN);
     if (this.input.relay) this.deps.relay.report(this.input.jobId, this.input.relay.callId, this.progress);
     this.beat();
   }
@@ -522,133 +321,64 @@ class Attempt {
     this.pulse?.beat(now);
   }
 
-  // ---- settle: the outcome, its record, what Temporal is told ----
+  // ---- settle: the outcome (./settle.ts decides it), its record, what Temporal is told ----
 
-  /** An answer came: an oversize one costs the attempt, a busy one is B2/B3, any other goes to the job. */
-  private settle(result: CallToolResult): CallOutput {
-    const size = Buffer.byteLength(JSON.stringify(result));
-    if (size > MAX_RESULT_BYTES) {
-      // The same call would answer the same again: oversize is not transient, so there is no next attempt.
-      throw new AttemptEnd('failed', `the answer was ${(size / 1024 / 1024).toFixed(1)} MB, over oz0's limit of 1 MB`, {
-        type: FailureType.attemptFailed,
-        retryable: false,
-        message: `${this.input.tool} answered ${size} bytes, over the 1 MB limit`,
-      });
-    }
-    const busy = busyOf(result);
-    if (busy) return this.settleBusy(result, busy.retryAfter);
-    this.record(result.isError ? 'error' : 'ok');
-    return this.output(result);
-  }
-
-  /** B2/B3: a busy server: try again after its wait, or hand its error to the job with the wait in words. */
-  private settleBusy(result: CallToolResult, retryAfter: number | undefined): CallOutput {
-    const busy = busyVerdict({ again: this.again, lastAttempt: this.last, retryAfter });
-    this.record('busy', busy.note);
-    if (busy.retry) {
-      this.watch.busyWait(busy.delayMs);
-      this.handOn();
-      // One retry layer (B5): Temporal waits, not oz0; maximumInterval is 60 s so this delay is never cut short.
-      throw ApplicationFailure.create({
-        type: FailureType.busy,
-        message: `${this.input.tool}: the server is busy; ${busy.note.replace(/^busy: /, '')}`,
-        nextRetryDelay: busy.delayMs,
-        details: [this.state],
-      });
-    }
-    return this.output({ ...result, content: [...(result.content ?? []), { type: 'text', text: busy.words }] });
+  /** What settle reads of this attempt. */
+  private facts(): AttemptFacts {
+    const { input, state } = this;
+    const sandbox = this.lease?.connection.kind === 'sandbox';
+    const { again, last, sent, readOnly } = this;
+    return { tool: input.tool, key: input.key, again, last, sent, task: state.task !== undefined, readOnly, sandbox };
   }
 
   /** No answer for the job: prepare ended the attempt, a stop cut the request, or the request failed. */
-  private async settleFailure(err: unknown): Promise<never> {
-    if (err instanceof ApplicationFailure) throw err;
-    if (err instanceof AttemptEnd) return this.fail(err.outcome, err.note, err.failure);
-    if (this.stopCause) return this.stopped(this.stopCause);
-    if (err instanceof TaskGone) return this.taskGone(err);
+  private settleFailure(err: unknown): Ending {
+    if (err instanceof AttemptEnd) return err.ending;
+    if (this.stopCause) return settleStop(this.stopCause, this.facts());
+    if (err instanceof TaskGone) return settleTaskGone(err.message, this.facts());
     // I4: the server's sandbox went past a limit and was stopped: said by name, not as a closed connection.
     const limit = this.lease?.connection.stoppedFor();
     const message = limit ? `its sandbox was stopped: past ${limit}` : ((err as Error).message ?? String(err));
     this.deps.logger.warn({ tool: this.input.tool, key: this.input.key, err: message }, 'attempt failed');
-    return this.fail('failed', `outcome unknown: ${message}`, {
-      type: FailureType.attemptFailed,
-      // A task made is polled by the next attempt, never made again.
-      retryable: this.again || this.state.task !== undefined,
-      message: `${this.input.tool}: ${message}`,
-    });
+    return settleUnknown(message, this.facts());
   }
 
-  /**
-   * The task the attempt before made is gone from its server (a restart, another session's, its ttl): a read starts
-   * over with a task of its own; anything else is not made again, whatever its hints.
-   */
-  private taskGone(err: TaskGone): never {
-    const { input } = this;
-    this.state.task = undefined;
-    if (this.readOnly) {
-      return this.fail('lost', `${err.message}: started over`, { type: FailureType.attemptFailed, retryable: true });
-    }
-    return this.fail('lost', `${err.message}: not made again`, {
-      type: FailureType.mayHaveRun,
-      retryable: false,
-      message: `${input.tool} (key ${input.key}) may have run as a task its server no longer knows: not made again`,
-    });
-  }
-
-  /** An attempt that a stop ended: cancelled, killed, past its time limit, or its node going down. */
-  private async stopped(why: StopCause): Promise<never> {
-    const { deps, input } = this;
+  /** Carries out the ending: its steps, this attempt's line in the trace, then the answer or what Temporal is told. */
+  private async end(ending: Ending): Promise<CallOutput> {
     const { connection } = this.lease ?? {};
-    // A call that may be made again, one stopped before it was sent, and one whose task the next attempt can poll
-    // may have a next attempt (on another node).
-    const retryable = !this.sent || this.again || this.state.task !== undefined;
-    // A task nobody will poll again is cancelled on its server (a time limit with attempts left leaves it running).
-    const ends = why.bySession || why.outcome === 'cancelled' || why.outcome === 'killed' || this.last || !retryable;
-    if (this.state.task && ends && connection) this.notes.push(await cancelTask(connection, this.state.task));
-    // C3: a stopped call on a sandboxed server stops that server's whole process tree too (C7: before the next).
-    if (this.sent && connection?.kind === 'sandbox') await deps.pool.stopSandbox(connection.server, input.jobId);
-    if (!this.sent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
-    if (why.bySession) {
-      return this.fail(why.outcome, why.text, {
-        type: FailureType.callCancelled,
-        retryable: false,
-        message: `${input.tool}: ${why.text}`,
-      });
-    }
-    if (why.outcome === 'cancelled') {
-      this.record(why.outcome, why.text);
-      throw new CancelledFailure(why.text, [this.state]);
-    }
-    const type = {
-      lost: FailureType.nodeShutdown,
-      killed: FailureType.killed,
-      timeout: FailureType.timeLimit,
-    }[why.outcome as 'lost' | 'killed' | 'timeout'];
-    return this.fail(why.outcome, why.text, {
-      type: type ?? FailureType.attemptFailed,
-      retryable: why.outcome === 'killed' ? false : retryable,
-      message: `${input.tool}: ${why.text}`,
-    });
-  }
-
-  /** Records the attempt, hands it on when there may be a next attempt, and tells Temporal how it ended. */
-  private fail(outcome: Outcome, note: string, failure: { type: string; retryable: boolean; message?: string }): never {
-    this.record(outcome, note);
-    if (failure.retryable) this.handOn();
+    const task = this.state.task;
+    if (ending.cancelTask && task && connection) this.notes.push(await cancelTask(connection, task));
+    if (ending.stopSandbox && connection) await this.deps.pool.stopSandbox(connection.server, this.input.jobId);
+    if (ending.forgetTask) this.state.task = undefined;
+    if (ending.unsent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
+    const line = lineOf(this.n, ending, this.notes, this.progress);
+    this.state.attempts = [...this.state.attempts, line];
+    if ('answer' in ending) return outputOf(ending.answer, this.state, this.deps.node.id);
+    if ('cancelled' in ending) throw new CancelledFailure(ending.note, [this.state]);
+    const { type, retryable, message, nextRetryDelayMs } = ending.failure;
+    if (type === FailureType.busy) this.watch.busyWait(nextRetryDelayMs);
+    if (retryable) this.handOn();
     throw ApplicationFailure.create({
-      type: failure.type,
-      message: failure.message ?? note,
-      nonRetryable: !failure.retryable,
+      type,
+      message: message ?? ending.note,
+      nonRetryable: !retryable,
+      nextRetryDelay: nextRetryDelayMs,
       details: [this.state],
     });
   }
 
-  /** This attempt's line in the trace, with its start notes (P5) and the last progress it saw. */
-  private record(outcome: Outcome, why?: string): void {
-    const note = [...this.notes, why].filter(Boolean).join('; ');
-    this.state.attempts = [
-      ...this.state.attempts,
-      { attempt: this.n, outcome, ...(note ? { note } : {}), ...(this.progress ? { progress: this.progress } : {}) },
-    ];
+  /** A4: the job asks a person; a live session's caller hears that the call waits, and the command that answers. */
+  private asks(pattern: string): CallAsks {
+    const { input, deps } = this;
+    if (input.relay) {
+      const words = `waiting for a person's yes (${pattern}: confirm): oz0 call approve ${input.jobId} ${this.ctx.info.activityId}`;
+      deps.relay.waiting(input.jobId, input.relay.callId, words);
+    }
+    return {
+      asks: questionOf(pattern, input.args),
+      node: deps.node.id,
+      ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
+    };
   }
 
   /**
@@ -658,22 +388,5 @@ class Attempt {
   private handOn(): void {
     this.pulse?.stop();
     this.ctx.heartbeat(this.state);
-  }
-
-  /** The job's view of an answer: content, structured content, isError, _meta; and the trace of its attempts. */
-  private output(result: CallToolResult): CallOutput {
-    const meta = withoutReservedMeta(result._meta);
-    return {
-      result: {
-        isError: result.isError === true,
-        content: result.content ?? [],
-        ...(result.structuredContent ? { structuredContent: result.structuredContent as Record<string, unknown> } : {}),
-        ...(meta ? { _meta: meta } : {}),
-      },
-      attempts: this.state.attempts,
-      node: this.deps.node.id,
-      ...(this.state.protocol ? { protocol: this.state.protocol } : {}),
-      ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
-    };
   }
 }

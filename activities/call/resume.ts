@@ -3,8 +3,9 @@
  * sends and what the trace says about it.
  */
 import type { ServerKind } from '../pool';
+import { resumeTokenOf } from '../../model/protocol';
 import { CallProgressStateSchema } from '../../model/schemas';
-import type { CallProgressState } from '../../model/schemas';
+import type { CallProgressState, Progress } from '../../model/schemas';
 
 /** What the attempts before this one left in the heartbeat, with a `lost` record for any that left nothing. */
 export function readPriorState(details: unknown, attempt: number): CallProgressState {
@@ -51,4 +52,36 @@ export function resumePlan(input: {
     meta: { token: prior.token, progress },
     note: `resumed from progress ${progress}${total === undefined ? '' : ` of ${total}`}`,
   };
+}
+
+/** P5: the trace's word for an attempt that was sent a resume token it could not take. */
+export const IGNORED_TOKEN = 'ignored an invalid resume token';
+
+/** A progress notification for an attempt's request, as the MCP client hears it. */
+export interface ProgressNote {
+  progress: number;
+  total?: number;
+  _meta?: Record<string, unknown>;
+}
+
+/** What a progress notification changes: the attempt's progress, and what its heartbeat carries of it. */
+export interface Progressed {
+  progress: Progress;
+  carried: Pick<CallProgressState, 'progress' | 'total' | 'token' | 'tokenProgress' | 'invalidToken'>;
+  /** P3: the notification's resume token was invalid, and was ignored. */
+  invalidToken: boolean;
+}
+
+/**
+ * P1, P3: a progress notification for an attempt's request, after `seen`; none when it is no news (progress must
+ * increase within one request). Its resume token counts only from a function that takes tokens (`takesTokens`).
+ */
+export function progressed(seen: Progress | undefined, n: ProgressNote, takesTokens: boolean): Progressed | undefined {
+  if (!Number.isFinite(n.progress) || (seen && n.progress <= seen.progress)) return undefined;
+  const progress = typeof n.total === 'number' ? { progress: n.progress, total: n.total } : { progress: n.progress };
+  const carried: Progressed['carried'] = { progress: progress.progress, total: progress.total };
+  const token = takesTokens ? resumeTokenOf(n._meta) : undefined;
+  if (token && 'token' in token) Object.assign(carried, { token: token.token, tokenProgress: progress });
+  else if (token) carried.invalidToken = true;
+  return { progress, carried, invalidToken: carried.invalidToken === true };
 }

@@ -1,7 +1,7 @@
 /**
  * A script's run of the local cluster: its state folder (`.oz0/cluster`) and a log of the script's own there, what a
  * run before left stopped first, the cluster's pids written for the next run to find, and all of it stopped at the
- * end. `npm run cluster` (deploy/cluster.ts) and the chaos suite on the cluster (bench/chaos.ts `--cluster`) run it so.
+ * end. `npm run cluster` (deploy/cluster.ts) and the chaos suite on the cluster (bench/chaos/ `--cluster`) run it so.
  */
 import fs from 'node:fs';
 import path from 'node:path';

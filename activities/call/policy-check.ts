@@ -1,0 +1,125 @@
+/**
+ * The tenant's policy check before an attempt sends anything (A1-A4, B6, C5): one verdict on the call, from the
+ * node's live copy of the tenant's policy or a fresh read, and, when that verdict is `confirm` and no person approved
+ * the call yet, the question a person answers (A4). Nothing is sent here: a refusal, a policy that could not be read
+ * and a question each end the attempt before its request (./settle.ts's AttemptEnd, or AsksPerson).
+ */
+import type { Tool } from '@modelcontextprotocol/client';
+import { redactSecrets } from '../../common/logger';
+import { FailureType } from '../../model/activities';
+import type { CallAsks, CallInput } from '../../model/activities';
+import { listingDigest, verdict } from '../../model/policy-rules';
+import type { Verdict } from '../../model/policy-rules';
+import type { PolicyGate, PolicyRead } from '../policy/gate';
+import { AttemptEnd, Unsent } from './settle';
+
+/** A question shows this much of a call's arguments (JSON); the rest is cut. */
+export const QUESTION_ARGS_CHARS = 2000;
+
+/** A4: the call's verdict is `confirm` and no person approved it yet: nothing was sent, and its job asks. */
+export class AsksPerson extends Error {
+  constructor(readonly pattern: string) {
+    super(`waits for a person's yes (${pattern}: confirm)`);
+  }
+}
+
+/** A4: what the job needs to ask a person: the pattern, and the arguments as a person may read them. */
+export function questionOf(pattern: string, args: Record<string, unknown>): CallAsks['asks'] {
+  const json = JSON.stringify(redactSecrets(args));
+  return { pattern, args: json.length > QUESTION_ARGS_CHARS ? `${json.slice(0, QUESTION_ARGS_CHARS - 1)}…` : json };
+}
+
+export interface PolicyDeps {
+  gate: PolicyGate;
+  /** A first attempt may use a policy read this recent; a retry always reads it anew (B6). */
+  policyMaxAgeMs: number;
+}
+
+/** The call the check is about: which attempt of it this is, and its server's listing as this attempt read it. */
+export interface CheckedCall {
+  input: CallInput;
+  attempt: number;
+  server: string;
+  tools: Tool[];
+  remote: boolean;
+}
+
+/**
+ * The call may be sent: the tenant's current policy, kill switches and approvals allow it, and a person said yes
+ * when its verdict is `confirm`. Resolves to whether the tenant approved its server's current listing (A2); throws
+ * an {@link AttemptEnd} (refused, or the policy unread) or {@link AsksPerson}.
+ */
+export async function checkPolicy(deps: PolicyDeps, call: CheckedCall): Promise<{ approved: boolean }> {
+  let allowed = await policyVerdict(deps, call);
+  if (waitingOn(allowed, call.input)) allowed = await question(deps.gate, call);
+  if (!allowed.allowed) {
+    throw new AttemptEnd('refused', allowed.why, {
+      type: FailureType.refused,
+      retryable: false,
+      message: `${call.input.tool}: refused: ${allowed.why}`,
+    });
+  }
+  return { approved: allowed.approved };
+}
+
+/** The one verdict builder: a read of the tenant's policy against this call, and its server's listing (A2). */
+function verdictOf(policy: PolicyRead, call: CheckedCall): Verdict {
+  const { input, server, tools, remote } = call;
+  return verdict({
+    ...policy,
+    tool: input.tool,
+    remote,
+    listing: remote || policy.state.approvals[server] ? listingDigest(tools) : undefined,
+  });
+}
+
+/** A4, A5: the pattern whose verdict is `confirm`, when the call is not the one a person said yes to. */
+function waitingOn(v: Verdict, input: CallInput): string | undefined {
+  return v.allowed && input.confirmed?.key !== input.key ? v.confirm : undefined;
+}
+
+/**
+ * A1-A3, B6, C5: the tenant's current policy, kill switches and approvals. A first attempt may be checked against
+ * the node's live copy; a retry reads anew (B6), and so does a refusal.
+ */
+async function policyVerdict(deps: PolicyDeps, call: CheckedCall): Promise<Verdict> {
+  const { input, attempt } = call;
+  try {
+    const policy = await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs, attempt === 1);
+    const first = verdictOf(policy, call);
+    return !first.allowed && policy.watched ? verdictOf(await deps.gate.read(input.tenant, 0), call) : first;
+  } catch (err) {
+    // Without the tenant's policy nothing is sent; the call may try again.
+    const message = (err as Error).message;
+    throw new Unsent(
+      `could not read the tenant's policy: ${message}`,
+      `could not read the policy of ${input.tenant}: ${message}`,
+    );
+  }
+}
+
+/**
+ * A4: the live verdict says `confirm` and no person approved this call yet. Its tenant's policy workflows watch
+ * the question from now on, and the verdict is made again with their states as of that moment: still `confirm`,
+ * the call waits (nothing is sent); changed meanwhile, the new verdict holds.
+ */
+async function question(gate: PolicyGate, call: CheckedCall): Promise<Verdict> {
+  const { input } = call;
+  const until = Date.now() + (input.confirmTimeoutSeconds ?? 0) * 1000;
+  const question = { jobId: input.jobId, key: input.key, tool: input.tool, until };
+  let policy: PolicyRead;
+  try {
+    policy = await gate.watchQuestion(input.tenant, question);
+  } catch (err) {
+    const message = (err as Error).message;
+    throw new Unsent(
+      `could not ask the tenant's policy to watch the question: ${message}`,
+      `could not reach the policy of ${input.tenant}: ${message}`,
+    );
+  }
+  const now = verdictOf(policy, call);
+  const pattern = waitingOn(now, input);
+  if (pattern) throw new AsksPerson(pattern);
+  await gate.forgetQuestion(input.tenant, question);
+  return now;
+}

@@ -1,0 +1,60 @@
+/**
+ * What stops an attempt's request, and how the attempt hears it (C1-C5, H5): its job cancelled or its node shutting
+ * down (Temporal's cancellation, read from its details), a kill switch (the tenant's policy), and a live session's
+ * caller. The time limit is the attempt's own (./attempt.ts, send). The first cause wins; settle reads it.
+ */
+import type { Context } from '@temporalio/activity';
+import type { ActivityCancellationDetails } from '@temporalio/common';
+import type { Outcome } from '../../model/schemas';
+import type { CallInput } from '../../model/activities';
+import type { PolicyGate } from '../policy/gate';
+import type { CallRelay } from './relay';
+
+/** Why an attempt's request was stopped, in the trace's words; the first cause wins. */
+export interface StopCause {
+  outcome: Outcome;
+  text: string;
+  /** A live session's caller stopped this call (H5): it ends here, and the job goes on. */
+  bySession?: true;
+}
+
+/** Why Temporal asked the activity to stop, from its cancellation details (never from message text). */
+export function cancelCause(details: ActivityCancellationDetails | undefined): StopCause {
+  if (details?.cancelRequested) return { outcome: 'cancelled', text: 'oz0: job cancelled' };
+  if (details?.workerShutdown) return { outcome: 'lost', text: 'oz0: node shutting down' };
+  if (details?.timedOut) return { outcome: 'timeout', text: "oz0: Temporal's timeout for the attempt passed" };
+  if (details?.paused) return { outcome: 'failed', text: 'oz0: the call was paused in Temporal' };
+  if (details?.reset) return { outcome: 'failed', text: 'oz0: the call was reset in Temporal' };
+  if (details?.notFound) return { outcome: 'cancelled', text: 'oz0: Temporal no longer knows this attempt' };
+  return { outcome: 'cancelled', text: 'oz0: stopped by Temporal' };
+}
+
+/**
+ * Hears the attempt's stops from now on, each handed to `stop`; returns the function that stops hearing them. The
+ * attempt calls it before the policy is read (C5), so a kill switch thrown from then on stops its call too.
+ */
+export function hearStops(
+  ears: { gate: PolicyGate; relay: CallRelay; ctx: Pick<Context, 'cancellationSignal' | 'cancellationDetails'> },
+  input: Pick<CallInput, 'tenant' | 'tool' | 'jobId' | 'relay'>,
+  stop: (why: StopCause) => void,
+): () => void {
+  const { gate, relay, ctx } = ears;
+  const unregister = gate.register({
+    tenant: input.tenant,
+    tool: input.tool,
+    stop: (why) => stop({ outcome: 'killed', text: why }),
+  });
+  const onCancel = () => stop(cancelCause(ctx.cancellationDetails));
+  if (ctx.cancellationSignal.aborted) onCancel();
+  else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+  const unrelay = input.relay
+    ? relay.register(input.jobId, input.relay.callId, (why) =>
+        stop({ outcome: 'cancelled', text: `oz0: cancelled by its session: ${why}`, bySession: true }),
+      )
+    : undefined;
+  return () => {
+    ctx.cancellationSignal.removeEventListener('abort', onCancel);
+    unrelay?.();
+    unregister();
+  };
+}
