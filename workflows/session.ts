@@ -6,11 +6,14 @@
  */
 import {
   ActivityCancellationType,
+  ActivityFailure,
   ApplicationFailure,
   CancellationScope,
   isCancellation,
   proxyActivities,
+  TimeoutFailure,
 } from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../model/activities';
 import type { CallStep } from '../model/schemas';
 import { makeCall, placeCall } from './calls';
@@ -23,10 +26,20 @@ import { splitTool } from '../model/checks';
 /** Fresh sessions a session may have after lost nodes before the job gives up. */
 export const MAX_SESSION_RUNS = 4;
 
+/**
+ * How long a session's node may take to pick up its lease before it is taken as lost (T4): a node that died after
+ * it was chosen (its `describeTools` answered) and before it polled its own queue never starts the lease, so no
+ * heartbeat could ever time out. Three heartbeat timeouts, at least 15 s.
+ */
+export function leasePickupSeconds(ctx: JobContext): number {
+  return Math.max(15, 3 * ctx.settings.heartbeatTimeoutSeconds);
+}
+
 /** The lease that pins a session to its node: it heartbeats until cancelled (T4). */
 export function sessionLease(ctx: JobContext, queue: string) {
   return proxyActivities<Activities>({
     taskQueue: queue,
+    scheduleToStartTimeout: `${leasePickupSeconds(ctx)}s`,
     startToCloseTimeout: '365d',
     heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
     retry: { maximumAttempts: 1 },
@@ -49,6 +62,14 @@ export function mayHaveRun(session: string, why: string, call: { tool: string; k
   return ApplicationFailure.nonRetryable(
     `session ${session}: ${why}; ${call.tool} (key ${call.key ?? 'not yet decided'}) may have run and may not be made again`,
     FailureType.mayHaveRun,
+  );
+}
+
+function notPickedUp(err: unknown): boolean {
+  return (
+    err instanceof ActivityFailure &&
+    err.cause instanceof TimeoutFailure &&
+    err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
   );
 }
 
@@ -75,7 +96,11 @@ export async function runScriptedSession(
       .run(() => sessionLease(ctx, plan.node.queue)())
       .catch((err) => {
         if (isCancellation(err)) return;
-        lost = `node ${plan.node.id} was lost (its heartbeat stopped)`;
+        lost = `node ${plan.node.id} was lost (${
+          notPickedUp(err)
+            ? `it did not pick up the session within ${leasePickupSeconds(ctx)} s`
+            : 'its heartbeat stopped'
+        })`;
         scope.cancel();
       });
     const made: number[] = [];

@@ -8,9 +8,14 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { readReceived } from '../../examples/common';
 import { readKeyStore } from '../../plugin';
 import type { JobTrace } from '../../model/job';
+import type { SessionPlan } from '../../model/activities';
+import { workflowBundle } from '../../worker/bundle';
+import { createActivities } from '../../activities';
+import type { ActivityDeps } from '../../activities';
 import { createNode } from '../../worker/node';
 import {
   attributesOf,
@@ -187,4 +192,75 @@ test('T4: a lost session that made a call which may not be made again stops the 
   // T3: the failed job says so on its run, for the tenant's filter.
   expect(attributesOf(await handle.describe())).toMatchObject({ Oz0Status: 'FAILED', Oz0Tenant: 'acme' });
   for (const w of [a, b]) if (w.proc.exitCode === null) w.proc.kill('SIGTERM');
+}, 120_000);
+
+test('T4: a node chosen for a session that dies before it picks the session up is taken as lost after its pickup time: a fresh session on another node, every write once', async () => {
+  const { config, ledger } = setup();
+  // The ghost: a worker on the shared queue that runs the job's workflow and answers describeTools naming a queue
+  // of its own, then is gone — as a node killed between its answer and its first poll of its own queue.
+  // The live node is made first (it registers the search attributes) and runs once the ghost is gone.
+  const node = await createNode({ config, logger });
+  const ghostQueue = `${config.temporal.taskQueue}/node/ghost`;
+  const described = new Set<string>();
+  const connection = await NativeConnection.connect({ address: temporal.server.address });
+  const ghost = await Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: config.temporal.taskQueue,
+    workflowBundle: await workflowBundle(false),
+    stickyQueueScheduleToStartTimeout: '3s',
+    activities: {
+      // What the job's workflow asks of any node before its session (it reads only the config).
+      resolveJobSettings: createActivities({ config } as unknown as ActivityDeps).resolveJobSettings,
+      describeTools: async (jobId: string, _tenant: string, tools: string[]): Promise<SessionPlan> => {
+        described.add(jobId);
+        const every = (v: boolean) => Object.fromEntries(tools.map((t) => [t, v]));
+        return {
+          idempotent: every(true),
+          mayRetry: every(true),
+          settings: {},
+          node: { id: 'ghost', queue: ghostQueue },
+        };
+      },
+    },
+  });
+  const order = uniqueId('o');
+  const calls = [1, 2].map((i) => ({ call: 'ledger.charge', args: { order_id: `${order}-${i}`, amount: i } }));
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue: config.temporal.taskQueue,
+    workflowId: uniqueId('ghost'),
+    args: [{ tenant: 'acme', steps: [{ session: calls }] }],
+  });
+  // The ghost answers, and the job schedules the session's lease on the ghost's queue; then the ghost is gone.
+  await ghost.runUntil(async () => {
+    await eventually(
+      async () => {
+        const events = (await handle.fetchHistory()).events ?? [];
+        const lease = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'holdSession');
+        return described.has(handle.workflowId) && lease ? true : undefined;
+      },
+      30_000,
+      'the lease on the ghost’s queue',
+    );
+  });
+  await connection.close();
+  const trace: JobTrace = await node.runUntil(() => handle.result());
+  // The first run's first call never started: it is lost with the ghost, after the lease's pickup time (15 s).
+  const lost = callsOf(trace).find((s) => s.sessionRun === 1)!;
+  expect(lost.attempts.at(-1)).toMatchObject({
+    outcome: 'lost',
+    note: expect.stringContaining('node ghost was lost (it did not pick up the session within 15 s)'),
+  });
+  // The fresh session ran every call on the live node, and the ledger made each write once.
+  const fresh = callsOf(trace).filter((s) => s.sessionRun === 2);
+  expect(fresh.map((s) => [s.tool, s.result.isError])).toEqual([
+    ['ledger.charge', false],
+    ['ledger.charge', false],
+  ]);
+  expect(new Set(fresh.map((s) => s.node))).toEqual(new Set([node.identity.id]));
+  expect(
+    readKeyStore(ledger)
+      .map((w) => w.key)
+      .sort(),
+  ).toEqual(fresh.map((s) => s.key).sort());
 }, 120_000);
