@@ -16,6 +16,7 @@ import path from 'node:path';
 /** What one entry counts at least: a block of the usual size, the price of its inode. */
 export const MIN_ENTRY_BYTES = 4096;
 
+/** What a sandbox's disk is beside its /tmp. */
 export interface DiskScope {
   /** Its own folder: everything in it counts. */
   folder: string;
@@ -23,8 +24,6 @@ export interface DiskScope {
   grants: string[];
   /** Its uid when it has one of its own (a root node); without one, grants are not counted. */
   uid?: number;
-  /** Its /tmp as the node sees it (`/proc/<init>/root/tmp`), once the sandbox runs. */
-  tmp?: string;
 }
 
 /** Bytes an entry takes on disk, at least {@link MIN_ENTRY_BYTES}. */
@@ -86,20 +85,9 @@ async function readdirAnyway(dir: string): Promise<fs.Dirent[]> {
   }
 }
 
-/** Bytes a mounted file system holds (a sandbox's tmpfs, seen from the node); 0 when it cannot be read. */
-export async function mountBytes(where: string): Promise<number> {
-  try {
-    const s = await fs.promises.statfs(where);
-    return (s.blocks - s.bfree) * s.bsize;
-  } catch {
-    return 0;
-  }
-}
-
-/** What a sandbox's disk holds now, counted until past `stopAt`. */
+/** What a sandbox's folder and write grants hold now (its /tmp is read on its own), counted until past `stopAt`. */
 export async function diskBytes(scope: DiskScope, stopAt: number): Promise<number> {
-  let total = scope.tmp ? await mountBytes(scope.tmp) : 0;
-  total += await treeBytes(scope.folder, { stopAt: stopAt - total });
+  let total = await treeBytes(scope.folder, { stopAt });
   if (scope.uid !== undefined) {
     for (const grant of scope.grants) {
       if (total > stopAt) break;
@@ -110,8 +98,10 @@ export async function diskBytes(scope: DiskScope, stopAt: number): Promise<numbe
 }
 
 /**
- * Hands what `uid` owns in a write grant to the grant folder's owner (user and group), so a uid leased again later
- * owns nothing an earlier sandbox left there. Links are changed themselves, never what they point at.
+ * Hands what `uid` owns in a write grant to the grant folder's owner, keeping each file's group and mode (the
+ * sandboxes' shared group, group-writable: the next sandbox of the server still writes it), so a uid leased again
+ * later owns nothing an earlier sandbox left there. The kernel clears a set-user-ID bit on the way. Links are changed
+ * themselves, never what they point at.
  */
 export async function handOver(grant: string, uid: number): Promise<void> {
   let top: fs.Stats;
@@ -122,7 +112,7 @@ export async function handOver(grant: string, uid: number): Promise<void> {
   }
   const owner = top.isDirectory() ? top : await fs.promises.lstat(path.dirname(grant)).catch(() => top);
   const give = async (p: string, stat: fs.Stats) => {
-    if (stat.uid === uid) await fs.promises.lchown(p, owner.uid, owner.gid).catch(() => undefined);
+    if (stat.uid === uid) await fs.promises.lchown(p, owner.uid, -1).catch(() => undefined);
   };
   await give(grant, top);
   if (!top.isDirectory()) return;

@@ -19,26 +19,32 @@ export function koffi(): Koffi {
 const CLOSE_RANGE_CLOEXEC = 4;
 const F_SETFD = 2;
 const FD_CLOEXEC = 1;
-let sealed = false;
+let markAll: (() => void) | undefined;
 
 /**
- * I1: no sandbox inherits a file descriptor this process was given without close-on-exec (a supervisor's pipe, a
- * socket, a terminal): every one above stderr is marked close-on-exec, once, before the first sandbox starts. Node
- * marks the ones it opens itself; neither it nor bwrap closes the others in a child.
+ * I1: no sandbox inherits a file descriptor this process holds without close-on-exec (one it was given: a
+ * supervisor's pipe, a socket, a terminal; or one native code opened so): every one above stderr is marked
+ * close-on-exec before each sandbox starts (one system call). Node marks the ones it opens itself; neither it nor
+ * bwrap closes the others in a child.
  */
 export function closeInheritedOnExec(): void {
-  if (sealed) return;
-  sealed = true;
+  (markAll ??= closeOnExecAll())();
+}
+
+function closeOnExecAll(): () => void {
   const libc = koffi().load('libc.so.6');
   try {
     const closeRange = libc.func('int close_range(unsigned int first, unsigned int last, int flags)');
-    if (closeRange(3, 0xffffffff, CLOSE_RANGE_CLOEXEC) === 0) return;
+    if (closeRange(3, 0xffffffff, CLOSE_RANGE_CLOEXEC) === 0)
+      return () => closeRange(3, 0xffffffff, CLOSE_RANGE_CLOEXEC);
   } catch {
-    // a glibc before 2.34: no close_range wrapper
+    // a glibc before 2.34 has no close_range wrapper
   }
   const fcntl = libc.func('int fcntl(int fd, int cmd, ...)');
-  for (const name of fs.readdirSync('/proc/self/fd')) {
-    const fd = Number(name);
-    if (fd > 2) fcntl(fd, F_SETFD, 'int', FD_CLOEXEC);
-  }
+  return () => {
+    for (const name of fs.readdirSync('/proc/self/fd')) {
+      const fd = Number(name);
+      if (fd > 2) fcntl(fd, F_SETFD, 'int', FD_CLOEXEC);
+    }
+  };
 }

@@ -85,6 +85,13 @@ interface SecretPlace {
 /** Isolations made in this process (tests run several nodes in one). */
 let instances = 0;
 
+/**
+ * I1, I2: with a uid of its own, a sandbox creates files its group (`node.sandboxGid`, every sandbox's) may write: a
+ * write grant is shared by every sandbox of its server, and a key store one sandbox made there is written by the
+ * next (a retry's). A file it wants to itself, it makes so (chmod).
+ */
+const SHARED_UMASK = ['/bin/sh', '-c', 'umask 0002 && exec "$@"', 'oz0-umask'];
+
 /** I1: the user the probe sandbox drops to as root (nobody): it runs no tenant's code, so it leases no uid. */
 const PROBE_UID = 65534;
 
@@ -255,6 +262,7 @@ export class Isolation {
     let network: SandboxNetwork | undefined;
     let limits: LimitsHandle | undefined;
     try {
+      closeInheritedOnExec();
       lease = this.uids?.acquire();
       // A node that died left files of this uid in grants: they are handed over before the uid runs again.
       if (lease) for (const grant of lease.leftBehind) await handOver(grant, lease.uid);
@@ -289,7 +297,7 @@ export class Isolation {
         passwdFd: dropTo ? 4 : undefined,
         tmpBytes: sized ? req.grants.diskMiB * 1024 * 1024 : undefined,
         shmBytes: sized ? req.grants.memoryMiB * 1024 * 1024 : undefined,
-        inside: limits.inside.length ? limits.inside : undefined,
+        inside: [...(dropTo ? SHARED_UMASK : []), ...limits.inside],
       };
       if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
       const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath)];

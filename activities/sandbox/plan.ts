@@ -217,7 +217,7 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
       '--',
     );
   }
-  if (plan.inside) args.push(...plan.inside);
+  if (plan.inside?.length) args.push(...plan.inside);
   if (plan.forwarder) {
     const { node, script, listeners } = plan.forwarder;
     args.push(node, script, ...listeners.map((l) => `${l.port}=${RUN_DIR}/${l.socket}`), '--');

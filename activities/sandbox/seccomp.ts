@@ -180,8 +180,8 @@ export function compile(plan: FilterPlan): BuiltFilter {
       `libseccomp is not installed (${(err as Error).message.split('\n')[0]}): \`apt-get install libseccomp2\` (Debian, Ubuntu), \`dnf install libseccomp\` (Fedora), \`apk add libseccomp\` (Alpine)`,
     );
   }
-  const cmp = ffi.struct('oz0_scmp_arg_cmp', { arg: 'uint', op: 'int', datum_a: 'uint64', datum_b: 'uint64' });
-  const version = ffi.struct('oz0_scmp_version', { major: 'uint', minor: 'uint', micro: 'uint' });
+  const cmp = ffi.struct({ arg: 'uint', op: 'int', datum_a: 'uint64', datum_b: 'uint64' });
+  const version = ffi.struct({ major: 'uint', minor: 'uint', micro: 'uint' });
   const fn = {
     version: lib.func('seccomp_version', ffi.pointer(version), []),
     init: lib.func('void *seccomp_init(uint32_t def_action)'),
