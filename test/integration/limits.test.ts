@@ -7,7 +7,7 @@
  * test can fail, and asserted on the node's side: what the attempt says, what another sandbox and another tenant's
  * calls still do.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { LoadedConfig } from '../../common/config';
@@ -17,7 +17,7 @@ import { ServerPool } from '../../activities/pool';
 import { createNode } from '../../worker/node';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
-import { eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed } from '../helpers/sandbox';
 
@@ -238,3 +238,97 @@ function uidOf(pid: number): number {
     return -1;
   }
 }
+
+(root ? test : test.skip)(
+  'I1, I4, I8: a node run as an unprivileged user (the Compose node): no control group, so limits by rlimit; its sandbox is filtered, in a user namespace of its own where RLIMIT_NPROC counts that sandbox alone — not the 80 other processes of its uid (the control: more than its limit) — and a fork bomb is stopped',
+  async () => {
+    const uid = 61_999;
+    const dir = tmpDir('oz0-unprivileged-');
+    fs.chownSync(dir, uid, uid);
+    // The node's user runs 80 processes outside: more than the sandbox's 64, all counted with the node's uid.
+    const outside = Array.from({ length: 80 }, () =>
+      spawn('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'sleep', '60'], { stdio: 'ignore' }),
+    );
+    try {
+      // The control: outside a user namespace of its own, a limit of 64 counts those 80, and nothing can fork.
+      await eventually(() =>
+        hostProcesses('sleep 60').filter((p) => uidOf(p.pid) === uid).length >= 80 ? true : undefined,
+      );
+      const counted = spawnSync(
+        'setpriv',
+        [
+          `--reuid=${uid}`,
+          `--regid=${uid}`,
+          '--clear-groups',
+          'prlimit',
+          '--nproc=64',
+          '/bin/sh',
+          '-c',
+          '/bin/true && echo forked',
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(counted.stdout).not.toContain('forked');
+      const bomb = [
+        'import os, time',
+        'while True:',
+        '    try:',
+        '        if os.fork() == 0:',
+        '            time.sleep(30)',
+        '            os._exit(0)',
+        '    except OSError:',
+        '        time.sleep(0.01)',
+      ].join('\n');
+      const script = [
+        'i=0; while [ $i -lt 20 ]; do sleep 10 & i=$((i+1)); done; echo "started $i"',
+        'grep "^Seccomp:" /proc/self/status',
+        'unshare -Ur true 2>/dev/null && echo "unshare: made" || echo "unshare: refused"',
+        `exec python3 -c '${bomb}'`,
+      ].join('\n');
+      const args = {
+        root: ROOT,
+        stateDir: `${dir}/state`,
+        cwd: `${dir}/sandbox`,
+        script,
+        grants: { pids: 64 },
+        node: { limits: 'best-effort' },
+      };
+      const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn('setpriv', [
+          `--reuid=${uid}`,
+          `--regid=${uid}`,
+          '--clear-groups',
+          process.execPath,
+          fixture('unprivileged-node.js'),
+          JSON.stringify(args),
+        ]);
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (c) => (stdout += c));
+        child.stderr.on('data', (c) => (stderr += c));
+        child.once('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+      expect(run).toMatchObject({ code: 0, stderr: '' });
+      const report = JSON.parse(run.stdout) as {
+        uid: number;
+        status: { limits: { kind: string; why: string[] } };
+        lines: Array<{ level: string; text: string }>;
+        stoppedFor?: string;
+        out: string;
+      };
+      expect(report.uid).toBe(uid);
+      expect(report.status.limits).toMatchObject({
+        kind: 'rlimit',
+        why: [expect.stringContaining('permission denied')],
+      });
+      expect(report.lines).toContainEqual({
+        level: 'warn',
+        text: expect.stringMatching(/^sandbox limits, best-effort \(node.limits\): memory: /),
+      });
+      expect(report.out).toContain('started 20\nSeccomp:\t2\nunshare: refused\n');
+      expect(report.stoppedFor).toBe('its limit of 64 processes (sandbox.pids)');
+    } finally {
+      for (const p of outside) p.kill('SIGKILL');
+    }
+  },
+);
