@@ -39,9 +39,11 @@ WORKDIR /app
 
 # SPEC I: every sandboxed server and harness runs in a bubblewrap sandbox. The node runs as the unprivileged `node`
 # user, so bwrap makes a user namespace: docker-compose.yml gives the container the three security options that
-# allow it (docs/deploy.md says why each). util-linux (prlimit) is in the base image.
+# allow it (docs/deploy.md says why each). Each sandbox's system-call filter is compiled by libseccomp (already here:
+# apt depends on it; named so it stays), which the node calls through koffi, whose prebuilt binding comes in
+# node_modules. util-linux (prlimit, setpriv, taskset: each sandbox's own limits) is in the base image.
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends bubblewrap \
+  && apt-get install -y --no-install-recommends bubblewrap libseccomp2 \
   && rm -rf /var/lib/apt/lists/*
 
 # Only what a node runs: the compiled code, its runtime dependencies, the CLI wrapper and the example

@@ -33,6 +33,11 @@ const HostPortSchema = z
     return port >= 1 && port <= 65535;
   }, 'a port is 1 to 65535');
 
+/** I4: `node.limitsBy` and `OZ0_LIMITS`: a control group of v2 or v1, resource limits alone, or the best there is. */
+const LimitsBySchema = z.enum(['auto', 'cgroup2', 'cgroup1', 'rlimit'], {
+  error: 'one of auto, cgroup2, cgroup1, rlimit',
+});
+
 /**
  * I1-I5: what a sandboxed server or a harness may reach beyond its own folder and a private /tmp, and its limits.
  * Paths are the config folder's when relative.
@@ -63,6 +68,15 @@ export const SandboxSchema = z.strictObject({
     .positive()
     .max(30 * 24 * 3600)
     .default(3600),
+  /** I4: the cores' worth of CPU it may use at once (0.5: half of one core), so one sandbox cannot take the node's. */
+  cpus: z.number().min(0.01).max(1024).default(1),
+  /** I4: disk of its own folder, its private /tmp and what it writes in its write grants, in MiB. */
+  diskMiB: z
+    .number()
+    .int()
+    .min(1)
+    .max(16 * 1024 * 1024)
+    .default(1024),
 });
 
 export type SandboxConfig = z.infer<typeof SandboxSchema>;
@@ -214,9 +228,27 @@ export const ConfigSchema = z.strictObject({
        * `bwrap` on PATH, then oz0's pinned copy in `.tools/bubblewrap`, installing it when missing.
        */
       bwrap: z.string().min(1).optional(),
-      /** I1: the unprivileged user and group a sandbox runs as when the node runs as root. */
-      sandboxUid: z.number().int().min(1).max(4_294_967_294).default(65534),
+      /**
+       * I1: where a node runs as root, each sandbox runs as a uid of its own from this range, never two at once on
+       * the machine (every node of the machine takes from it safely). The default lies above systemd-nspawn's
+       * container ranges and below systemd's foreign range, clear of people and of /etc/subuid's usual ranges.
+       */
+      sandboxUids: z
+        .strictObject({
+          first: z.number().int().min(1000).max(4_294_967_294).default(1_879_048_192),
+          count: z.number().int().min(1).max(1_000_000).default(65_536),
+        })
+        .prefault({})
+        .refine((r) => r.first + r.count - 1 <= 4_294_967_294, 'node.sandboxUids ends past the last uid, 4294967294'),
+      /** I1: the group every sandbox runs in when the node runs as root (a write grant it shares is this group's). */
       sandboxGid: z.number().int().min(1).max(4_294_967_294).default(65534),
+      /**
+       * I4: `strict` refuses a sandbox whose limits this node cannot all hold (saying which); `best-effort` runs it
+       * holding what it can, and the node warns at start.
+       */
+      limits: z.enum(['strict', 'best-effort']).default('strict'),
+      /** I4: how sandboxes' limits are held: the best this node may use (`auto`), or one mode (`OZ0_LIMITS` overrides). */
+      limitsBy: LimitsBySchema.default('auto'),
       /**
        * A7: how often a harness's call that waits for a person's yes tells it so (a progress notification), so a client
        * that resets its timeout on progress keeps waiting; well under the MCP TypeScript SDK's 60 s default.
@@ -272,7 +304,7 @@ export function parseConfig(input: unknown, source = 'config'): Config {
 
 /**
  * Finds, reads and validates the config, then applies TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, as
- * Temporal's own tools do.
+ * Temporal's own tools do, and oz0's OZ0_METRICS_PORT and OZ0_LIMITS.
  */
 export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): LoadedConfig {
   const env = opts.env ?? process.env;
@@ -298,6 +330,11 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
     const port = MetricsPortEnv.safeParse(env.OZ0_METRICS_PORT);
     if (!port.success) throw new ConfigError(`OZ0_METRICS_PORT: ${port.error.issues[0].message}`);
     config.node.metricsPort = port.data;
+  }
+  if (env.OZ0_LIMITS !== undefined && env.OZ0_LIMITS !== '') {
+    const by = LimitsBySchema.safeParse(env.OZ0_LIMITS);
+    if (!by.success) throw new ConfigError(`OZ0_LIMITS: ${by.error.issues[0].message}`);
+    config.node.limitsBy = by.data;
   }
   return { ...config, baseDir: source === 'defaults' ? cwd : path.dirname(file), source };
 }

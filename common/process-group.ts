@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Writable } from 'node:stream';
 
 export interface GroupSpec {
   command: string;
@@ -13,6 +14,8 @@ export interface GroupSpec {
   cwd: string;
   /** The whole environment the process gets: nothing is inherited beyond it. */
   env: Record<string, string>;
+  /** Bytes handed to it on file descriptors 3, 4, …, each ended once written (what bwrap reads with `--seccomp`). */
+  data?: Buffer[];
 }
 
 /** Resolves a bare command through PATH (the node's, not the child's: a sandbox may have none). */
@@ -38,13 +41,19 @@ export function spawnGroup(spec: GroupSpec): Promise<ChildProcess> {
     const child = spawn(resolveCommand(spec.command), spec.args, {
       cwd: spec.cwd,
       env: spec.env,
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe', ...(spec.data ?? []).map(() => 'pipe' as const)],
       // Its own process group: the node stops the whole tree with one signal to -pid.
       detached: true,
     });
     child.once('error', reject);
     child.once('spawn', () => {
       child.off('error', reject);
+      for (const [i, bytes] of (spec.data ?? []).entries()) {
+        const stream = child.stdio[3 + i] as Writable;
+        // A process that died before it read them: nothing to hand over.
+        stream.on('error', () => undefined);
+        stream.end(bytes);
+      }
       resolve(child);
     });
   });

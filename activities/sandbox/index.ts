@@ -7,7 +7,6 @@
  * `node.isolation: "none"`.
  */
 import { spawnSync } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import type net from 'node:net';
@@ -16,16 +15,24 @@ import path from 'node:path';
 import type { LoadedConfig, SandboxConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
 import { projectRoot } from '../../common/paths';
-import { resolveCommand, spawnGroup, startGroup, stopGroup } from '../../common/process-group';
+import { resolveCommand, spawnGroup, startGroup } from '../../common/process-group';
 import type { Started } from '../../common/process-group';
 import { bwrapVersion, findBwrap } from './bwrap';
 import type { BwrapFound, FoundBwrap } from './bwrap';
+import { handOver } from './disk';
+import { closeInheritedOnExec } from './ffi';
+import { nodeGaps, sandboxGaps } from './holds';
+import type { NodeLimits } from './holds';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
 import { SandboxNetwork, parseGrant } from './network';
 import { bwrapArgs, within } from './plan';
 import type { PathKind, SandboxPlan } from './plan';
 import { programPaths } from './program';
+import { sandboxFilter } from './seccomp';
+import { UidLeases } from './uids';
+import type { UidLease } from './uids';
+import { watchSandbox } from './watch';
 import { UNKNOWN } from '../observe/metrics';
 import type { NodeMetrics } from '../observe/metrics';
 
@@ -51,8 +58,10 @@ export interface IsolationStatus {
   mode: 'bwrap' | 'none';
   /** Why this node cannot isolate, and how to get it; undefined when it can (or isolation is off). */
   problem?: string;
-  /** How limits are held (`cgroup v1`, …) and what they cannot hold to. */
-  limits?: { kind: string; gaps: string[] };
+  /** How limits are held (`cgroup v1`, …), what they cannot hold for any sandbox (I4), and why no control group. */
+  limits?: { kind: string; gaps: string[]; why: string[] };
+  /** I1: the system-call filter every sandbox gets: libseccomp's version and the rules it holds. */
+  seccomp?: { libseccomp: string; rules: number };
   /** I8: the bubblewrap it runs, where it came from, and the version it says it is. */
   bwrap?: FoundBwrap & { version: string };
 }
@@ -76,15 +85,25 @@ interface SecretPlace {
 /** Isolations made in this process (tests run several nodes in one). */
 let instances = 0;
 
-/** How often a running sandbox's limits are read. */
-const WATCH_MS = 250;
+/**
+ * I1, I2: with a uid of its own, a sandbox creates files its group (`node.sandboxGid`, every sandbox's) may write: a
+ * write grant is shared by every sandbox of its server, and a key store one sandbox made there is written by the
+ * next (a retry's). A file it wants to itself, it makes so (chmod).
+ */
+const SHARED_UMASK = ['/bin/sh', '-c', 'umask 0002 && exec "$@"', 'oz0-umask'];
+
+/** I1: the user the probe sandbox drops to as root (nobody): it runs no tenant's code, so it leases no uid. */
+const PROBE_UID = 65534;
 
 export class Isolation {
   private status?: IsolationStatus;
   private limits?: LimitsBackend;
   /** This node's folder of control groups: its pid (a later node removes it once that pid is gone), and its own number. */
   private readonly tag = `node-${process.pid}-${++instances}`;
-  private readonly dropTo?: { uid: number; gid: number };
+  /** I1: as root, each sandbox drops to a uid of its own, leased from `node.sandboxUids`; otherwise it has the node's. */
+  private readonly uids?: UidLeases;
+  /** The /etc/passwd a sandbox sees, with its own uid's line added (as root); the node's is read once. */
+  private passwd?: string;
 
   constructor(
     private readonly config: LoadedConfig,
@@ -94,7 +113,7 @@ export class Isolation {
     /** I8: the bwrap to run, as the node found or installed it (worker/bubblewrap.ts); found here by default. */
     private bwrap?: BwrapFound,
   ) {
-    if (process.getuid?.() === 0) this.dropTo = { uid: config.node.sandboxUid, gid: config.node.sandboxGid };
+    if (process.getuid?.() === 0) this.uids = new UidLeases(config.node.sandboxUids);
   }
 
   /** I6: whether sandboxes can start here, found once by starting an empty one. */
@@ -103,15 +122,51 @@ export class Isolation {
     if (this.config.node.isolation === 'none') return (this.status = { mode: 'none' });
     const bwrap = (this.bwrap ??= findBwrap({ configured: this.config.node.bwrap, baseDir: this.config.baseDir }));
     if ('missing' in bwrap) return (this.status = { mode: 'bwrap', problem: bwrap.missing });
-    const problem = probeProblem(bwrap, this.dropTo);
+    let filter: ReturnType<typeof sandboxFilter>;
+    try {
+      closeInheritedOnExec();
+      filter = sandboxFilter();
+    } catch (err) {
+      return (this.status = {
+        mode: 'bwrap',
+        problem: `no sandbox can get its system-call filter (I1): ${(err as Error).message}`,
+      });
+    }
+    const drop = this.uids && { uid: PROBE_UID, gid: this.config.node.sandboxGid };
+    const problem = probeProblem(bwrap, drop, filter.bpf);
     if (problem) return (this.status = { mode: 'bwrap', problem });
     removeStaleGroups(alive);
-    this.limits = detectLimits(this.tag);
+    try {
+      this.limits = detectLimits(this.tag, this.config.node.limitsBy);
+    } catch (err) {
+      return (this.status = {
+        mode: 'bwrap',
+        problem: `no sandbox's limits can be held (I4): ${(err as Error).message}`,
+      });
+    }
     return (this.status = {
       mode: 'bwrap',
-      limits: { kind: this.limits.kind, gaps: this.limits.gaps },
+      limits: { kind: this.limits.kind, gaps: nodeGaps(this.nodeLimits()), why: this.limits.why },
+      seccomp: { libseccomp: filter.libseccomp, rules: filter.rules },
       bwrap: { ...bwrap, version: bwrapVersion(bwrap.path) ?? 'of unknown version' },
     });
+  }
+
+  /** What this node's limits are held by, for ./holds.ts. */
+  private nodeLimits(): NodeLimits {
+    return {
+      kind: this.limits!.kind,
+      cpuShare: this.limits!.cpuShare,
+      ownUid: this.uids !== undefined,
+      kernel: os.release(),
+    };
+  }
+
+  /** I4: what this node cannot hold of a sandbox's limits; empty when it holds them all. */
+  limitGaps(grants: SandboxConfig): string[] {
+    const status = this.check();
+    if (status.mode === 'none' || status.problem) return [];
+    return sandboxGaps(this.nodeLimits(), grants);
   }
 
   /** Removes what this node's limits left (its folder of control groups), once its sandboxes are stopped. */
@@ -144,8 +199,14 @@ export class Isolation {
       });
     } else {
       const limits = status.limits!;
-      lines.push({ level: 'info', text: `sandboxes: ${describeBwrap(status.bwrap!)}, limits by ${limits.kind}` });
-      for (const gap of limits.gaps) lines.push({ level: 'warn', text: `sandbox limits: ${gap}` });
+      lines.push({
+        level: 'info',
+        text: `sandboxes: ${describeBwrap(status.bwrap!)}, limits by ${limits.kind}${this.config.node.limitsBy !== 'auto' ? ' (node.limitsBy)' : limits.why.length ? ` (no control group it may write: ${limits.why.join('; ')})` : ''}, system calls filtered (Docker's default profile and more, libseccomp ${status.seccomp!.libseccomp})`,
+      });
+      if (this.config.node.limits === 'best-effort') {
+        for (const gap of limits.gaps)
+          lines.push({ level: 'warn', text: `sandbox limits, best-effort (node.limits): ${gap}` });
+      }
     }
     for (const [who, field, grants] of sandboxed) {
       if (grants.network === 'host') {
@@ -154,6 +215,14 @@ export class Isolation {
       if (status.mode === 'none') continue;
       for (const problem of [...this.grantProblems(field, grants), ...this.envProblems(field)])
         lines.push({ level: 'error', text: `${who} cannot start: ${problem}` });
+      if (status.problem) continue;
+      const gaps = this.limitGaps(grants).filter((g) => !status.limits!.gaps.includes(g));
+      const held = this.config.node.limits === 'best-effort';
+      if (held)
+        for (const gap of gaps) lines.push({ level: 'warn', text: `${who}: best-effort (node.limits): ${gap}` });
+      else if (gaps.length || status.limits!.gaps.length) {
+        lines.push({ level: 'error', text: `${who} cannot start: ${this.refusal(grants)}` });
+      }
     }
     return lines;
   }
@@ -181,26 +250,37 @@ export class Isolation {
     const write = req.grants.write.map(absolute);
     const problem = [...this.grantProblems(req.field, req.grants), ...this.envProblems(req.field)][0];
     if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
+    if (this.limitGaps(req.grants).length && this.config.node.limits !== 'best-effort') {
+      throw new IsolationRefused(`${req.who} cannot start: ${this.refusal(req.grants)}`);
+    }
     const program = programPaths(command, req.args);
     const exposed = program.find((p) => hidden.some((h) => within(p, h)));
     if (exposed) {
       throw new IsolationRefused(`${req.who} cannot start: its program ${exposed} is inside what no sandbox may see`);
     }
-    if (this.dropTo) fs.chownSync(req.cwd, this.dropTo.uid, this.dropTo.gid);
-    const grants = req.grants.network === 'host' ? [] : req.grants.network;
-    const network =
-      req.grants.network !== 'host' && (grants.length > 0 || req.gateway)
-        ? await SandboxNetwork.open({
-            grants,
-            gateway: req.gateway,
-            owner: this.dropTo,
-            logger: this.logger,
-            who: req.who,
-          })
-        : undefined;
+    let lease: UidLease | undefined;
+    let network: SandboxNetwork | undefined;
     let limits: LimitsHandle | undefined;
     try {
+      closeInheritedOnExec();
+      lease = this.uids?.acquire();
+      // A node that died left files of this uid in grants: they are handed over before the uid runs again.
+      if (lease) for (const grant of lease.leftBehind) await handOver(grant, lease.uid);
+      lease?.record(write);
+      const dropTo = lease && { uid: lease.uid, gid: this.config.node.sandboxGid };
+      if (dropTo) fs.chownSync(req.cwd, dropTo.uid, dropTo.gid);
+      const grants = req.grants.network === 'host' ? [] : req.grants.network;
+      if (req.grants.network !== 'host' && (grants.length > 0 || req.gateway)) {
+        network = await SandboxNetwork.open({
+          grants,
+          gateway: req.gateway,
+          owner: dropTo,
+          logger: this.logger,
+          who: req.who,
+        });
+      }
       limits = this.limits!.create(`sandbox-${randomBytes(6).toString('hex')}`, req.grants);
+      const sized = this.status!.bwrap!.version.localeCompare('0.10.0', undefined, { numeric: true }) >= 0;
       const plan: SandboxPlan = {
         command,
         args: req.args,
@@ -209,10 +289,15 @@ export class Isolation {
         write,
         hidden,
         network: req.grants.network === 'host' ? 'host' : 'none',
-        dropTo: this.dropTo && { ...this.dropTo, setpriv: resolveCommand('setpriv') },
+        dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
         runDir: network?.runDir,
         forwarder: network && { node: process.execPath, script: forwarderScript(), listeners: network.listeners },
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
+        seccompFd: 3,
+        passwdFd: dropTo ? 4 : undefined,
+        tmpBytes: sized ? req.grants.diskMiB * 1024 * 1024 : undefined,
+        shmBytes: sized ? req.grants.memoryMiB * 1024 * 1024 : undefined,
+        inside: [...(dropTo ? SHARED_UMASK : []), ...limits.inside],
       };
       if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
       const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath)];
@@ -221,61 +306,41 @@ export class Isolation {
         args: argv.slice(1),
         cwd: req.cwd,
         env: { ...req.env, ...network?.env },
+        data: [sandboxFilter().bpf, ...(dropTo ? [Buffer.from(this.passwdFor(dropTo, req.cwd))] : [])],
       });
-      return this.watch(child, limits, network, req);
+      const held = { lease, network };
+      return watchSandbox({
+        child,
+        limits: req.grants,
+        handle: limits,
+        disk: { folder: req.cwd, grants: write, uid: lease?.uid },
+        who: req.who,
+        logger: this.logger,
+        release: async () => {
+          await held.network?.close();
+          if (held.lease) {
+            for (const grant of write) await handOver(grant, held.lease.uid);
+            held.lease.release();
+          }
+        },
+      });
     } catch (err) {
       await limits?.dispose();
       await network?.close();
+      lease?.release();
       throw err;
     }
   }
 
-  /** Watches a running sandbox's limits: past one it is stopped at once (SIGKILL), and says which. */
-  private watch(
-    child: ChildProcess,
-    limits: LimitsHandle,
-    network: SandboxNetwork | undefined,
-    req: SandboxRequest,
-  ): Started {
-    let breach: string | undefined;
-    const kill = () => {
-      try {
-        process.kill(-child.pid!, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    };
-    const timer = setInterval(() => {
-      breach ??= limits.breach();
-      if (breach) {
-        this.logger.warn({ sandbox: req.who, limit: breach }, 'a sandbox went past a limit and was stopped');
-        clearInterval(timer);
-        kill();
-      }
-    }, WATCH_MS);
-    timer.unref();
-    let cleaned: Promise<void> | undefined;
-    const cleanup = () =>
-      (cleaned ??= (async () => {
-        clearInterval(timer);
-        await network?.close();
-        await limits.dispose();
-      })());
-    child.once('exit', (code) => {
-      // Read before the group is removed: a process the kernel stopped for memory shows only there.
-      breach ??= limits.breach({ code });
-      if (breach) kill();
-      void cleanup();
-    });
-    return {
-      child,
-      isolated: true,
-      stoppedFor: () => breach,
-      stop: async (graceMs, stdinGraceMs) => {
-        await stopGroup(child, graceMs, stdinGraceMs, true);
-        await cleanup();
-      },
-    };
+  /** I4: why a sandbox is refused for its limits, with what would let it start. */
+  private refusal(grants: SandboxConfig): string {
+    return `its limits cannot all be held on this node, whose limits are by ${this.status!.limits!.kind} (I4): ${this.limitGaps(grants).join('; ')}; node.limits: "best-effort" runs it anyway, holding what it can`;
+  }
+
+  /** The node's /etc/passwd and a line for the sandbox's own uid (its folder its home), so programs find their user. */
+  private passwdFor(user: { uid: number; gid: number }, home: string): string {
+    this.passwd ??= fs.readFileSync('/etc/passwd', 'utf8').replace(/\n?$/, '\n');
+    return `${this.passwd}oz0-sandbox:x:${user.uid}:${user.gid}:oz0 sandbox:${home}:/usr/sbin/nologin\n`;
   }
 
   /**
@@ -418,13 +483,24 @@ function forwarderScript(): string {
     : path.join(__dirname, 'forwarder.js');
 }
 
-/** Why no sandbox can start here, with how to fix it; undefined when an empty one starts and exits 0. */
-function probeProblem(bwrap: FoundBwrap, dropTo: { uid: number; gid: number } | undefined): string | undefined {
+/**
+ * Why no sandbox can start here, with how to fix it; undefined when an empty one starts with its system-call filter
+ * on (I1: `Seccomp: 2` in its own /proc/self/status) and exits 0. The filter comes on its stdin.
+ */
+function probeProblem(
+  bwrap: FoundBwrap,
+  dropTo: { uid: number; gid: number } | undefined,
+  filter: Buffer,
+): string | undefined {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-probe-'));
   try {
     const plan: SandboxPlan = {
-      command: '/bin/true',
-      args: [],
+      command: '/bin/sh',
+      args: [
+        '-c',
+        'grep -q "^Seccomp:[[:space:]]*2" /proc/self/status || { echo "no seccomp filter in force" >&2; exit 1; }',
+      ],
+      seccompFd: 0,
       cwd: dir,
       read: [],
       write: [],
@@ -433,7 +509,7 @@ function probeProblem(bwrap: FoundBwrap, dropTo: { uid: number; gid: number } | 
       dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
     };
     if (dropTo) fs.chownSync(dir, dropTo.uid, dropTo.gid);
-    const run = spawnSync(bwrap.path, bwrapArgs(plan, probePath), { encoding: 'utf8', timeout: 10_000 });
+    const run = spawnSync(bwrap.path, bwrapArgs(plan, probePath), { input: filter, encoding: 'utf8', timeout: 10_000 });
     if (run.status === 0) return undefined;
     const said = `${run.stderr ?? ''}${run.error ? run.error.message : ''}`.trim().split('\n').slice(-2).join(' ');
     return `bubblewrap at ${bwrap.path} (${bwrap.from}) could not make a sandbox (${said || `exit ${run.status}`}): ${hintFor(said, dropTo !== undefined)}`;

@@ -52,6 +52,15 @@ export interface SandboxPlan {
   env?: string;
   /** A forwarder inside (node, its script): it listens on loopback ports and leads each to a socket, then runs the program. */
   forwarder?: { node: string; script: string; listeners: Listener[] };
+  /** I1: the file descriptor bwrap reads the seccomp filter from (`--seccomp`), applied just before the program. */
+  seccompFd?: number;
+  /** I1: the file descriptor of an /etc/passwd that names the sandbox's own uid (programs look their user up). */
+  passwdFd?: number;
+  /** I4: the size of its /tmp and of its /dev/shm, each a tmpfs of its own (bwrap 0.10 and later size them). */
+  tmpBytes?: number;
+  shmBytes?: number;
+  /** I4: a command that sets the sandbox's own resource limits, then runs the rest (`prlimit … --`), once dropped. */
+  inside?: string[];
 }
 
 /** Where a sandbox finds its sockets. */
@@ -146,9 +155,15 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
       made.add(p);
     } else if (kind.kind === 'dir') mount('--ro-bind', p);
   }
+  if (plan.passwdFd !== undefined) args.push('--perms', '0644', '--ro-bind-data', String(plan.passwdFd), '/etc/passwd');
   mount('--proc', '/proc');
   mount('--dev', '/dev');
+  if (plan.shmBytes !== undefined) {
+    args.push('--perms', '1777', '--size', String(plan.shmBytes));
+    mount('--tmpfs', '/dev/shm');
+  }
   args.push('--perms', '1777');
+  if (plan.tmpBytes !== undefined) args.push('--size', String(plan.tmpBytes));
   mount('--tmpfs', '/tmp');
   // Grants and the program, by where they really are, a folder before what is inside it; a path granted both ways is
   // written to. A bind a bound folder already shows the same way is left out; one that differs (the program inside a
@@ -187,6 +202,7 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
   mount('--bind', own.real);
   if (plan.runDir) mount('--ro-bind', plan.runDir, RUN_DIR);
   for (const m of masked) args.push('--remount-ro', m);
+  if (plan.seccompFd !== undefined) args.push('--seccomp', String(plan.seccompFd));
   args.push('--chdir', plan.cwd, '--');
   if (plan.dropTo) {
     const { uid, gid, setpriv } = plan.dropTo;
@@ -201,6 +217,7 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
       '--',
     );
   }
+  if (plan.inside?.length) args.push(...plan.inside);
   if (plan.forwarder) {
     const { node, script, listeners } = plan.forwarder;
     args.push(node, script, ...listeners.map((l) => `${l.port}=${RUN_DIR}/${l.socket}`), '--');

@@ -1,11 +1,12 @@
 /**
  * The tenant boundary (SPEC I1-I7), tried as a hostile tenant would: test/fixtures/hostile.js — one file on Node's
- * built-ins — as a sandboxed server and as a harness tries to reach Temporal (gRPC and HTTP, and cancel another
- * tenant's job), the node's config, state folder and key store, another job's folder, a file elsewhere, the node's
+ * built-ins — as a sandboxed server and as a harness tries to make a user namespace and the system calls no sandbox
+ * may make, to reach Temporal (gRPC and HTTP, and cancel another tenant's job), the node's config, state folder and key store, another job's folder, a file elsewhere, the node's
  * /proc and ports, to write outside, and to open a port; then burns its limits. Each try is asserted on the node's
  * side too (the other tenant's job still runs, no file appeared, nobody sees its port), beside a positive control:
  * the same program as a plugin server (the platform's own, unisolated) reaches all of it, so the test can fail.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -18,6 +19,7 @@ import { contentText } from '../../common/text';
 import type { LoadedConfig } from '../../common/config';
 import { Isolation } from '../../activities/sandbox';
 import { findBwrap } from '../../activities/sandbox/bwrap';
+import { koffi } from '../../activities/sandbox/ffi';
 import { ServerPool } from '../../activities/pool';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
@@ -71,6 +73,8 @@ interface Try {
 interface Report {
   tries: Record<string, Try>;
   facts: {
+    seccomp: string;
+    fds: string[];
     uid: number;
     capEff: string;
     noNewPrivs: string;
@@ -258,7 +262,27 @@ async function escapeFrom(server: 'box' | 'plug', config: LoadedConfig, node: Oz
   return { report: reportOf(trace), trace, portSeen, victimStatus, outside, tmpFile };
 }
 
+/** I1: the system calls the hostile program makes directly (test/fixtures/hostile.js), each refused by the filter. */
+const SYSCALLS = [
+  'clone',
+  'clone3',
+  'setns',
+  'mount',
+  'pivot_root',
+  'keyctl',
+  'add_key',
+  'bpf',
+  'perf_event_open',
+  'userfaultfd',
+  'io_uring_setup',
+  'ptrace',
+  'unshare',
+].map((name) => `syscall ${name}`);
+
 const ATTACKS = [
+  ...SYSCALLS,
+  'unshareUser',
+  'unshareUserNet',
   'temporalGrpc',
   'temporalHttp',
   'cancelOtherTenantsJob',
@@ -274,11 +298,19 @@ const ATTACKS = [
 
 test('I1-I3, I5: a hostile sandboxed server reaches nothing its config does not grant; as a plugin the same program reaches it all (the control)', async () => {
   const { config, files } = hostileConfig();
+  // I1: a file descriptor this process holds without close-on-exec, as one a supervisor hands a node: a plain child
+  // gets it (the control); no sandbox may.
+  const secretFd = path.join(tmpDir(), 'inherited-secret.txt');
+  fs.writeFileSync(secretFd, 'a file the node was given open');
+  const libc = koffi().load('libc.so.6');
+  const fd = libc.func('int open(const char *path, int flags)')(secretFd, 0) as number;
+  expect(spawnSync('ls', ['-l', '/proc/self/fd'], { encoding: 'utf8' }).stdout).toContain(secretFd);
   const node = await createNode({ config, logger });
   const { box, plug } = await node.runUntil(async () => ({
     box: await escapeFrom('box', config, node, files),
     plug: await escapeFrom('plug', config, node, files),
   }));
+  libc.func('int close(int fd)')(fd);
   const { tries, facts } = box.report;
   // The control: unisolated, every attack got through (the probe can see what it looks for).
   for (const attack of [...ATTACKS, 'port 127.0.0.1:' + denied]) {
@@ -299,14 +331,20 @@ test('I1-I3, I5: a hostile sandboxed server reaches nothing its config does not 
   expect(box.portSeen).toBe(false);
   // I2: the config and the key store inside the granted folder read as nothing; the rest of that folder is there.
   expect(tries['read granted'].reached).toBe(true);
-  // Positive controls: its own folder, its private /tmp, its write grant and its granted port.
-  for (const allowed of ['ownFolder', 'privateTmp', 'grantedWrite', 'grantedPort']) {
+  // Positive controls: it forks and execs, starts a worker thread; its own folder, its private /tmp, its write grant
+  // and its granted port.
+  for (const allowed of ['forkExec', 'workerThread', 'ownFolder', 'privateTmp', 'grantedWrite', 'grantedPort']) {
     expect([allowed, tries[allowed].reached]).toEqual([allowed, true]);
   }
+  // I1: its system-call filter is in force (`Seccomp: 2`), not the node's (the control has none); no descriptor the
+  // node holds reached it.
+  expect([facts.seccomp, plug.report.facts.seccomp]).toEqual(['2', '0']);
+  expect(facts.fds).not.toContain(secretFd);
+  expect(tries['syscall clone3'].detail).toBe('errno 38');
   expect(fs.readFileSync(path.join(path.dirname(files.config), 'out', 'written.txt'), 'utf8')).toMatch(/sandbox/);
   // I1: no capabilities, no_new_privs, an unprivileged uid, its own pid, UTS and network namespaces.
   expect(facts.uid).not.toBe(0);
-  if (process.getuid?.() === 0) expect(facts.uid).toBe(config.node.sandboxUid);
+  if (process.getuid?.() === 0) expect(facts.uid).toBeGreaterThanOrEqual(config.node.sandboxUids.first);
   expect(facts.capEff).toBe('0000000000000000');
   expect(facts.noNewPrivs).toBe('1');
   expect(facts.processes).toBeLessThanOrEqual(3);
@@ -347,7 +385,17 @@ test('I1-I3: a hostile harness reaches only its gateway and its grants; the gate
   const session = trace.steps.filter(isSessionTrace)[0];
   expect(session.runs[0].ended).toBe('exited 0');
   const { tries, facts } = session.result!.structuredContent as unknown as Report;
-  const attacks = ['temporalGrpc', 'temporalHttp', 'read config', 'read keyStore', 'read elsewhere', 'nodeEnviron'];
+  const attacks = [
+    ...SYSCALLS,
+    'unshareUser',
+    'unshareUserNet',
+    'temporalGrpc',
+    'temporalHttp',
+    'read config',
+    'read keyStore',
+    'read elsewhere',
+    'nodeEnviron',
+  ];
   for (const attack of [...attacks, 'signalNode', `port 127.0.0.1:${denied}`]) {
     expect([attack, tries[attack].reached]).toEqual([attack, false]);
   }
@@ -356,6 +404,8 @@ test('I1-I3: a hostile harness reaches only its gateway and its grants; the gate
   expect(tries.gateway).toEqual({ reached: true, detail: 'HTTP 200' });
   expect(tries.grantedPort.reached).toBe(true);
   expect(tries.ownFolder.reached).toBe(true);
+  expect(tries.forkExec.reached).toBe(true);
+  expect(facts.seccomp).toBe('2');
   expect(facts.capEff).toBe('0000000000000000');
   expect(facts.interfaces).toEqual(['lo']);
   // H2/I5: its config's environment (none) and the session's OZ0_* only, with the proxy for its grant outside.

@@ -25,7 +25,9 @@ function fakeBwrap(): string {
 /** A project root whose `.tools/bubblewrap` is a copy of the one installed here. */
 function rootWithCopy(): string {
   const root = tmpDir('oz0-root-');
-  fs.cpSync(localBwrapDir(ROOT), localBwrapDir(root), { recursive: true });
+  // Dereferenced: a worktree whose .tools/bubblewrap links to another checkout's would otherwise copy the link, and
+  // the test below would change that checkout's bwrap.
+  fs.cpSync(localBwrapDir(ROOT), localBwrapDir(root), { recursive: true, dereference: true });
   return root;
 }
 

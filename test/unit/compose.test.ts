@@ -328,6 +328,11 @@ describe('deploy/oz0.cluster.json', () => {
     expect(Object.keys(clusterConfig.tenants)).toContain('acme');
   });
 
+  test('I4: the node (uid 1000, /sys/fs/cgroup read-only in a container) holds its sandboxes’ limits best-effort, and says so at start; a root node on a machine with control groups holds them all anyway', () => {
+    expect(clusterConfig.node.limits).toBe('best-effort');
+    expect(clusterConfig.node.limitsBy).toBe('auto');
+  });
+
   test("stdio servers name scripts by absolute path inside the image's WORKDIR, built from sources here", () => {
     // A plugin server runs in the config's folder (/etc/oz0), so a relative path would not find dist/.
     expect(finalWorkdir).toBe('/app');
@@ -388,6 +393,21 @@ describe('Dockerfile and .dockerignore', () => {
   test('I8: the final stage installs bubblewrap, for the sandboxes the node starts', () => {
     const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
     expect(runs.some((r) => /apt-get install -y --no-install-recommends bubblewrap/.test(r))).toBe(true);
+  });
+
+  test('I1: the image has what each sandbox’s seccomp filter is built with: libseccomp2, and koffi (a runtime dependency, so npm prune keeps it) with prebuilt bindings for both architectures oz0 pins bubblewrap for', () => {
+    const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(runs.some((r) => /apt-get install -y --no-install-recommends .*\blibseccomp2\b/.test(r))).toBe(true);
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    expect(pkg.dependencies.koffi).toMatch(/^\d+\.\d+\.\d+$/);
+    const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { optional?: boolean; os?: string[]; cpu?: string[] }>;
+    };
+    for (const cpu of ['x64', 'arm64']) {
+      expect(lock.packages[`node_modules/@koromix/koffi-linux-${cpu}`]).toMatchObject({ optional: true });
+    }
   });
 
   test('the final stage runs as a user that is not root', () => {

@@ -32,6 +32,18 @@ function configError(fn: () => unknown): ConfigError {
   throw new Error('expected a ConfigError, got none');
 }
 
+/** I1-I5: a sandbox with no grants, no network, and the default limits (I4). */
+const SANDBOX_DEFAULTS = {
+  read: [],
+  write: [],
+  network: [],
+  memoryMiB: 1024,
+  pids: 512,
+  cpuSeconds: 3600,
+  cpus: 1,
+  diskMiB: 1024,
+};
+
 describe('Config: parseConfig', () => {
   test('Config: the SPEC example parses as written', () => {
     const config = parseConfig(SPEC_EXAMPLE);
@@ -48,7 +60,7 @@ describe('Config: parseConfig', () => {
       args: ['examples/files.js'],
       env: { ROOT: '/tmp/x' },
       // I1-I5: `true` is a sandbox with the defaults: no grants, no network, the default limits.
-      sandbox: { read: [], write: [], network: [], memoryMiB: 1024, pids: 512, cpuSeconds: 3600 },
+      sandbox: SANDBOX_DEFAULTS,
       protocol: 'auto',
     });
     expect(config.servers.search).toEqual({
@@ -67,6 +79,8 @@ describe('Config: parseConfig', () => {
     ['a port past 65535', { network: ['example.com:70000'] }, 'a port is 1 to 65535'],
     ['a network that is neither a list nor "host"', { network: 'none' }, 'servers.box.sandbox.network'],
     ['memory under 32 MiB', { memoryMiB: 8 }, 'servers.box.sandbox.memoryMiB'],
+    ['no CPU share', { cpus: 0 }, 'servers.box.sandbox.cpus'],
+    ['a disk limit in parts of a MiB', { diskMiB: 1.5 }, 'servers.box.sandbox.diskMiB'],
     ['an unknown field', { mounts: ['/'] }, 'servers.box.sandbox'],
   ])('I1-I5: a sandbox block with %s is refused, naming the field', (_what, sandbox, named) => {
     const err = configError(() =>
@@ -95,15 +109,15 @@ describe('Config: parseConfig', () => {
       },
     });
     expect(config.servers.shared).toMatchObject({ sandbox: { network: 'host', memoryMiB: 256 } });
-    expect(config.harnesses.agent.sandbox).toEqual({
-      read: [],
-      write: [],
-      network: [],
-      memoryMiB: 1024,
-      pids: 512,
-      cpuSeconds: 3600,
-    });
+    expect(config.harnesses.agent.sandbox).toEqual(SANDBOX_DEFAULTS);
     expect(config.node.isolation).toBe('bwrap');
+    // I4: limits held strictly, by the best means the node finds; I1: a uid of its own from a range, as root.
+    expect(config.node).toMatchObject({
+      limits: 'strict',
+      limitsBy: 'auto',
+      sandboxUids: { first: 1_879_048_192, count: 65_536 },
+      sandboxGid: 65534,
+    });
   });
 
   test.each<[string, unknown]>([
@@ -273,6 +287,15 @@ describe('Config: loadConfig', () => {
     const config = loadConfig({ env: { OZ0_CONFIG: file }, cwd: tmp });
     expect(config.node.slots).toBe(8);
     expect(config.baseDir).toBe(path.join(tmp, 'env'));
+  });
+
+  test('I4: OZ0_LIMITS forces how limits are held over node.limitsBy; a word it does not know is refused, naming it', () => {
+    const file = write('oz0.json', { node: { limitsBy: 'cgroup1' } });
+    expect(loadConfig({ file, env: {}, cwd: tmp }).node.limitsBy).toBe('cgroup1');
+    expect(loadConfig({ file, env: { OZ0_LIMITS: 'rlimit' }, cwd: tmp }).node.limitsBy).toBe('rlimit');
+    expect(configError(() => loadConfig({ file, env: { OZ0_LIMITS: 'cgroup3' }, cwd: tmp })).message).toBe(
+      'OZ0_LIMITS: one of auto, cgroup2, cgroup1, rlimit',
+    );
   });
 
   test('Config: --config wins over OZ0_CONFIG', () => {

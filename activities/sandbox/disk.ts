@@ -1,0 +1,131 @@
+/**
+ * A sandbox's disk (I4, `sandbox.diskMiB`): what its own folder holds, what it wrote in its write grants and what its
+ * private /tmp holds. No kernel limit holds a folder's size without quotas on the node's file system, so the node
+ * measures it, paced by what a walk costs, and stops the sandbox past its limit; RLIMIT_FSIZE bounds each file at the
+ * limit between two walks, and /tmp is a tmpfs of that size where bubblewrap can size one (0.10 and later).
+ *
+ * Each file, folder or link counts at least one 4 KiB block, so a sandbox cannot take the file system's inodes with
+ * empty files for free, and a walk never reads more than `limit / 4 KiB` of a sandbox's entries. In a write grant only
+ * what its own uid owns counts (a grant is shared by every sandbox of its server); where every sandbox has the node's
+ * uid (a node not run as root) the grant's files cannot be told apart, and ./holds.ts says so. A walk stays on the
+ * file system it starts on, and never follows a link.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** What one entry counts at least: a block of the usual size, the price of its inode. */
+export const MIN_ENTRY_BYTES = 4096;
+
+/** What a sandbox's disk is beside its /tmp. */
+export interface DiskScope {
+  /** Its own folder: everything in it counts. */
+  folder: string;
+  /** Its write grants: what `uid` owns there counts. */
+  grants: string[];
+  /** Its uid when it has one of its own (a root node); without one, grants are not counted. */
+  uid?: number;
+}
+
+/** Bytes an entry takes on disk, at least {@link MIN_ENTRY_BYTES}. */
+function bytesOf(stat: fs.Stats): number {
+  return Math.max(stat.blocks * 512, MIN_ENTRY_BYTES);
+}
+
+/**
+ * The bytes a tree's entries take (each at least {@link MIN_ENTRY_BYTES}): every entry, or those `uid` owns. Stops
+ * counting once past `stopAt`. A folder the node may not read (a sandbox that shares the node's uid took its modes
+ * away) is given back its owner's read and search bits; one still unreadable counts as past the limit.
+ */
+export async function treeBytes(root: string, opts: { uid?: number; stopAt: number }): Promise<number> {
+  let top: fs.Stats;
+  try {
+    top = await fs.promises.lstat(root);
+  } catch {
+    return 0;
+  }
+  let total = 0;
+  const count = (stat: fs.Stats) => {
+    if (opts.uid === undefined || stat.uid === opts.uid) total += bytesOf(stat);
+  };
+  count(top);
+  if (!top.isDirectory()) return total;
+  const stack = [root];
+  while (stack.length && total <= opts.stopAt) {
+    const dir = stack.pop()!;
+    let entries: fs.Dirent[];
+    try {
+      entries = await readdirAnyway(dir);
+    } catch {
+      return Number.POSITIVE_INFINITY;
+    }
+    for (const entry of entries) {
+      const p = path.join(dir, entry.name);
+      let stat: fs.Stats;
+      try {
+        stat = await fs.promises.lstat(p);
+      } catch {
+        continue;
+      }
+      count(stat);
+      if (stat.isDirectory() && stat.dev === top.dev) stack.push(p);
+      if (total > opts.stopAt) break;
+    }
+  }
+  return total;
+}
+
+async function readdirAnyway(dir: string): Promise<fs.Dirent[]> {
+  try {
+    return await fs.promises.readdir(dir, { withFileTypes: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+    const { mode } = await fs.promises.lstat(dir);
+    await fs.promises.chmod(dir, mode | 0o500);
+    return fs.promises.readdir(dir, { withFileTypes: true });
+  }
+}
+
+/** What a sandbox's folder and write grants hold now (its /tmp is read on its own), counted until past `stopAt`. */
+export async function diskBytes(scope: DiskScope, stopAt: number): Promise<number> {
+  let total = await treeBytes(scope.folder, { stopAt });
+  if (scope.uid !== undefined) {
+    for (const grant of scope.grants) {
+      if (total > stopAt) break;
+      total += await treeBytes(grant, { uid: scope.uid, stopAt: stopAt - total });
+    }
+  }
+  return total;
+}
+
+/**
+ * Hands what `uid` owns in a write grant to the grant folder's owner, keeping each file's group and mode (the
+ * sandboxes' shared group, group-writable: the next sandbox of the server still writes it), so a uid leased again
+ * later owns nothing an earlier sandbox left there. The kernel clears a set-user-ID bit on the way. Links are changed
+ * themselves, never what they point at.
+ */
+export async function handOver(grant: string, uid: number): Promise<void> {
+  let top: fs.Stats;
+  try {
+    top = await fs.promises.lstat(grant);
+  } catch {
+    return;
+  }
+  const owner = top.isDirectory() ? top : await fs.promises.lstat(path.dirname(grant)).catch(() => top);
+  const give = async (p: string, stat: fs.Stats) => {
+    if (stat.uid === uid) await fs.promises.lchown(p, owner.uid, -1).catch(() => undefined);
+  };
+  await give(grant, top);
+  if (!top.isDirectory()) return;
+  const stack = [grant];
+  while (stack.length) {
+    const dir = stack.pop()!;
+    const entries = await fs.promises.readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const entry of entries) {
+      const p = path.join(dir, entry.name);
+      const stat = await fs.promises.lstat(p).catch(() => undefined);
+      if (!stat) continue;
+      await give(p, stat);
+      if (stat.isDirectory() && stat.dev === top.dev) stack.push(p);
+    }
+  }
+}

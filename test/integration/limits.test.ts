@@ -1,0 +1,334 @@
+/**
+ * A sandbox's limits (SPEC I4, issue 34.5) hold in each mode a node runs in — cgroup v1 (this machine's), resource
+ * limits where no control group may be written (forced here with `node.limitsBy: "rlimit"`, as a node run by an
+ * unprivileged user in a container is), and cgroup v2 where the machine has none (refused, saying why: this machine's
+ * unified hierarchy holds no controller, so v2 itself cannot be tried here) — and each sandbox runs as a uid of its
+ * own (I1). Each is tried by test/fixtures/hostile.js burning one limit, beside a positive control that shows the
+ * test can fail, and asserted on the node's side: what the attempt says, what another sandbox and another tenant's
+ * calls still do.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import type { WorkflowHandle } from '@temporalio/client';
+import type { LoadedConfig } from '../../common/config';
+import type { JobSpec } from '../../model/schemas';
+import { Isolation } from '../../activities/sandbox';
+import { ServerPool } from '../../activities/pool';
+import { createNode } from '../../worker/node';
+import { callsOf } from '../../model/job';
+import type { JobTrace } from '../../model/job';
+import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import type { TestTemporal } from '../helpers/temporal';
+import { hostProcesses, sandboxed } from '../helpers/sandbox';
+
+let temporal: TestTemporal;
+beforeAll(async () => {
+  temporal = await startTemporal();
+});
+afterAll(async () => {
+  await temporal?.close();
+});
+
+const root = process.getuid?.() === 0;
+
+/** A node's config: the hostile server `box` with these limits, and another tenant's sandboxed probe `vic`. */
+function limitsConfig(box: object, node: object = {}): LoadedConfig {
+  return testConfig(temporal.server.address, {
+    servers: {
+      box: { command: 'node', args: [fixture('hostile.js'), 'server'], sandbox: sandboxed(box) },
+      vic: { command: 'node', args: [fixture('probe-server.js')], sandbox: sandboxed() },
+    },
+    node,
+  });
+}
+
+/** Starts a job of one tenant on the config's queue. */
+function start(config: LoadedConfig, tenant: string, steps: JobSpec['steps']): Promise<WorkflowHandle> {
+  return temporal.client.workflow.start('job', {
+    taskQueue: config.temporal.taskQueue,
+    workflowId: uniqueId(tenant),
+    args: [{ tenant, steps } satisfies JobSpec],
+  });
+}
+
+/** One call's result, its attempts' outcomes and notes. */
+async function call(config: LoadedConfig, tool: string, args: Record<string, unknown> = {}, tenant = 'acme') {
+  const trace: JobTrace = await (await start(config, tenant, [{ call: tool, args }])).result();
+  const [c] = callsOf(trace);
+  return {
+    result: c.result,
+    value: c.result.structuredContent as Record<string, number> | undefined,
+    attempts: c.attempts.map((a) => [a.outcome, a.note]),
+  };
+}
+
+const stopped = (why: string) => [['failed', `outcome unknown: its sandbox was stopped: past ${why}`]];
+
+describe('I4, without a writable control group (node.limitsBy: "rlimit")', () => {
+  const rlimit = { limitsBy: 'rlimit', limits: 'best-effort' };
+
+  test('a fork bomb is stopped at sandbox.pids, while another sandbox of the same server still starts its own processes (RLIMIT_NPROC counts one sandbox)', async () => {
+    const config = limitsConfig({ pids: 64 }, rlimit);
+    const node = await createNode({ config, logger });
+    const [bomb, beside, other] = await node.runUntil(() =>
+      Promise.all([
+        call(config, 'box.forkbomb'),
+        // Started as the bomb goes off: a sandbox of its own, with its own uid (as root) or user namespace.
+        new Promise((r) => setTimeout(r, 1500)).then(() => call(config, 'box.forks', { n: 20 })),
+        call(config, 'vic.probe', {}, 'beta'),
+      ]),
+    );
+    expect(bomb.attempts).toEqual(stopped('its limit of 64 processes (sandbox.pids)'));
+    expect(beside.value).toEqual({ started: 20, of: 20 });
+    expect(other.result.isError).toBe(false);
+  });
+
+  test('a disk filler is stopped at sandbox.diskMiB, in its folder and in its /tmp; one that stays under writes all it meant to (the control)', async () => {
+    const config = limitsConfig({ diskMiB: 32 }, rlimit);
+    const node = await createNode({ config, logger });
+    const [folder, tmp, under] = await node.runUntil(() =>
+      Promise.all([
+        call(config, 'box.diskfill', { mib: 256 }),
+        call(config, 'box.diskfill', { where: '/tmp', mib: 256 }),
+        call(config, 'box.diskfill', { mib: 8 }),
+      ]),
+    );
+    expect(folder.attempts).toEqual(stopped('its disk limit of 32 MiB (sandbox.diskMiB)'));
+    expect(tmp.attempts).toEqual(stopped('its disk limit of 32 MiB (sandbox.diskMiB)'));
+    expect(under.value).toEqual({ writtenMiB: 8, failures: 0 });
+  });
+
+  test('strict (the default): a node that cannot hold memory and CPU time per sandbox refuses it, saying which, at start and at the call; best-effort warns and runs it (the control)', async () => {
+    const config = limitsConfig({}, { limitsBy: 'rlimit' });
+    const refused = 'its limits cannot all be held on this node, whose limits are by rlimit (I4): memory: ';
+    expect(new Isolation(config, logger).startupLines()).toContainEqual({
+      level: 'error',
+      text: expect.stringContaining(`server "box" cannot start: ${refused}`),
+    });
+    const pool = new ServerPool({ config, logger, sandboxRoot: tmpDir() });
+    try {
+      await expect(pool.acquire('box', uniqueId('job'))).rejects.toThrow(/CPU time: without a control group/);
+    } finally {
+      await pool.close();
+    }
+    const lenient = limitsConfig({}, { limitsBy: 'rlimit', limits: 'best-effort' });
+    const lines = new Isolation(lenient, logger).startupLines();
+    expect(lines.filter((l) => l.level === 'error')).toEqual([]);
+    expect(lines).toContainEqual({
+      level: 'warn',
+      text: expect.stringMatching(/^sandbox limits, best-effort \(node.limits\): memory: /),
+    });
+    const node = await createNode({ config: lenient, logger });
+    expect((await node.runUntil(() => call(lenient, 'box.forks', { n: 2 }))).value).toEqual({ started: 2, of: 2 });
+  });
+});
+
+describe('I4, with a control group (this machine: cgroup v1)', () => {
+  test.each(['/dev/shm', '/tmp'])(
+    'memory written to %s counts: past sandbox.memoryMiB the sandbox is stopped; under it, it holds what it wrote (the control)',
+    async (where) => {
+      const config = limitsConfig({ memoryMiB: 128, diskMiB: 1024 });
+      const node = await createNode({ config, logger });
+      const [over, under] = await node.runUntil(() =>
+        Promise.all([
+          call(config, 'box.shmfill', { where, mib: 256 }),
+          call(config, 'box.shmfill', { where, mib: 16 }),
+        ]),
+      );
+      expect(over.attempts).toEqual(stopped('its memory limit of 128 MiB (sandbox.memoryMiB)'));
+      expect(under.value).toEqual({ writtenMiB: 16 });
+    },
+  );
+
+  test('cgroup v2 asked for where the machine has none: every sandbox is refused, saying why; v1 asked for works (the control)', () => {
+    const v2 = new Isolation(limitsConfig({}, { limitsBy: 'cgroup2' }), logger).check();
+    expect(v2.problem).toMatch(
+      /^no sandbox's limits can be held \(I4\): limits by cgroup2 were asked for, and cannot be had here: /,
+    );
+    const v1 = new Isolation(limitsConfig({}, { limitsBy: 'cgroup1' }), logger).check();
+    expect(v1.problem).toBeUndefined();
+    expect(v1.limits).toMatchObject({ kind: 'cgroup v1', gaps: [] });
+  });
+});
+
+describe.each([
+  ['cgroup v1', {}],
+  ['rlimit', { limitsBy: 'rlimit', limits: 'best-effort' }],
+])('I4, %s: a CPU share', (_mode, node) => {
+  test('a burner of 8 threads gets at most sandbox.cpus (1 of the 2 cores), and another tenant’s calls beside it keep their time and heartbeats', async () => {
+    // Heartbeats every third of 5 s: a node starved past 5 s loses the 6-s call (T4), which has one attempt only.
+    const config = limitsConfig({ cpus: 1 }, { ...node, heartbeatTimeoutSeconds: 5 });
+    const worker = await createNode({ config, logger });
+    const { burn, other, tookMs } = await worker.runUntil(async () => {
+      const burning = call(config, 'box.burn', { threads: 8, ms: 8000 });
+      await new Promise((r) => setTimeout(r, 1000));
+      const t = Date.now();
+      const job = await start(config, 'beta', [
+        { call: 'vic.hang', args: { ms: 6000 } },
+        ...Array.from({ length: 5 }, () => ({ call: 'vic.probe' })),
+      ]);
+      const trace: JobTrace = await job.result();
+      return { other: trace, tookMs: Date.now() - t, burn: await burning };
+    });
+    // The bound: a little over one core (the kernel's accounting and the threads' start and end).
+    expect(burn.value!.cores).toBeLessThanOrEqual(1.3);
+    // The other tenant: every call answered at its first attempt (heartbeats held), the whole job within 25 s of the
+    // 6 s it needs (a loaded 2-core machine, other tests beside).
+    for (const c of callsOf(other)) expect([c.tool, c.result.isError, c.attempts.length]).toEqual([c.tool, false, 1]);
+    expect(tookMs).toBeLessThan(25_000);
+  });
+});
+
+test('I4 (cgroup v1): a quarter of a core is a quarter: the same burner at sandbox.cpus 0.25 gets far less than at 1 (the control: the machine had more to give)', async () => {
+  const quarter = limitsConfig({ cpus: 0.25 });
+  const whole = limitsConfig({ cpus: 1 });
+  const [a, b] = [await createNode({ config: quarter, logger }), await createNode({ config: whole, logger })];
+  const [small, big] = await a.runUntil(() =>
+    b.runUntil(() =>
+      Promise.all([
+        call(quarter, 'box.burn', { threads: 4, ms: 4000 }),
+        call(whole, 'box.burn', { threads: 4, ms: 4000 }),
+      ]),
+    ),
+  );
+  expect(small.value!.cores).toBeLessThanOrEqual(0.35);
+  expect(big.value!.cores).toBeGreaterThan(small.value!.cores * 1.5);
+});
+
+(root ? test : test.skip)(
+  'I1: two sandboxes run as uids of their own: neither can signal the other where no PID namespace parts them; each can signal its own (the control)',
+  async () => {
+    const config = limitsConfig({});
+    const node = await createNode({ config, logger });
+    await node.runUntil(async () => {
+      const hold = [{ call: 'box.shmfill', args: { mib: 1, holdMs: 8000 } }];
+      const jobs = [await start(config, 'acme', hold), await start(config, 'beta', hold)];
+      const servers = await eventually(() => {
+        const found = hostProcesses(`${fixture('hostile.js')} server`)
+          .map((p) => ({ pid: p.pid, uid: uidOf(p.pid) }))
+          .filter((p) => p.uid >= config.node.sandboxUids.first);
+        return found.length === 2 ? found : undefined;
+      });
+      const [a, b] = servers;
+      expect(a.uid).not.toBe(b.uid);
+      const kill = (uid: number, pid: number) =>
+        spawnSync(
+          'setpriv',
+          [`--reuid=${uid}`, `--regid=${config.node.sandboxGid}`, '--clear-groups', 'kill', '-0', String(pid)],
+          { encoding: 'utf8' },
+        );
+      for (const [from, to] of [
+        [a, b],
+        [b, a],
+      ]) {
+        const denied = kill(from.uid, to.pid);
+        expect([denied.status, denied.stderr]).toEqual([1, expect.stringContaining('Operation not permitted')]);
+        expect(kill(to.uid, to.pid).status).toBe(0);
+      }
+      await Promise.all(jobs.map((j) => j.result()));
+    });
+  },
+);
+
+/** A process's real uid, as the node sees it. */
+function uidOf(pid: number): number {
+  try {
+    return Number(/^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? -1);
+  } catch {
+    return -1;
+  }
+}
+
+(root ? test : test.skip)(
+  'I1, I4, I8: a node run as an unprivileged user (the Compose node): no control group, so limits by rlimit; its sandbox is filtered, in a user namespace of its own where RLIMIT_NPROC counts that sandbox alone — not the 80 other processes of its uid (the control: more than its limit) — and a fork bomb is stopped',
+  async () => {
+    const uid = 61_999;
+    const dir = tmpDir('oz0-unprivileged-');
+    fs.chownSync(dir, uid, uid);
+    // The node's user runs 80 processes outside: more than the sandbox's 64, all counted with the node's uid.
+    const outside = Array.from({ length: 80 }, () =>
+      spawn('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'sleep', '60'], { stdio: 'ignore' }),
+    );
+    try {
+      // The control: outside a user namespace of its own, a limit of 64 counts those 80, and nothing can fork.
+      await eventually(() =>
+        hostProcesses('sleep 60').filter((p) => uidOf(p.pid) === uid).length >= 80 ? true : undefined,
+      );
+      const counted = spawnSync(
+        'setpriv',
+        [
+          `--reuid=${uid}`,
+          `--regid=${uid}`,
+          '--clear-groups',
+          'prlimit',
+          '--nproc=64',
+          '/bin/sh',
+          '-c',
+          '/bin/true && echo forked',
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(counted.stdout).not.toContain('forked');
+      const bomb = [
+        'import os, time',
+        'while True:',
+        '    try:',
+        '        if os.fork() == 0:',
+        '            time.sleep(30)',
+        '            os._exit(0)',
+        '    except OSError:',
+        '        time.sleep(0.01)',
+      ].join('\n');
+      const script = [
+        'i=0; while [ $i -lt 20 ]; do sleep 10 & i=$((i+1)); done; echo "started $i"',
+        'grep "^Seccomp:" /proc/self/status',
+        'unshare -Ur true 2>/dev/null && echo "unshare: made" || echo "unshare: refused"',
+        `exec python3 -c '${bomb}'`,
+      ].join('\n');
+      const args = {
+        root: ROOT,
+        stateDir: `${dir}/state`,
+        cwd: `${dir}/sandbox`,
+        script,
+        grants: { pids: 64 },
+        node: { limits: 'best-effort' },
+      };
+      const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn('setpriv', [
+          `--reuid=${uid}`,
+          `--regid=${uid}`,
+          '--clear-groups',
+          process.execPath,
+          fixture('unprivileged-node.js'),
+          JSON.stringify(args),
+        ]);
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (c) => (stdout += c));
+        child.stderr.on('data', (c) => (stderr += c));
+        child.once('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+      expect(run).toMatchObject({ code: 0, stderr: '' });
+      const report = JSON.parse(run.stdout) as {
+        uid: number;
+        status: { limits: { kind: string; why: string[] } };
+        lines: Array<{ level: string; text: string }>;
+        stoppedFor?: string;
+        out: string;
+      };
+      expect(report.uid).toBe(uid);
+      expect(report.status.limits).toMatchObject({
+        kind: 'rlimit',
+        why: [expect.stringContaining('permission denied')],
+      });
+      expect(report.lines).toContainEqual({
+        level: 'warn',
+        text: expect.stringMatching(/^sandbox limits, best-effort \(node.limits\): memory: /),
+      });
+      expect(report.out).toContain('started 20\nSeccomp:\t2\nunshare: refused\n');
+      expect(report.stoppedFor).toBe('its limit of 64 processes (sandbox.pids)');
+    } finally {
+      for (const p of outside) p.kill('SIGKILL');
+    }
+  },
+);

@@ -1,0 +1,268 @@
+/**
+ * The system-call filter (SPEC I1) and the limits (I4) of a sandbox, as pure rules: Docker's profile as the filter
+ * reads it, what each mode of limits holds, how bubblewrap's command line carries them, and the readings of /proc and
+ * of a folder the node stops a sandbox on. libseccomp compiles the filter for real here, and two lease holders take
+ * uids from one range through real flock; test/integration/limits.test.ts tries them all on hostile programs.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { MIN_ENTRY_BYTES, treeBytes } from '../../activities/sandbox/disk';
+import { nodeGaps, sandboxGaps } from '../../activities/sandbox/holds';
+import type { NodeLimits } from '../../activities/sandbox/holds';
+import { parseStat, statusBytes } from '../../activities/sandbox/census';
+import { allowedCores, cpuMax } from '../../activities/sandbox/limits';
+import { bwrapArgs } from '../../activities/sandbox/plan';
+import type { PathKind, SandboxPlan } from '../../activities/sandbox/plan';
+import { REFUSED_BEYOND_DOCKER, compile, profileRules, sandboxFilterPlan } from '../../activities/sandbox/seccomp';
+import type { FilterRule, SeccompProfile } from '../../activities/sandbox/seccomp';
+import dockerProfile from '../../activities/sandbox/docker-seccomp.json';
+import { UidLeases } from '../../activities/sandbox/uids';
+import { ROOT } from '../helpers/temporal';
+
+const profile = dockerProfile as SeccompProfile;
+const amd64 = profileRules(profile, { arch: 'x64', kernel: '6.1.0-18-amd64' });
+const allowed = (rules: FilterRule[], name: string) => rules.filter((r) => r.name === name && r.action === 'allow');
+
+describe('I1: the system-call filter, from Docker’s default profile', () => {
+  test.each([
+    'unshare',
+    'setns',
+    'mount',
+    'umount2',
+    'pivot_root',
+    'keyctl',
+    'add_key',
+    'request_key',
+    'bpf',
+    'perf_event_open',
+    'userfaultfd',
+    'io_uring_setup',
+    'io_uring_enter',
+    'io_uring_register',
+    'kexec_load',
+    'kexec_file_load',
+    'init_module',
+    'finit_module',
+    'delete_module',
+    'open_by_handle_at',
+    'fsopen',
+    'move_mount',
+    'acct',
+    'reboot',
+    'swapon',
+    'chroot',
+  ])('%s is refused: no rule allows it, so it gets the default EPERM', (name) => {
+    expect(allowed(amd64.rules, name)).toEqual([]);
+    expect(amd64.defaultErrno).toBe(1);
+  });
+
+  test('beyond Docker: ptrace, process_vm_readv/writev and sched_setaffinity are refused; with nothing beyond, Docker allows them from kernel 4.8 (the control)', () => {
+    for (const name of REFUSED_BEYOND_DOCKER) expect(allowed(amd64.rules, name)).toEqual([]);
+    const docker = profileRules(profile, { arch: 'x64', kernel: '6.1.0', refused: [] });
+    for (const name of REFUSED_BEYOND_DOCKER) expect(allowed(docker.rules, name)).toHaveLength(1);
+    const old = profileRules(profile, { arch: 'x64', kernel: '4.4.0', refused: [] });
+    expect(allowed(old.rules, 'ptrace')).toEqual([]);
+  });
+
+  test('clone only without a namespace flag, clone3 answers ENOSYS (glibc then falls back to clone)', () => {
+    // CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET = 0x7e020000.
+    expect(allowed(amd64.rules, 'clone')).toEqual([
+      { name: 'clone', action: 'allow', args: [{ arg: 0, op: 'MASKED_EQ', a: 0x7e020000, b: 0 }] },
+    ]);
+    expect(amd64.rules.filter((r) => r.name === 'clone3')).toEqual([{ name: 'clone3', action: { errno: 38 } }]);
+  });
+
+  test('what a program needs is allowed: files, processes, threads, sockets but AF_ALG and AF_VSOCK', () => {
+    for (const name of ['read', 'openat', 'execve', 'fork', 'vfork', 'wait4', 'futex', 'epoll_wait', 'setresuid']) {
+      expect([name, allowed(amd64.rules, name).length]).toEqual([name, 1]);
+    }
+    expect(allowed(amd64.rules, 'socket').map((r) => r.args)).toEqual([
+      [{ arg: 0, op: 'LT', a: 38, b: 0 }],
+      [{ arg: 0, op: 'EQ', a: 39, b: 0 }],
+      [{ arg: 0, op: 'GT', a: 40, b: 0 }],
+    ]);
+  });
+
+  test('architecture rules: arch_prctl on x86-64 only', () => {
+    expect(allowed(amd64.rules, 'arch_prctl')).toHaveLength(1);
+    const arm64 = profileRules(profile, { arch: 'arm64', kernel: '6.1.0' });
+    expect(allowed(arm64.rules, 'arch_prctl')).toEqual([]);
+    expect(allowed(arm64.rules, 'set_tls')).toHaveLength(1);
+  });
+
+  test('libseccomp compiles this machine’s filter into a BPF program bwrap takes (at most 4,096 instructions)', () => {
+    const built = compile(sandboxFilterPlan());
+    expect(built.libseccomp).toMatch(/^2\.\d+\.\d+$/);
+    expect(built.bpf.length % 8).toBe(0);
+    expect(built.bpf.length / 8).toBeLessThanOrEqual(4096);
+    expect(built.newestKnown).toBeGreaterThan(400);
+    expect(built.rules).toBeGreaterThan(300);
+  });
+});
+
+/** A plan of a sandbox on a merged-/usr system. */
+const plan = (over: Partial<SandboxPlan> = {}): SandboxPlan => ({
+  command: '/usr/bin/node',
+  args: [],
+  cwd: '/var/lib/oz0/sandboxes/q/box',
+  read: [],
+  write: [],
+  hidden: [],
+  network: 'none',
+  ...over,
+});
+const probe = (p: string): PathKind =>
+  ['/usr', '/etc'].includes(p)
+    ? { kind: 'dir' }
+    : p === '/bin'
+      ? { kind: 'symlink', target: 'usr/bin' }
+      : { kind: 'missing' };
+
+describe('I1, I4: what bubblewrap’s command line carries', () => {
+  test('the filter on its descriptor, an /etc/passwd that names its user (0644), sized /tmp and /dev/shm, and its own limits once it dropped to its user', () => {
+    const args = bwrapArgs(
+      plan({
+        dropTo: { uid: 1879048192, gid: 65534, setpriv: '/usr/bin/setpriv' },
+        seccompFd: 3,
+        passwdFd: 4,
+        tmpBytes: 64 << 20,
+        shmBytes: 128 << 20,
+        inside: ['prlimit', '--nproc=64', '--'],
+      }),
+      probe,
+    );
+    const line = args.join(' ');
+    expect(line).toContain('--ro-bind /etc /etc --perms 0644 --ro-bind-data 4 /etc/passwd');
+    expect(line).toContain(
+      '--dev /dev --perms 1777 --size 134217728 --tmpfs /dev/shm --perms 1777 --size 67108864 --tmpfs /tmp',
+    );
+    expect(line).toMatch(
+      /--seccomp 3 --chdir \S+ -- \/usr\/bin\/setpriv --reuid=1879048192 --regid=65534 .* -- prlimit --nproc=64 -- \/usr\/bin\/node$/,
+    );
+  });
+
+  test('without sizes (bubblewrap before 0.10) /tmp is a plain tmpfs and /dev/shm is /dev’s', () => {
+    const line = bwrapArgs(plan({ seccompFd: 3 }), probe).join(' ');
+    expect(line).toContain('--dev /dev --perms 1777 --tmpfs /tmp');
+    expect(line).not.toContain('--size');
+    expect(line).not.toContain('/etc/passwd');
+  });
+});
+
+const rlimitNode: NodeLimits = { kind: 'rlimit', cpuShare: 'cores', ownUid: true, kernel: '6.1.0' };
+const grants = { cpus: 1, write: [] as string[] };
+
+describe('I4: what each mode holds', () => {
+  test.each<[string, NodeLimits, { cpus: number; write: string[] }, RegExp[]]>([
+    [
+      'cgroup v1 with its cpu controller: everything',
+      { ...rlimitNode, kind: 'cgroup v1', cpuShare: 'quota' },
+      { cpus: 0.5, write: ['/srv/out'] },
+      [],
+    ],
+    ['cgroup v2: everything', { ...rlimitNode, kind: 'cgroup v2', cpuShare: 'quota' }, grants, []],
+    ['rlimit: not memory, not CPU time', rlimitNode, grants, [/^memory: /, /^CPU time: /]],
+    [
+      'cgroup v1 without its cpu controller, half a core: whole cores only',
+      { ...rlimitNode, kind: 'cgroup v1' },
+      { cpus: 0.5, write: [] },
+      [/^CPU share: sandbox.cpus is 0.5/],
+    ],
+    [
+      'not root, with a write grant: the grant’s files are not its own',
+      { ...rlimitNode, kind: 'cgroup v2', cpuShare: 'quota', ownUid: false },
+      { cpus: 1, write: ['/srv/out'] },
+      [/^disk: what it writes in its write grants/],
+    ],
+    [
+      'not root, Linux 5.10, rlimit: processes counted with the node’s',
+      { ...rlimitNode, ownUid: false, kernel: '5.10.0-28-amd64' },
+      grants,
+      [/^memory/, /^CPU time/, /^processes: Linux 5.10.0-28-amd64/],
+    ],
+    [
+      'not root, Linux 5.14: processes per user namespace',
+      { ...rlimitNode, ownUid: false, kernel: '5.14.0' },
+      grants,
+      [/^memory/, /^CPU time/],
+    ],
+  ])('%s', (_what, node, limits, gaps) => {
+    const found = sandboxGaps(node, limits);
+    expect(found).toHaveLength(gaps.length);
+    gaps.forEach((gap, i) => expect(found[i]).toMatch(gap));
+    expect(nodeGaps(node).every((g) => found.includes(g))).toBe(true);
+  });
+
+  test('a CPU share: cpu.max in periods of 100 ms; the cores a process may run on', () => {
+    expect(cpuMax(1)).toBe('100000 100000');
+    expect(cpuMax(0.5)).toBe('50000 100000');
+    expect(cpuMax(2.25)).toBe('225000 100000');
+    expect(allowedCores('Name:\tnode\nCpus_allowed_list:\t0-2,5,7-8\n')).toEqual([0, 1, 2, 5, 7, 8]);
+  });
+});
+
+describe('I4: the node’s readings', () => {
+  test('/proc/<pid>/stat: parent, CPU ticks of its own and its reaped children, threads; a name with “) (” in it', () => {
+    const stat = '4242 (evil) (name) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 50 30 20 20 0 7 0 123 456 78';
+    expect(parseStat(stat)).toEqual({ ppid: 17, ticks: 350, threads: 7 });
+    expect(statusBytes('Name:\tx\nRssAnon:\t  2048 kB\nRssShmem:\t 0 kB\n', 'RssAnon')).toBe(2048 * 1024);
+  });
+
+  test('a folder’s disk: each entry at least 4 KiB, a big file by its blocks, only an owner’s when asked, and a walk that stops once past', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-disk-'));
+    try {
+      for (let i = 0; i < 10; i++) fs.writeFileSync(path.join(dir, `empty-${i}`), '');
+      fs.mkdirSync(path.join(dir, 'sub'));
+      fs.writeFileSync(path.join(dir, 'sub', 'big'), Buffer.alloc(1 << 20, 1));
+      const all = await treeBytes(dir, { stopAt: Infinity });
+      // The folder, 10 empty files and a subfolder at 4 KiB each, and 1 MiB of blocks.
+      expect(all).toBeGreaterThanOrEqual(12 * MIN_ENTRY_BYTES + (1 << 20));
+      expect(all).toBeLessThan(12 * MIN_ENTRY_BYTES + (1 << 20) + 64 * 1024);
+      expect(await treeBytes(dir, { uid: 4_000_000_000, stopAt: Infinity })).toBe(0);
+      expect(await treeBytes(dir, { uid: process.getuid!(), stopAt: Infinity })).toBe(all);
+      expect(await treeBytes(dir, { stopAt: 2 * MIN_ENTRY_BYTES })).toBeLessThan(all);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('I1: a uid of its own for each sandbox', () => {
+  test('two holders of one range never hold one uid at once; a released uid is taken again; a full range says so', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-uids-'));
+    try {
+      const range = { first: 3_000_000_000, count: 2 };
+      const a = new UidLeases(range, dir);
+      const b = new UidLeases(range, dir);
+      const first = a.acquire();
+      const second = b.acquire();
+      expect([first.uid, second.uid].sort()).toEqual([3_000_000_000, 3_000_000_001]);
+      expect(() => a.acquire()).toThrow(
+        'every uid of node.sandboxUids (3000000000 to 3000000001) is held by a running sandbox on this machine',
+      );
+      second.release();
+      expect(a.acquire().uid).toBe(second.uid);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a holder that dies with its lease leaves it to the next one, with the write grants it had to hand over', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-uids-'));
+    try {
+      const range = { first: 3_000_000_100, count: 1 };
+      const script = `const { UidLeases } = require(${JSON.stringify(path.join(ROOT, 'dist/activities/sandbox/uids'))});
+        new UidLeases(${JSON.stringify(range)}, ${JSON.stringify(dir)}).acquire().record(['/srv/out']);
+        process.exit(0);`;
+      expect(spawnSync(process.execPath, ['-e', script]).status).toBe(0);
+      const lease = new UidLeases(range, dir).acquire();
+      expect(lease).toMatchObject({ uid: 3_000_000_100, leftBehind: ['/srv/out'] });
+      lease.release();
+      expect(new UidLeases(range, dir).acquire().leftBehind).toEqual([]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
