@@ -76,8 +76,6 @@ export interface TestTemporal {
   configFile(input: Record<string, unknown>): { config: LoadedConfig; file: string; dir: string };
   /** `oz0 worker` on a config file, as a process of its own (killed with its tree after the file, if still there). */
   startWorker(file: string, name: string, env?: Record<string, string>): ReturnType<typeof startWorkerProcess>;
-  /** @deprecated for files not yet on useTemporal(), which closes it after the file. */
-  close(): Promise<void>;
 }
 
 /** The Temporal the tests run against instead of dev servers of their own, if any. */
@@ -128,23 +126,8 @@ export function useTemporal(): TestTemporal {
       return { config, file, dir };
     },
     startWorker: (file, name, env) => startWorker(file, name, workers, env),
-    close: async () => undefined,
   };
   return temporal;
-}
-
-/** @deprecated for useTemporal(): a dev server of the file's own, in its default namespace, closed by hand. */
-export async function startTemporal(): Promise<TestTemporal> {
-  const opened = await openTemporal('legacy', { own: true });
-  const workers: ChildProcess[] = [];
-  return {
-    ...opened,
-    config: (input) => testConfig(opened.server, input),
-    configFile: () => {
-      throw new Error('configFile: use useTemporal()');
-    },
-    startWorker: (file, name, env) => startWorker(file, name, workers, env),
-  };
 }
 
 /**
@@ -152,8 +135,8 @@ export async function startTemporal(): Promise<TestTemporal> {
  * in it); without a shared one (a jest config without global-setup), a dev server of the file's own; or the
  * external one.
  */
-async function openTemporal(file: string, opts: { own?: boolean } = {}): Promise<Opened> {
-  const shared = externalTemporal ? { address: externalTemporal } : opts.own ? undefined : sharedServer();
+async function openTemporal(file: string): Promise<Opened> {
+  const shared = externalTemporal ? { address: externalTemporal } : sharedServer();
   const own = shared ? undefined : await startDevServer({ cli: findTemporalCli({ install: false }), uiPort: false });
   const address = shared?.address ?? own!.address;
   const connection = await Connection.connect({ address });
@@ -297,7 +280,7 @@ export async function approve(temporal: TestTemporal, config: LoadedConfig, tena
 export { descendants, killTree } from '../../worker/processes';
 
 /** `oz0 worker` as a process of its own (see worker/processes.ts), its log into this test file's log. */
-export function startWorker(file: string, name: string, workers: ChildProcess[] = [], env?: Record<string, string>) {
+function startWorker(file: string, name: string, workers: ChildProcess[], env?: Record<string, string>) {
   return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown'), env });
 }
 
@@ -310,13 +293,11 @@ export async function startOnNodeA(
   temporal: TestTemporal,
   remote: { server: string; url: string },
   step: { call: string; args: Record<string, unknown> },
-  /** @deprecated: temporal.startWorker keeps them. */
-  workers?: ChildProcess[],
 ) {
   const servers = { [remote.server]: { url: remote.url } };
   const { config, file } = temporal.configFile({ servers, node: { heartbeatTimeoutSeconds: 3 } });
   const tenant = uniqueId('t');
-  const a = workers ? await startWorker(file, 'node-a', workers) : await temporal.startWorker(file, 'node-a');
+  const a = await temporal.startWorker(file, 'node-a');
   await approve(temporal, config, tenant, remote.server);
   const handle = await temporal.client.workflow.start('job', {
     taskQueue: config.temporal.taskQueue,
