@@ -76,7 +76,11 @@ export interface TestTemporal {
   configFile(input: Record<string, unknown>): { config: LoadedConfig; file: string; dir: string };
   /** `oz0 worker` on a config file, as a process of its own (killed with its tree after the file, if still there). */
   startWorker(file: string, name: string, env?: Record<string, string>): ReturnType<typeof startWorkerProcess>;
+  /** Several at once (each takes seconds to start), each with its name. */
+  startWorkers(file: string, ...names: string[]): Promise<Array<{ name: string } & StartedWorker>>;
 }
+
+type StartedWorker = Awaited<ReturnType<typeof startWorkerProcess>>;
 
 /** The Temporal the tests run against instead of dev servers of their own, if any. */
 export const externalTemporal = process.env.OZ0_TEST_TEMPORAL;
@@ -126,6 +130,8 @@ export function useTemporal(): TestTemporal {
       return { config, file, dir };
     },
     startWorker: (file, name, env) => startWorker(file, name, workers, env),
+    startWorkers: (file, ...names) =>
+      Promise.all(names.map(async (name) => ({ name, ...(await startWorker(file, name, workers)) }))),
   };
   return temporal;
 }
@@ -259,6 +265,28 @@ export async function eventually<T>(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * Waits until one of the job's running activities has heartbeaten details that mention `text` (a task id): then
+ * Temporal holds it, and a node lost now leaves it to the next attempt.
+ */
+export function heartbeatMentions(handle: WorkflowHandle, text: string, timeoutMs = 30_000): Promise<true> {
+  return eventually(
+    async () => {
+      const pending = (await handle.describe()).raw.pendingActivities ?? [];
+      const details = pending.flatMap((a) => a.heartbeatDetails?.payloads ?? []);
+      return details.some((p) =>
+        Buffer.from(p.data ?? [])
+          .toString('utf8')
+          .includes(text),
+      )
+        ? true
+        : undefined;
+    },
+    timeoutMs,
+    `a heartbeat that carries ${text}`,
+  );
 }
 
 /** Whether a process is still there. */

@@ -89,8 +89,7 @@ test.each([[1], [2], [4]])(
   'H8: the harness’s node is lost after %d writes: the harness starts again on the other node (run 2, same input), its calls get the same keys, every write is made once',
   async (after) => {
     const { file, log, ledger, taskQueue } = setup();
-    const a = { name: 'node-a', ...(await temporal.startWorker(file, 'node-a')) };
-    const b = { name: 'node-b', ...(await temporal.startWorker(file, 'node-b')) };
+    const [a, b] = await temporal.startWorkers(file, 'node-a', 'node-b');
     const order = uniqueId('o');
     const input = { steps: writes(order) };
     const handle = await temporal.client.workflow.start('job', {
@@ -212,8 +211,7 @@ test('H4/H8 (issue 26.3): the harness hears its call once its result is durable;
 
 test('H8/T4: a lost run that made a call which may not be made again stops the job, naming the call and its key', async () => {
   const { file, log, taskQueue } = setup();
-  const a = { name: 'node-c', ...(await temporal.startWorker(file, 'node-c')) };
-  const b = { name: 'node-d', ...(await temporal.startWorker(file, 'node-d')) };
+  const [a, b] = await temporal.startWorkers(file, 'node-c', 'node-d');
   const handle = await temporal.client.workflow.start('job', {
     taskQueue,
     workflowId: uniqueId('risky'),
@@ -243,8 +241,7 @@ test('H8/T4: a lost run that made a call which may not be made again stops the j
 
 test('H8/H9: an external session whose node is lost: its next call is refused, the client opens it again (run 2, on the other node) and makes its calls again under the same keys; each write once', async () => {
   const { file, ledger, taskQueue } = setup();
-  const a = { name: 'node-e', ...(await temporal.startWorker(file, 'node-e')) };
-  const b = { name: 'node-f', ...(await temporal.startWorker(file, 'node-f')) };
+  const [a, b] = await temporal.startWorkers(file, 'node-e', 'node-f');
   const handle = await temporal.client.workflow.start('job', {
     taskQueue,
     workflowId: uniqueId('ext-lost'),

@@ -28,8 +28,7 @@ function setup(node: Record<string, unknown>) {
 
 test('T4 (nodes): two oz0 worker processes share one task queue; every job completes and both nodes make calls', async () => {
   const { config, file } = setup({ slots: 1 });
-  const a = await temporal.startWorker(file, 'node-a');
-  const b = await temporal.startWorker(file, 'node-b');
+  const [a, b] = await temporal.startWorkers(file, 'node-a', 'node-b');
   const jobs = await Promise.all(
     [1, 2, 3, 4].map((i) =>
       temporal.client.workflow.start('job', {

@@ -89,8 +89,7 @@ test.each([[0], [700], [1600]])(
   'T4/K4: a node lost %d ms into a session: a fresh session on another node by itself, same keys, every write once',
   async (delay) => {
     const { file, log, ledger } = setup();
-    const a = { name: 'node-a', ...(await temporal.startWorker(file, 'node-a')) };
-    const b = { name: 'node-b', ...(await temporal.startWorker(file, 'node-b')) };
+    const [a, b] = await temporal.startWorkers(file, 'node-a', 'node-b');
     const order = uniqueId('o');
     const spec: JobSpec = {
       tenant: 'acme',
@@ -154,8 +153,7 @@ test.each([[0], [700], [1600]])(
 
 test('T4: a lost session that made a call which may not be made again stops the job, naming the call as "may have run"', async () => {
   const { file, log } = setup();
-  const a = { name: 'node-c', ...(await temporal.startWorker(file, 'node-c')) };
-  const b = { name: 'node-d', ...(await temporal.startWorker(file, 'node-d')) };
+  const [a, b] = await temporal.startWorkers(file, 'node-c', 'node-d');
   const handle = await temporal.client.workflow.start('job', {
     taskQueue: JSON.parse(fs.readFileSync(file, 'utf8')).temporal.taskQueue,
     workflowId: uniqueId('risky'),

@@ -10,7 +10,17 @@ import { readReceived } from '../../examples/common';
 import type { CallProgressState } from '../../model/schemas';
 import { createNode } from '../../worker/node';
 import { callsOf } from '../../model/job';
-import { approve, eventually, logger, runJob, startOnNodeA, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import {
+  approve,
+  eventually,
+  heartbeatMentions,
+  logger,
+  runJob,
+  startOnNodeA,
+  tmpDir,
+  uniqueId,
+  useTemporal,
+} from '../helpers/temporal';
 import { python, pythonExample, pythonMissing, servePythonHttp, withPython } from '../helpers/python';
 import type { PythonHttp } from '../helpers/python';
 
@@ -164,8 +174,8 @@ withPython(
       30_000,
       'the task',
     );
-    // Past the heartbeat's throttle, so the task id has reached Temporal; then the node dies as a lost one does.
-    await new Promise((r) => setTimeout(r, 3000));
+    // Once the task id has reached Temporal, the node dies as a lost one does.
+    await heartbeatMentions(handle, made.taskId as string);
     a.proc.kill('SIGKILL');
     await temporal.startWorker(file, 'node-b');
     const step = callsOf(await handle.result())[0];

@@ -13,6 +13,7 @@ import { callsOf } from '../../model/job';
 import {
   approve,
   eventually,
+  heartbeatMentions,
   fixture,
   logger,
   runJob,
@@ -199,8 +200,9 @@ test('tasks, T4: a node lost while its call’s task runs: the next attempt, on 
     const call = { call: 'ts.slow_write', args: { id: 'w-1' } };
     const { file, a, handle } = await startOnNodeA(temporal, { server: 'ts', url: server.url }, call);
     const made = await eventually(() => readReceived(log).find((r) => r.event === 'call'), 30_000, 'the task');
-    // Past the heartbeat's throttle, so the task id has reached Temporal; then the node dies as a lost one does.
-    await new Promise((r) => setTimeout(r, 3000));
+    // Once the task id has reached Temporal and the node has polled the task, it dies as a lost one does.
+    await heartbeatMentions(handle, made.taskId as string);
+    await eventually(() => readReceived(log).find((r) => r.event === 'tasks/get'), 30_000, "node-a's poll");
     a.proc.kill('SIGKILL');
     await temporal.startWorker(file, 'node-b');
     const step = callsOf(await handle.result())[0];
