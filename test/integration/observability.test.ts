@@ -28,7 +28,17 @@ import { python, pythonExample, pythonMissing } from '../helpers/python';
 import { probeHarness, sandboxed } from '../helpers/sandbox';
 import { startOtlpReceiver } from '../helpers/otlp';
 import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp';
-import { ROOT, approve, eventually, example, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import {
+  ROOT,
+  approve,
+  eventually,
+  example,
+  killTree,
+  logger,
+  tmpDir,
+  uniqueId,
+  useTemporal,
+} from '../helpers/temporal';
 import type { LoadedConfig } from '../../common/config';
 
 /** OTLP's SPAN_KIND_SERVER and SPAN_KIND_CLIENT. */
@@ -44,6 +54,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // Its workers log to files of their own (worker() below), so they are started here, not by temporal.startWorker.
+  for (const w of workers) if (w.pid) killTree(w.pid);
   await receiver?.close();
 });
 
