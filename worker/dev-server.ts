@@ -40,6 +40,11 @@ export interface DevServerOptions {
   /** Dynamic config values; default {@link DEV_SERVER_DYNAMIC_CONFIG} (`{}`: the server's own defaults). */
   dynamicConfig?: Record<string, unknown>;
   startTimeoutMs?: number;
+  /**
+   * A process group of its own (default), so a Ctrl-C at the terminal reaches only oz0, which stops the server after
+   * its nodes; `false` leaves it in its parent's group, which a signal to the group (a test run cut short) ends too.
+   */
+  ownGroup?: boolean;
 }
 
 export interface DevServer {
@@ -109,7 +114,7 @@ async function startOnce(opts: DevServerOptions): Promise<DevServer> {
     args.push('--ui-port', String(uiPort));
   }
   const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
-  const child: ChildProcess = spawn(opts.cli, args, { stdio: ['ignore', out, out], detached: true });
+  const child: ChildProcess = spawn(opts.cli, args, { stdio: ['ignore', out, out], detached: opts.ownGroup ?? true });
   if (typeof out === 'number') fs.closeSync(out);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const address = `${ip}:${port}`;

@@ -1,14 +1,20 @@
 /**
- * Shared test plumbing: a real dev server per test file, config for example servers, unique ids.
+ * Shared test plumbing. An integration file opens with `const temporal = useTemporal();`: before its tests it has this
+ * Jest worker's dev server (one per worker, shared by the files it runs: ./shared-temporal.ts), a connection, a
+ * client and a namespace of the file's own (so no file sees another's jobs, tenants' policies or queues); its
+ * configs (`temporal.config`, `temporal.configFile`) point there; worker processes it starts with
+ * `temporal.startWorker` are killed after the file, and the connection closed. Every field is there from beforeAll.
  *
  * OZ0_TEST_TEMPORAL=host:port runs the tests against that Temporal instead (a cluster from `npm run cluster`):
- * every test file connects to it, and a test that restarts the server has the cluster restart its own.
+ * every test file connects to it, in its default namespace, and a test that restarts the server has the cluster
+ * restart its own.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
 import type { WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
 import type { JobTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
@@ -19,14 +25,15 @@ import { parseConfig } from '../../common/config';
 import type { LoadedConfig } from '../../common/config';
 import { freePort, startDevServer } from '../../worker/dev-server';
 import { restartClusterTemporal } from '../../deploy/local-cluster/control';
-import type { DevServer } from '../../worker/dev-server';
+import { ensureSearchAttributes } from '../../worker/search-attributes';
 import type { ChildProcess } from 'node:child_process';
 import pino from 'pino';
-import { startWorker as startWorkerProcess } from '../../worker/processes';
+import { killTree, startWorker as startWorkerProcess } from '../../worker/processes';
 import { createLogger } from '../../common/logger';
 import { logFileOf } from '../logs';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import type { JobSpec } from '../../model/schemas';
+import { sharedServer } from './shared-temporal';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 /** The nodes' logs go to this test file's log (test/logs.ts), not the terminal: a failing test prints its part. */
@@ -48,37 +55,119 @@ export function tmpDir(prefix = 'oz0-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
+/** Where a file's Temporal is: its gRPC address, its HTTP API where it has one, and the file's namespace. */
+export interface TemporalAt {
+  address: string;
+  httpAddress?: string;
+  namespace: string;
+}
+
+/** A test file's Temporal (useTemporal). */
 export interface TestTemporal {
-  server: DevServer;
+  server: TemporalAt;
+  connection: Connection;
+  client: Client;
+  /** A config for this file's namespace: see testConfig. */
+  config(input: Record<string, unknown>): LoadedConfig;
+  /**
+   * The same config written to `oz0.config.json` in a folder of its own, for `oz0 worker` processes: the file holds
+   * `input` as given (stateDir in that folder unless `input.node` names one) and this Temporal.
+   */
+  configFile(input: Record<string, unknown>): { config: LoadedConfig; file: string; dir: string };
+  /** `oz0 worker` on a config file, as a process of its own (killed with its tree after the file, if still there). */
+  startWorker(file: string, name: string, env?: Record<string, string>): ReturnType<typeof startWorkerProcess>;
+  /** Several at once (each takes seconds to start), each with its name. */
+  startWorkers(file: string, ...names: string[]): Promise<Array<{ name: string } & StartedWorker>>;
+}
+
+type StartedWorker = Awaited<ReturnType<typeof startWorkerProcess>>;
+
+/** The Temporal the tests run against instead of dev servers of their own, if any. */
+export const externalTemporal = process.env.OZ0_TEST_TEMPORAL;
+
+interface Opened {
+  server: TemporalAt;
   connection: Connection;
   client: Client;
   close(): Promise<void>;
 }
 
-/** The Temporal the tests run against instead of dev servers of their own, if any. */
-export const externalTemporal = process.env.OZ0_TEST_TEMPORAL;
-
-/** A server a test file does not own: it is never stopped here. */
-function external(address: string): DevServer {
-  return { address, namespace: 'default', pid: -1, stop: async () => undefined, exited: new Promise(() => undefined) };
+/**
+ * The test file's Temporal, ready from beforeAll on: call it once, at the top of the file. After the file it kills
+ * the worker processes started through it and closes the connection; the shared server outlives the file.
+ */
+export function useTemporal(): TestTemporal {
+  let opened: Opened | undefined;
+  const workers: ChildProcess[] = [];
+  beforeAll(async () => {
+    opened = await openTemporal(path.basename(expect.getState().testPath ?? 'test', '.test.ts'));
+  }, 90_000);
+  afterAll(async () => {
+    for (const w of workers) if (w.exitCode === null && w.signalCode === null && w.pid) killTree(w.pid);
+    await opened?.close();
+  });
+  const now = (): Opened => {
+    if (!opened) throw new Error('useTemporal(): the Temporal is there from beforeAll on, not at the top of the file');
+    return opened;
+  };
+  const temporal: TestTemporal = {
+    get server() {
+      return now().server;
+    },
+    get connection() {
+      return now().connection;
+    },
+    get client() {
+      return now().client;
+    },
+    config: (input) => testConfig(now().server, input),
+    configFile(input) {
+      const dir = tmpDir();
+      const node = { stateDir: path.join(dir, 'state'), ...(input.node as object | undefined) };
+      const config = testConfig(now().server, { ...input, node });
+      const file = path.join(dir, 'oz0.config.json');
+      fs.writeFileSync(file, JSON.stringify({ ...input, temporal: config.temporal, node }));
+      return { config, file, dir };
+    },
+    startWorker: (file, name, env) => startWorker(file, name, workers, env),
+    startWorkers: (file, ...names) =>
+      Promise.all(names.map(async (name) => ({ name, ...(await startWorker(file, name, workers)) }))),
+  };
+  return temporal;
 }
 
-/** A real Temporal dev server on free ports, headless, in memory; or the external one (OZ0_TEST_TEMPORAL). */
-export async function startTemporal(): Promise<TestTemporal> {
-  const server = externalTemporal
-    ? external(externalTemporal)
-    : await startDevServer({ cli: findTemporalCli({ install: false }), uiPort: false });
-  const connection = await Connection.connect({ address: server.address });
-  const client = new Client({ connection, namespace: server.namespace });
+/**
+ * Connects to this Jest worker's shared server and makes a namespace for the file there (oz0's search attributes
+ * in it); without a shared one (a jest config without global-setup), a dev server of the file's own; or the
+ * external one.
+ */
+async function openTemporal(file: string): Promise<Opened> {
+  const shared = externalTemporal ? { address: externalTemporal } : sharedServer();
+  const own = shared ? undefined : await startDevServer({ cli: findTemporalCli({ install: false }), uiPort: false });
+  const address = shared?.address ?? own!.address;
+  const connection = await Connection.connect({ address });
+  const namespace = shared && !externalTemporal ? await fileNamespace(connection, file) : 'default';
+  const server = { address, httpAddress: shared?.httpAddress ?? own?.httpAddress, namespace };
   return {
     server,
     connection,
-    client,
+    client: new Client({ connection, namespace }),
     async close() {
       await connection.close();
-      await server.stop();
+      await own?.stop();
     },
   };
+}
+
+/** A fresh namespace named after the file, with oz0's search attributes; ready for workers once it is found. */
+async function fileNamespace(connection: Connection, file: string): Promise<string> {
+  const namespace = `${file.replace(/[^a-z0-9-]/gi, '-').slice(0, 40)}-${randomBytes(3).toString('hex')}`;
+  await connection.workflowService.registerNamespace({
+    namespace,
+    workflowExecutionRetentionPeriod: msToTs('1 day'),
+  });
+  await ensureSearchAttributes(connection, namespace);
+  return namespace;
 }
 
 /** A Temporal server a test may restart with its state kept. */
@@ -114,13 +203,17 @@ export async function restartableTemporal(): Promise<RestartableTemporal> {
   };
 }
 
-/** A config for tests: the given servers and tools, a unique task queue, state in a tmp folder. */
-export function testConfig(address: string, input: Record<string, unknown>): LoadedConfig {
+/**
+ * A config for tests: the given servers and tools, at `at` (an address: its default namespace), a unique task queue,
+ * state in a tmp folder.
+ */
+export function testConfig(at: string | TemporalAt, input: Record<string, unknown>): LoadedConfig {
+  const { address, namespace } = typeof at === 'string' ? { address: at, namespace: 'default' } : at;
   const dir = tmpDir();
   const taskQueue = uniqueId('oz0-test');
   const config = parseConfig({
     ...input,
-    temporal: { address, namespace: 'default', taskQueue },
+    temporal: { address, namespace, taskQueue },
     node: { heartbeatTimeoutSeconds: 10, ...(input.node as object | undefined), stateDir: path.join(dir, 'state') },
   });
   return { ...config, baseDir: ROOT, source: 'test' };
@@ -174,6 +267,28 @@ export async function eventually<T>(
   }
 }
 
+/**
+ * Waits until one of the job's running activities has heartbeaten details that mention `text` (a task id): then
+ * Temporal holds it, and a node lost now leaves it to the next attempt.
+ */
+export function heartbeatMentions(handle: WorkflowHandle, text: string, timeoutMs = 30_000): Promise<true> {
+  return eventually(
+    async () => {
+      const pending = (await handle.describe()).raw.pendingActivities ?? [];
+      const details = pending.flatMap((a) => a.heartbeatDetails?.payloads ?? []);
+      return details.some((p) =>
+        Buffer.from(p.data ?? [])
+          .toString('utf8')
+          .includes(text),
+      )
+        ? true
+        : undefined;
+    },
+    timeoutMs,
+    `a heartbeat that carries ${text}`,
+  );
+}
+
 /** Whether a process is still there. */
 export function alive(pid: number): boolean {
   try {
@@ -192,37 +307,25 @@ export async function approve(temporal: TestTemporal, config: LoadedConfig, tena
 
 export { descendants, killTree } from '../../worker/processes';
 
-/**
- * A config for nodes run as processes of their own (startWorker): written to a file in a folder of its own, with a
- * 3 s heartbeat timeout so a killed node is taken for lost soon. Returns it loaded too, for this process's clients.
- */
-export function workerConfig(temporal: TestTemporal, servers: Record<string, unknown>) {
-  const dir = tmpDir();
-  const node = { heartbeatTimeoutSeconds: 3, stateDir: path.join(dir, 'state') };
-  const config = testConfig(temporal.server.address, { servers, node });
-  const file = path.join(dir, 'oz0.config.json');
-  fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, node }));
-  return { config, file };
-}
-
 /** `oz0 worker` as a process of its own (see worker/processes.ts), its log into this test file's log. */
-export function startWorker(file: string, name: string, workers: ChildProcess[] = [], env?: Record<string, string>) {
+function startWorker(file: string, name: string, workers: ChildProcess[], env?: Record<string, string>) {
   return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown'), env });
 }
 
 /**
  * T4 cases: a job of one call to the remote server `server` at `url`, started while the only node is `oz0 worker`
- * "node-a", a process a test may kill; `file` starts the node that takes over.
+ * "node-a", a process a test may kill; `file` starts the node that takes over. Its nodes have a 3 s heartbeat
+ * timeout, so a killed one is taken for lost soon.
  */
 export async function startOnNodeA(
   temporal: TestTemporal,
   remote: { server: string; url: string },
   step: { call: string; args: Record<string, unknown> },
-  workers: ChildProcess[],
 ) {
-  const { config, file } = workerConfig(temporal, { [remote.server]: { url: remote.url } });
+  const servers = { [remote.server]: { url: remote.url } };
+  const { config, file } = temporal.configFile({ servers, node: { heartbeatTimeoutSeconds: 3 } });
   const tenant = uniqueId('t');
-  const a = await startWorker(file, 'node-a', workers);
+  const a = await temporal.startWorker(file, 'node-a');
   await approve(temporal, config, tenant, remote.server);
   const handle = await temporal.client.workflow.start('job', {
     taskQueue: config.temporal.taskQueue,

@@ -14,23 +14,15 @@ import type { JobTrace } from '../../model/job';
 import { setPolicyUpdate } from '../../model/messages';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { approve, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { approve, eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf } from '../../model/job';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 function setup(tools: Record<string, unknown> = {}, servers: Record<string, unknown> = {}) {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } }, ...servers },
     tools: { '*': { timeoutSeconds: 30, maxAttempts: 3 }, ...tools },
   });

@@ -17,24 +17,17 @@ import {
   externalTemporal,
   fixture,
   logger,
-  startTemporal,
   testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import type { TemporalAt } from '../helpers/temporal';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
-
-function probeConfig(address: string, log: string, node: Record<string, unknown>): LoadedConfig {
-  return testConfig(address, {
+function probeConfig(at: string | TemporalAt, log: string, node: Record<string, unknown>): LoadedConfig {
+  return testConfig(at, {
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
     tools: { 'probe.hang': { timeoutSeconds: 120, maxAttempts: 1 } },
     node,
@@ -59,7 +52,7 @@ async function cancelHangingCall(client: Client, node: Oz0Node, config: LoadedCo
 test('C1/C2 by push: the node says cancels are pushed, and a call that has not heartbeaten once hears its job cancel: the server gets notifications/cancelled', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
   // A heartbeat timeout of 90 s: with push the call's first beat would come 30 s after it started.
-  const config = probeConfig(temporal.server.address, log, { heartbeatTimeoutSeconds: 90 });
+  const config = probeConfig(temporal.server, log, { heartbeatTimeoutSeconds: 90 });
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     if (externalTemporal) return; // a cluster's own config decides; deploy/temporal/dynamicconfig.yaml turns it on

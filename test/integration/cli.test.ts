@@ -9,34 +9,28 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
-import { ROOT, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { ROOT, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { callsOf } from '../../model/job';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 let node: Oz0Node;
 let running: Promise<void>;
 let configFile: string;
 const dir = tmpDir();
 
 beforeAll(async () => {
-  temporal = await startTemporal();
   const servers = {
     probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: path.join(dir, 'p.jsonl') } },
   };
-  const config = testConfig(temporal.server.address, { servers });
+  const config = temporal.config({ servers });
   configFile = path.join(dir, 'oz0.config.json');
-  fs.writeFileSync(
-    configFile,
-    JSON.stringify({ temporal: { address: temporal.server.address, taskQueue: config.temporal.taskQueue }, servers }),
-  );
+  fs.writeFileSync(configFile, JSON.stringify({ temporal: config.temporal, servers }));
   node = await createNode({ config, logger });
   running = node.run();
 });
 afterAll(async () => {
   await node?.shutdown();
   await running;
-  await temporal?.close();
 });
 
 function oz0(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -5,7 +5,6 @@
  * call leaves its retry, on another node, to run under the same yes and key. Real `oz0 worker` processes against one
  * dev server; the servers' own logs say what they received.
  */
-import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
@@ -13,28 +12,9 @@ import { answerCall } from '../../client/calls';
 import { callsOf } from '../../model/job';
 import { waitingCallsQuery } from '../../model/messages';
 import type { JobTrace } from '../../model/job';
-import {
-  eventually,
-  example,
-  fixture,
-  killTree,
-  startTemporal,
-  startWorker,
-  tmpDir,
-  uniqueId,
-} from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { eventually, example, fixture, killTree, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 
-let temporal: TestTemporal;
-const workers: ChildProcess[] = [];
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  for (const w of workers) if (w.exitCode === null) killTree(w.pid!);
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 /** A config file for worker processes: the ledger and the probe, their logs, and `policy` seeding the tenant. */
 function setup(policy: Record<string, string>) {
@@ -47,7 +27,7 @@ function setup(policy: Record<string, string>) {
   fs.writeFileSync(
     file,
     JSON.stringify({
-      temporal: { address: temporal.server.address, namespace: 'default', taskQueue },
+      temporal: { address: temporal.server.address, namespace: temporal.server.namespace, taskQueue },
       servers: {
         ledger: {
           command: 'node',
@@ -72,14 +52,14 @@ function setup(policy: Record<string, string>) {
 
 test('A4/A5/T4: a node killed while a call waits for a person; the yes given afterwards lets exactly one call through, on another node', async () => {
   const { file, start, refunds } = setup({ 'ledger.refund': 'confirm' });
-  const a = await startWorker(file, 'node-a', workers);
+  const a = await temporal.startWorker(file, 'node-a');
   const handle = await start('ledger.refund', { order_id: 'o-1', amount: 5 });
   await eventually(
     async () => (await handle.query(waitingCallsQuery)).find((c) => c.activityId === 'c1'),
     30_000,
     'the refund to wait for a person',
   );
-  const b = await startWorker(file, 'node-b', workers);
+  const b = await temporal.startWorker(file, 'node-b');
   // The machine is lost: node A and every process it started (its ledger) die at once.
   killTree(a.proc.pid!);
   await a.exited;
@@ -99,14 +79,14 @@ test('A4/A5/T4: a node killed while a call waits for a person; the yes given aft
 
 test('A5/T4: a yes covers its call’s retry after its node is lost mid-call: the next attempt, on another node, is not asked again', async () => {
   const { file, start, probeLog } = setup({ 'probe.hang_read': 'confirm' });
-  const a = await startWorker(file, 'node-a', workers);
+  const a = await temporal.startWorker(file, 'node-a');
   // Long enough that the call is still running on node A when node B has started (slow on a loaded machine).
   const handle = await start('probe.hang_read', { ms: 15_000 });
   await eventually(async () => (await handle.query(waitingCallsQuery))[0], 30_000, 'the call to wait for a person');
   await answerCall(temporal.client, handle.workflowId, { approve: true, by: 'ivan' });
   const started = () => readReceived(probeLog).filter((r) => r.event === 'start');
   await eventually(() => (started().length === 1 ? true : undefined), 30_000, 'the approved call to start');
-  const b = await startWorker(file, 'node-b', workers);
+  const b = await temporal.startWorker(file, 'node-b');
   killTree(a.proc.pid!);
   await a.exited;
   const trace: JobTrace = await handle.result();

@@ -16,29 +16,11 @@ import { isSessionTrace } from '../../model/job';
 import { statusQuery, waitingCallsQuery } from '../../model/messages';
 import type { JobTrace, SessionTrace } from '../../model/job';
 import { setPolicyUpdate } from '../../model/messages';
-import {
-  ROOT,
-  eventually,
-  example,
-  fixture,
-  logger,
-  startTemporal,
-  testConfig,
-  tmpDir,
-  uniqueId,
-} from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { ROOT, eventually, example, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { sandboxed } from '../helpers/sandbox';
 import { agentsSdkMissing, python, withAgentsSdk } from '../helpers/python';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 /** How often a waiting call tells its harness so, here: short, so a client's short timeout shows the effect. */
 const NOTICE_MS = 400;
@@ -46,7 +28,7 @@ const NOTICE_MS = 400;
 function setup() {
   const dir = tmpDir();
   const received = path.join(dir, 'received.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       ledger: {
         command: 'node',

@@ -29,27 +29,20 @@ import {
   fixture,
   logger,
   restartableTemporal,
-  startTemporal,
   testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import type { TemporalAt } from '../helpers/temporal';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 /** The SDK's own query behind the UI's "Current Details". */
 const METADATA_QUERY = '__temporal_workflow_metadata';
 
 /** The ledger (its received log says what it was sent) and the probe; a config file for the CLI beside it. */
-function setup(address = temporal.server.address, tools: Record<string, unknown> = {}) {
+function setup(address: string | TemporalAt = temporal.server, tools: Record<string, unknown> = {}) {
   const dir = tmpDir();
   const received = path.join(dir, 'received.jsonl');
   const probeLog = path.join(dir, 'probe.jsonl');

@@ -5,7 +5,6 @@
  * same calls in the same order get the same keys, and the ledger (shared by both nodes) makes every write once.
  * A lost run that made a call that may not be made again stops the job, naming the call and its key.
  */
-import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
@@ -24,24 +23,12 @@ import {
   example,
   fixture,
   killTree,
-  startTemporal,
-  startWorker,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 
-let temporal: TestTemporal;
-const workers: ChildProcess[] = [];
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  for (const w of workers) if (w.exitCode === null) killTree(w.pid!);
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 function setup(nodeExtra: Record<string, unknown> = {}) {
   const dir = tmpDir();
@@ -64,7 +51,7 @@ function setup(nodeExtra: Record<string, unknown> = {}) {
     },
   };
   const node = { heartbeatTimeoutSeconds: 4 };
-  const config = testConfig(temporal.server.address, { servers, node });
+  const config = temporal.config({ servers, node });
   const file = path.join(dir, 'oz0.config.json');
   fs.writeFileSync(
     file,
@@ -102,8 +89,7 @@ test.each([[1], [2], [4]])(
   'H8: the harness’s node is lost after %d writes: the harness starts again on the other node (run 2, same input), its calls get the same keys, every write is made once',
   async (after) => {
     const { file, log, ledger, taskQueue } = setup();
-    const a = { name: 'node-a', ...(await startWorker(file, 'node-a', workers)) };
-    const b = { name: 'node-b', ...(await startWorker(file, 'node-b', workers)) };
+    const [a, b] = await temporal.startWorkers(file, 'node-a', 'node-b');
     const order = uniqueId('o');
     const input = { steps: writes(order) };
     const handle = await temporal.client.workflow.start('job', {
@@ -173,7 +159,7 @@ test('H4/H8 (issue 26.3): the harness hears its call once its result is durable;
   // hand: OZ0_TEST_FAULT) as soon as it has answered the call early.
   const { file, ledger, taskQueue } = setup({ isolation: 'none' });
   const [nameA, nameB] = ['node-g', 'node-h'];
-  const a = await startWorker(file, nameA, workers, { OZ0_TEST_FAULT: DIE_AFTER_EARLY_ANSWER });
+  const a = await temporal.startWorker(file, nameA, { OZ0_TEST_FAULT: DIE_AFTER_EARLY_ANSWER });
   const harnessLog = path.join(tmpDir(), 'harness.jsonl');
   const order = uniqueId('o');
   const charge = { call: 'ledger.charge', args: { order_id: order, amount: 7 } };
@@ -184,7 +170,7 @@ test('H4/H8 (issue 26.3): the harness hears its call once its result is durable;
   });
   // The only node runs the session, and dies with the answer; the other takes over.
   expect(await a.exited).toBeNull();
-  const b = await startWorker(file, nameB, workers);
+  const b = await temporal.startWorker(file, nameB);
   const trace: JobTrace = await handle.result();
   b.proc.kill('SIGTERM');
   await b.exited;
@@ -225,8 +211,7 @@ test('H4/H8 (issue 26.3): the harness hears its call once its result is durable;
 
 test('H8/T4: a lost run that made a call which may not be made again stops the job, naming the call and its key', async () => {
   const { file, log, taskQueue } = setup();
-  const a = { name: 'node-c', ...(await startWorker(file, 'node-c', workers)) };
-  const b = { name: 'node-d', ...(await startWorker(file, 'node-d', workers)) };
+  const [a, b] = await temporal.startWorkers(file, 'node-c', 'node-d');
   const handle = await temporal.client.workflow.start('job', {
     taskQueue,
     workflowId: uniqueId('risky'),
@@ -256,8 +241,7 @@ test('H8/T4: a lost run that made a call which may not be made again stops the j
 
 test('H8/H9: an external session whose node is lost: its next call is refused, the client opens it again (run 2, on the other node) and makes its calls again under the same keys; each write once', async () => {
   const { file, ledger, taskQueue } = setup();
-  const a = { name: 'node-e', ...(await startWorker(file, 'node-e', workers)) };
-  const b = { name: 'node-f', ...(await startWorker(file, 'node-f', workers)) };
+  const [a, b] = await temporal.startWorkers(file, 'node-e', 'node-f');
   const handle = await temporal.client.workflow.start('job', {
     taskQueue,
     workflowId: uniqueId('ext-lost'),

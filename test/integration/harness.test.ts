@@ -32,17 +32,15 @@ import {
   example,
   fixture,
   logger,
-  startTemporal,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed, writableDir } from '../helpers/sandbox';
 import { logFileOf } from '../logs';
 import { python, withPython } from '../helpers/python';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 let remote: HttpHandle;
 const dir = tmpDir();
 const received = path.join(dir, 'received.jsonl');
@@ -52,14 +50,12 @@ const boxReceived = path.join(writableDir(), 'box-received.jsonl');
 const harnessLogs = writableDir();
 
 beforeAll(async () => {
-  temporal = await startTemporal();
   process.env.OZ0_RECEIVED_LOG = received;
   remote = await serveHttp(createReader({ stateFile: path.join(dir, 'remote-seen.json') }), 0);
 });
 afterAll(async () => {
   delete process.env.OZ0_RECEIVED_LOG;
   await remote?.close();
-  await temporal?.close();
 });
 
 /** What the servers received, the plugins' log and the sandboxed server's together, in time order. */
@@ -81,7 +77,7 @@ function harnessConfig(extra: { jobs?: object; harnessTimeout?: number } = {}) {
     timeoutSeconds: 120,
     sandbox: sandboxed(testFiles),
   });
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       ledger: { command: 'node', args: [example('ledger')], env },
       reader: { command: 'node', args: [example('reader')], env },
@@ -699,7 +695,7 @@ test('H9: a harness outside the node — another process with plain @temporalio/
     const out = await new Promise<string>((resolve, reject) => {
       execFile(
         process.execPath,
-        [fixture('external-client.js'), temporal.server.address, jobId],
+        [fixture('external-client.js'), temporal.server.address, temporal.server.namespace, jobId],
         { timeout: 120_000 },
         (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
       );

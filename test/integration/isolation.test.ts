@@ -26,11 +26,10 @@ import type { Oz0Node } from '../../worker/node';
 import { callsOf, isSessionTrace } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
-import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { ROOT, eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { hostProcesses, probeHarness, sandboxed, writableDir } from '../helpers/sandbox';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 /** Host-side servers: a granted loopback port, a denied one, and an HTTP server on a non-loopback address. */
 const servers: Array<net.Server | http.Server> = [];
 let granted = 0;
@@ -44,7 +43,6 @@ async function listenOn(server: net.Server | http.Server, host: string): Promise
 }
 
 beforeAll(async () => {
-  temporal = await startTemporal();
   // A client that resets its connection (the hostile program connects and hangs up) costs the server nothing.
   const answer = (text: string) => net.createServer((c) => c.on('error', () => undefined).end(text));
   granted = await listenOn(answer('granted\n'), '127.0.0.1');
@@ -62,7 +60,6 @@ afterAll(async () => {
   // The control, a plugin server, works in the config's folder (the repository): what it wrote there goes.
   fs.rmSync(path.join(ROOT, 'own-folder.txt'), { force: true });
   for (const s of servers) s.close();
-  await temporal?.close();
 });
 
 interface Try {
@@ -116,6 +113,7 @@ function hostileConfig(extra: { sandbox?: object; harnessSandbox?: object } = {}
   const aim = {
     temporal: temporal.server.address,
     temporalHttp: temporal.server.httpAddress,
+    namespace: temporal.server.namespace,
     nodePid: process.pid,
     granted: `127.0.0.1:${granted}`,
     write: path.join(shared, 'out', 'written.txt'),
@@ -123,7 +121,7 @@ function hostileConfig(extra: { sandbox?: object; harnessSandbox?: object } = {}
   const hostile = { command: 'node', env: { HOSTILE: JSON.stringify(aim) } };
   // A harness takes no arguments: what it aims at is all in its environment.
   const harnessAim = { ...aim, files, denied: [`127.0.0.1:${denied}`] };
-  const base = testConfig(temporal.server.address, {
+  const base = temporal.config({
     servers: {
       box: { ...hostile, args: [fixture('hostile.js'), 'server'], sandbox: { ...grants, ...extra.sandbox } },
       // The positive control: the same program as the platform's own shared server, unisolated.
@@ -545,7 +543,7 @@ test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, ins
     env,
     sandbox: sandboxed({ write: [shared] }),
   });
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       // A plugin keeps its keys in the shared folder (its env names the file: the node hides it from every sandbox).
       keys: { command: 'node', args: [fixture('probe-server.js')], env: { KEYS_DB: keys } },

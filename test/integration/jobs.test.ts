@@ -25,22 +25,13 @@ import {
   fixture,
   logger,
   runJob,
-  startTemporal,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 const run = promisify(execFile);
 
@@ -63,7 +54,7 @@ async function listed(query: string): Promise<WorkflowExecutionInfo[]> {
 
 function probeConfig(tools: Record<string, unknown> = {}) {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
     tools: { '*': { timeoutSeconds: 30, maxAttempts: 3 }, ...tools },
   });
@@ -175,7 +166,7 @@ const cli = findTemporalCli({ install: false });
   'T3: a status query in the same breath as `temporal workflow start` finds its handler, every time (the Temporal CLI)',
   async () => {
     const { config } = probeConfig();
-    const address = ['--address', temporal.server.address];
+    const address = ['--address', temporal.server.address, '--namespace', temporal.server.namespace];
     /** One shell line: the query leaves as soon as the start has answered; it prints the query's answer. */
     const startAndQuery = async (id: string) => {
       const input = JSON.stringify({ tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 60_000 } }] });
@@ -363,7 +354,11 @@ test('Config: a copied oz0.config.json starts its servers from its own folder; a
   fs.writeFileSync(
     file,
     JSON.stringify({
-      temporal: { address: temporal.server.address, taskQueue: uniqueId('oz0-test') },
+      temporal: {
+        address: temporal.server.address,
+        namespace: temporal.server.namespace,
+        taskQueue: uniqueId('oz0-test'),
+      },
       servers: {
         probe: { command: 'node', args: ['servers/probe.js'] },
         // A relative command, for a server that runs in a sandbox folder of its own; what its script runs is granted.

@@ -5,19 +5,11 @@
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import { argsDigest } from '../../model/keys';
-import { example, runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { example, runJob, tmpDir, useTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf } from '../../model/job';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 function servers(dir: string) {
   const log = path.join(dir, 'received.jsonl');
@@ -41,7 +33,7 @@ function servers(dir: string) {
 test('K1: every attempt of one call carries the same key (a read-only call whose first attempt crashes its server)', async () => {
   const dir = tmpDir();
   const { log, config } = servers(dir);
-  const { trace, handle } = await runJob(temporal, testConfig(temporal.server.address, config), {
+  const { trace, handle } = await runJob(temporal, temporal.config(config), {
     tenant: 'acme',
     steps: [{ call: 'reader.read_pages', args: { pages: 2, page_ms: 50, crash_first_attempt: true } }],
   });
@@ -61,7 +53,7 @@ test('K1: every attempt of one call carries the same key (a read-only call whose
 test('K2: every call gets <job>/<activityId>, distinct, as Temporal history shows them', async () => {
   const dir = tmpDir();
   const { log, config } = servers(dir);
-  const { trace, handle } = await runJob(temporal, testConfig(temporal.server.address, config), {
+  const { trace, handle } = await runJob(temporal, temporal.config(config), {
     tenant: 'acme',
     steps: [
       { call: 'ledger.charge', args: { order_id: 'o-1', amount: 500 } },
@@ -93,7 +85,7 @@ test('T2/K2: after continue-as-new the keys carry r<m>/', async () => {
   };
   const { trace, handle } = await runJob(
     temporal,
-    testConfig(temporal.server.address, { ...config, jobs: { continueAsNewAfterCalls: 2 } }),
+    temporal.config({ ...config, jobs: { continueAsNewAfterCalls: 2 } }),
     spec,
   );
   const id = handle.workflowId;
@@ -110,7 +102,7 @@ test('K6: a session never spans a continue-as-new: the job continues before it a
   const set = (status: string) => ({ call: 'ledger.set_status', args: { id: 't-6', status } });
   const { trace, handle } = await runJob(
     temporal,
-    testConfig(temporal.server.address, { ...config, jobs: { continueAsNewAfterCalls: 1 } }),
+    temporal.config({ ...config, jobs: { continueAsNewAfterCalls: 1 } }),
     {
       tenant: 'acme',
       steps: [
@@ -137,7 +129,7 @@ test('K6: a session never spans a continue-as-new: the job continues before it a
 test('P1: a call that may be made again asks for progress and keeps the last one with its attempt; others do not ask', async () => {
   const dir = tmpDir();
   const { log, config } = servers(dir);
-  const { trace } = await runJob(temporal, testConfig(temporal.server.address, config), {
+  const { trace } = await runJob(temporal, temporal.config(config), {
     tenant: 'acme',
     steps: [
       { call: 'reader.read_pages', args: { pages: 3, page_ms: 30 } },
@@ -155,7 +147,7 @@ test('P1: a call that may be made again asks for progress and keeps the last one
 test('K3/K4/K5: in a session, an idempotent function gets content keys …/1, …/1, …/2; other calls keep K2 keys', async () => {
   const dir = tmpDir();
   const { log, config } = servers(dir);
-  const { handle } = await runJob(temporal, testConfig(temporal.server.address, config), {
+  const { handle } = await runJob(temporal, temporal.config(config), {
     tenant: 'acme',
     steps: [
       {

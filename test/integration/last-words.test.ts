@@ -17,17 +17,9 @@ import { logFileOf } from '../logs';
 import { oz0, pluginTestCli } from '../helpers/cli';
 import { python, withPython } from '../helpers/python';
 import { sandboxed, writableDir } from '../helpers/sandbox';
-import { fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { fixture, logger, runJob, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 interface Dies {
   at?: 'start' | 'call';
@@ -101,7 +93,7 @@ describe.each([
   test('STYLE "Failures say why": one that writes to stderr and exits 1 at start ends its call with its last words, in the note, the error result and a warning', async () => {
     const said = uniqueId('cannot open /etc/box.conf');
     const { server, log } = dies({ words: ['box 1.0 starting', `fatal: ${said}`], sandbox });
-    const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+    const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
     const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'box.hello' }] });
     const words = `the server exited with code 1; its last words on stderr: box 1.0 starting | fatal: ${said}`;
     const why = `could not start server "box": Connection closed; ${words}`;
@@ -117,7 +109,7 @@ describe.each([
   test('STYLE "Failures say why": one that dies mid-call after writing to stderr ends the attempt with its last words', async () => {
     const said = uniqueId('disk full');
     const { server, log } = dies({ at: 'call', words: ['writing the report', `panic: ${said}`], code: 3, sandbox });
-    const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+    const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
     const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'box.die' }] });
     const why = `Connection closed; the server exited with code 3; its last words on stderr: writing the report | panic: ${said}`;
     expect(step.attempts).toEqual([{ attempt: 1, outcome: 'failed', note: `outcome unknown: ${why}` }]);
@@ -130,7 +122,7 @@ describe.each([
   test('32.6: a server that could not start is not remembered as an older one: fixed, it speaks 2026-07-28 on the same node', async () => {
     const fixedBy = path.join(writableDir('oz0-fix-'), 'fixed');
     const { server, log } = dies({ words: ['missing its config'], unless: fixedBy, sandbox });
-    const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+    const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
     const node = await createNode({ config, logger });
     const [before, after] = await node.runUntil(async () => {
       const run = async () => {
@@ -166,7 +158,7 @@ test('STYLE "Failures say why": a server whose stderr holds a secret (from the n
     words: ['connecting with key $KEY', 'refused: bad key $KEY'],
     env: { API_KEY: 'env:OZ0_TEST_LAST_WORDS_KEY' },
   });
-  const config = testConfig(temporal.server.address, { servers: { box: server }, tools: oneAttempt });
+  const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
   const { trace } = await runJob(temporal, config, { tenant: 'acme', steps: [{ call: 'box.hello' }] });
   const [step] = callsOf(trace);
   expect(step.attempts[0].note).toContain(
@@ -187,7 +179,7 @@ test('STYLE "Failures say why": a huge stderr is quoted to its last lines, each 
   const fixedBy = path.join(writableDir('oz0-fix-'), 'fixed');
   fs.writeFileSync(fixedBy, '');
   const healthy = dies({ unless: fixedBy }).server;
-  const config = testConfig(temporal.server.address, { servers: { box: server, ok: healthy }, tools: oneAttempt });
+  const config = temporal.config({ servers: { box: server, ok: healthy }, tools: oneAttempt });
   const [flooded, after] = await job(config, { tenant: 'acme', steps: [{ call: 'box.hello' }, { call: 'ok.hello' }] });
   const note = flooded.attempts[0].note!;
   // Its last lines that fit in 4,000 characters, each cut to 1,000: the noise's last, the one long line, its words.
@@ -213,7 +205,7 @@ withPython(
         'import oz0_no_such_module',
       ].join('\n'),
     );
-    const config = testConfig(temporal.server.address, {
+    const config = temporal.config({
       servers: { box: { command: python!, args: [script], env: { DIE_LOG: log }, sandbox: { write: [dir] } } },
       tools: oneAttempt,
     });

@@ -3,41 +3,21 @@
  * stops gracefully on SIGTERM — it lets a short call finish, cancels a long one past its grace time (the
  * server sees notifications/cancelled), and exits 0.
  */
-import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { JobTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
-import {
-  eventually,
-  startWorker,
-  fixture,
-  logger,
-  startTemporal,
-  testConfig,
-  tmpDir,
-  uniqueId,
-} from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { callsOf } from '../../model/job';
 
-let temporal: TestTemporal;
-const workers: ChildProcess[] = [];
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 function setup(node: Record<string, unknown>) {
   const dir = tmpDir();
   const log = path.join(dir, 'probe.jsonl');
   const servers = { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } };
-  const config = testConfig(temporal.server.address, { servers, node });
+  const config = temporal.config({ servers, node });
   const file = path.join(dir, 'oz0.config.json');
   fs.writeFileSync(
     file,
@@ -48,8 +28,7 @@ function setup(node: Record<string, unknown>) {
 
 test('T4 (nodes): two oz0 worker processes share one task queue; every job completes and both nodes make calls', async () => {
   const { config, file } = setup({ slots: 1 });
-  const a = await startWorker(file, 'node-a', workers);
-  const b = await startWorker(file, 'node-b', workers);
+  const [a, b] = await temporal.startWorkers(file, 'node-a', 'node-b');
   const jobs = await Promise.all(
     [1, 2, 3, 4].map((i) =>
       temporal.client.workflow.start('job', {
@@ -71,7 +50,7 @@ test('T4 (nodes): two oz0 worker processes share one task queue; every job compl
 
 test('graceful shutdown: on SIGTERM a node lets a short call finish, cancels a long one after its grace, exits 0', async () => {
   const { config, file, log } = setup({ shutdownGraceSeconds: 3 });
-  const w = await startWorker(file, 'node-graceful', workers);
+  const w = await temporal.startWorker(file, 'node-graceful');
   const start = (ms: number) =>
     temporal.client.workflow.start('job', {
       taskQueue: config.temporal.taskQueue,

@@ -35,31 +35,28 @@ import {
   example,
   killTree,
   logger,
-  startTemporal,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 import type { LoadedConfig } from '../../common/config';
 
 /** OTLP's SPAN_KIND_SERVER and SPAN_KIND_CLIENT. */
 const SERVER = 2;
 const CLIENT = 3;
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 let receiver: OtlpReceiver;
 const workers: ChildProcess[] = [];
 
 beforeAll(async () => {
-  temporal = await startTemporal();
   receiver = await startOtlpReceiver();
 });
 
 afterAll(async () => {
+  // Its workers log to files of their own (worker() below), so they are started here, not by temporal.startWorker.
   for (const w of workers) if (w.pid) killTree(w.pid);
   await receiver?.close();
-  await temporal?.close();
 });
 
 function promtool(): string | undefined {
@@ -94,7 +91,7 @@ function ledgerSetup(tenant: string, extra: Record<string, unknown> = {}) {
   };
   const tenants = { [tenant]: { policy: { 'ledger.refund': 'deny', 'ledger.*': 'allow' } } };
   const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
-  const config = testConfig(temporal.server.address, { servers, tenants, node, ...extra });
+  const config = temporal.config({ servers, tenants, node, ...extra });
   const file = path.join(dir, 'oz0.config.json');
   fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, tenants, node, ...extra }));
   return { config, file, received, dir };
@@ -128,6 +125,7 @@ function tracedCaller() {
   provider.register();
   const client = new Client({
     connection: temporal.connection,
+    namespace: temporal.server.namespace,
     interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
   });
   return { provider, client, tracer: provider.getTracer('caller') };
@@ -357,7 +355,7 @@ test('O1-O2: a remote server on 2025-11-25: the client span names its MCP sessio
     const tenant = uniqueId('t');
     const servers = { remote: { url: ledger.url, protocol: '2025-11-25' } };
     const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
-    const config = testConfig(temporal.server.address, { servers, node });
+    const config = temporal.config({ servers, node });
     const file = path.join(dir, 'oz0.config.json');
     fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, node }));
     const port = await freePort();
@@ -460,7 +458,7 @@ test('O1-O3 off: a node with neither set serves no /metrics and sends no tracepa
     const tenants = { [tenant]: { policy: { 'ledger.refund': 'deny', 'ledger.*': 'allow' } } };
     const tools = { 'ledger.slow_charge': { timeoutSeconds: 2, maxAttempts: 1 } };
     const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
-    const config = testConfig(temporal.server.address, { servers, harnesses, tenants, tools, node });
+    const config = temporal.config({ servers, harnesses, tenants, tools, node });
     const file = path.join(dir, 'oz0.config.json');
     fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, harnesses, tenants, tools, node }));
     const port = await freePort();

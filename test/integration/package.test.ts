@@ -13,19 +13,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
-import { ROOT, startTemporal, tmpDir } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { ROOT, tmpDir, useTemporal } from '../helpers/temporal';
 
 const run = promisify(execFile);
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 /** The environment of a user's shell: none of the npm_* variables `npm test` sets for its own scripts. */
 function userEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
@@ -135,7 +127,11 @@ test('T1: npm pack, npm install <tarball> in a project outside the repository; i
 
   // A config of the project's own, its server named by a path relative to it, inside the installed package.
   const config = {
-    temporal: { address: temporal.server.address, taskQueue: `scratch-${path.basename(project)}` },
+    temporal: {
+      address: temporal.server.address,
+      namespace: temporal.server.namespace,
+      taskQueue: `scratch-${path.basename(project)}`,
+    },
     servers: { reader: { command: 'node', args: ['node_modules/oz0/dist/examples/reader.js'] } },
   };
   fs.writeFileSync(path.join(project, 'oz0.config.json'), JSON.stringify(config));

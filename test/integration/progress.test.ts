@@ -13,29 +13,26 @@ import type { SearchOptions } from '../../examples/search';
 import type { JobTrace } from '../../model/job';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { ROOT, approve, example, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { ROOT, approve, example, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf } from '../../model/job';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 const received = path.join(tmpDir(), 'received.jsonl');
 const servers: HttpHandle[] = [];
 
 beforeAll(async () => {
   process.env.OZ0_RECEIVED_LOG = received;
-  temporal = await startTemporal();
 });
 afterAll(async () => {
   delete process.env.OZ0_RECEIVED_LOG;
   await Promise.all(servers.map((s) => s.close()));
-  await temporal?.close();
 });
 
 async function searchConfig(opts: SearchOptions, tools: Record<string, unknown> = {}) {
   const server = await startSearchServer(0, opts);
   servers.push(server);
-  return testConfig(temporal.server.address, {
+  return temporal.config({
     servers: { search: { url: server.url } },
     tools: { 'search.search': { timeoutSeconds: 3, maxAttempts: 3 }, ...tools },
   });
@@ -128,7 +125,7 @@ test('P3/P4/P5: an invalid token is ignored and traced; the next attempt carries
 
 test('P6/P4: a plugin server’s progress is kept but no token is taken; its retry starts over and says so', async () => {
   const dir = tmpDir();
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       reader: {
         command: 'node',

@@ -16,21 +16,18 @@ import type { ListeningServer } from '../helpers/listening';
 import { python, pythonExample, withPython } from '../helpers/python';
 import { createNode } from '../../worker/node';
 import { STDIO_PROBE_TIMEOUT_MS } from '../../mcp/negotiate';
-import { approve, fixture, logger, runJob, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { approve, fixture, logger, runJob, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { sandboxed, writableDir } from '../helpers/sandbox';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 let legacyRemote: ListeningServer;
 
 beforeAll(async () => {
-  temporal = await startTemporal();
   // The reference server on SDK 1.x: a remote server of 2025-11-25 only.
   legacyRemote = await startListening('node', [fixture('everything.mjs'), '--http'], {});
 });
 afterAll(async () => {
   await legacyRemote?.close();
-  await temporal?.close();
 });
 
 /**
@@ -89,7 +86,7 @@ async function twoJobs(config: LoadedConfig, spec: JobSpec) {
 
 test('25.1: a plugin server that offers 2026-07-28 speaks it; each plugin is one process, asked once, that serves every job on the node', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, { servers: { p: probe(log, 'both') } });
+  const config = temporal.config({ servers: { p: probe(log, 'both') } });
   const jobs = await jobsOnOneNode(
     config,
     [1, 2].map(() => ({ tenant: 'acme', steps: [{ call: 'p.probe' }] })),
@@ -103,7 +100,7 @@ test('25.1: a plugin server that offers 2026-07-28 speaks it; each plugin is one
 
 test('25.1: a plugin server of 2025-11-25 only is asked on its one process, then shakes hands on it', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, { servers: { p: probe(log, 'legacy') } });
+  const config = temporal.config({ servers: { p: probe(log, 'legacy') } });
   const [a, b] = await twoJobs(config, { tenant: 'acme', steps: [{ call: 'p.probe' }] });
   expect([a.protocol, b.protocol]).toEqual(['2025-11-25', '2025-11-25']);
   const seen = processes(log);
@@ -116,7 +113,7 @@ test('25.1: a plugin server of 2025-11-25 only is asked on its one process, then
 
 test('25.1/25.6: a sandboxed server is one process per job, started once: the probe never starts a copy of it', async () => {
   const log = path.join(writableDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, { servers: { box: probe(log, 'legacy', true) } });
+  const config = temporal.config({ servers: { box: probe(log, 'legacy', true) } });
   const spec = { tenant: 'acme', steps: [{ call: 'box.probe' }, { call: 'box.probe' }] };
   const jobs = await jobsOnOneNode(config, [spec, spec]);
   for (const calls of jobs) expect(calls.map((c) => c.protocol)).toEqual(['2025-11-25', '2025-11-25']);
@@ -131,7 +128,7 @@ test('25.1/25.6: a sandboxed server is one process per job, started once: the pr
 /** Two jobs on one node, each calling its own sandbox of an older probe server, which speaks 2025-11-25 with both. */
 async function twoOlderSandboxes(protocol: 'exits-on-discover' | 'silent-on-discover') {
   const log = path.join(writableDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, { servers: { box: probe(log, protocol, true) } });
+  const config = temporal.config({ servers: { box: probe(log, protocol, true) } });
   const spec = { tenant: 'acme', steps: [{ call: 'box.probe' }] };
   for (const [step] of await jobsOnOneNode(config, [spec, spec])) {
     expect(step).toMatchObject({ protocol: '2025-11-25', result: { isError: false } });
@@ -166,7 +163,7 @@ test.each([
 ] as const)('25.1: a remote server that speaks %s: oz0 speaks %s with it', async (_what, protocol, kind) => {
   const log = path.join(tmpDir(), 'received.jsonl');
   const server = kind === 'legacy' ? { url: legacyRemote.url } : { url: (await startExample(log)).url };
-  const config = testConfig(temporal.server.address, { servers: { r: server } });
+  const config = temporal.config({ servers: { r: server } });
   const tenant = uniqueId('t');
   const args = kind === 'legacy' ? { message: 'hi' } : { text: 'hi' };
   const { trace } = await runJob(temporal, config, { tenant, steps: [{ call: 'r.echo', args }] }, uniqueId('r'), () =>
@@ -188,7 +185,7 @@ afterAll(async () => {
 
 test('25.1: a server pinned to 2026-07-28 that offers only 2025-11-25 is refused before anything is sent, saying why', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { p: { ...probe(log, 'legacy'), protocol: '2026-07-28' } },
     tools: { '*': { maxAttempts: 1 } },
   });
@@ -216,7 +213,7 @@ describe('25.5: a server that asks for what oz0 does not offer (the Python repor
   withPython(
     'input_required (2026-07-28): the call ends at once with an error result naming the elicitation; the job goes on',
     async () => {
-      const config = testConfig(temporal.server.address, { servers: { rep: reports() } });
+      const config = temporal.config({ servers: { rep: reports() } });
       const { trace, handle } = await runJob(temporal, config, {
         tenant: 'acme',
         steps: [
@@ -245,7 +242,7 @@ describe('25.5: a server that asks for what oz0 does not offer (the Python repor
   withPython.each(['2026-07-28', '2025-11-25'])(
     '-32021 (the Python SDK’s resolver refuses a client without elicitation), on %s: an error result naming it; nothing purged',
     async (protocol) => {
-      const config = testConfig(temporal.server.address, { servers: { rep: reports(protocol) } });
+      const config = temporal.config({ servers: { rep: reports(protocol) } });
       const { trace } = await runJob(temporal, config, {
         tenant: 'acme',
         steps: [{ call: 'rep.purge_orders', args: { before: '2026-01-01' } }],

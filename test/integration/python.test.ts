@@ -11,19 +11,7 @@ import type { JobSpec } from '../../model/schemas';
 import { createNode } from '../../worker/node';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
-import {
-  ROOT,
-  approve,
-  eventually,
-  fixture,
-  logger,
-  runJob,
-  startTemporal,
-  testConfig,
-  tmpDir,
-  uniqueId,
-} from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { ROOT, approve, eventually, fixture, logger, runJob, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { python, pythonExample, pythonMissing, servePythonHttp, withPython } from '../helpers/python';
 import type { PythonHttp } from '../helpers/python';
 import { logFileOf } from '../logs';
@@ -31,14 +19,10 @@ import { startListening } from '../helpers/listening';
 import { pluginTestCli } from '../helpers/cli';
 import { hostProcesses, writableDir } from '../helpers/sandbox';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 
 beforeAll(async () => {
   if (!python) return;
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
 });
 
 if (!python) test.skip(`Python servers: skipped, ${pythonMissing}`, () => undefined);
@@ -74,7 +58,7 @@ function start(config: LoadedConfig, spec: JobSpec) {
  * says of that order (`hold`, then `cancelled` or `ordered`, then `released`).
  */
 async function cancelMidOrder(url: string, revision: string, log: string): Promise<unknown[]> {
-  const config = testConfig(temporal.server.address, { servers: { shop: { url, protocol: revision } } });
+  const config = temporal.config({ servers: { shop: { url, protocol: revision } } });
   const node = await createNode({ config, logger });
   const tenant = uniqueId('t');
   const title = uniqueId('book');
@@ -101,7 +85,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
     'C2/C3 on a sandboxed Python server: a cancelled order_book runs its finally and its shielded cleanup, and the server exits on its own before the node signals it',
     async () => {
       const log = path.join(writableDir(), 'bookshop.jsonl');
-      const config = testConfig(temporal.server.address, {
+      const config = temporal.config({
         servers: { shop: stdio('bookshop', { OZ0_RECEIVED_LOG: log }, true) },
       });
       const node = await createNode({ config, logger });
@@ -128,7 +112,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
     'C2/C3 on a sandboxed Python server: a plain def tool that asks check_cancelled stops between books and puts search back online',
     async () => {
       const log = path.join(writableDir(), 'bookshop.jsonl');
-      const config = testConfig(temporal.server.address, {
+      const config = temporal.config({
         servers: { shop: stdio('bookshop', { OZ0_RECEIVED_LOG: log, BOOKSHOP_SECONDS_PER_BOOK: '0.3' }, true) },
       });
       const titles = Array.from({ length: 20 }, (_, i) => `book ${i + 1}`);
@@ -161,7 +145,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
     async () => {
       const dir = writableDir();
       const log = path.join(dir, 'search.jsonl');
-      const config = testConfig(temporal.server.address, {
+      const config = temporal.config({
         servers: {
           find: stdio(
             'search',
@@ -194,7 +178,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
     async () => {
       const log = path.join(tmpDir(), 'ledger.jsonl');
       const env = { OZ0_RECEIVED_LOG: log, LEDGER_FILE: path.join(tmpDir(), 'ledger.db'), LEDGER_BUSY_FIRST: '1' };
-      const config = testConfig(temporal.server.address, { servers: { ledger: stdio('ledger', env) } });
+      const config = temporal.config({ servers: { ledger: stdio('ledger', env) } });
       const { trace, handle } = await runJob(temporal, config, {
         tenant: 'acme',
         steps: [{ call: 'ledger.charge', args: { order_id: 'o-py', amount: 700 } }],
@@ -229,7 +213,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
     withPython(
       'P3/P5: a Python search that stalled after 2 of 4 shards is resumed from its ProgressNotification token, and redoes no shard',
       async () => {
-        const config = testConfig(temporal.server.address, {
+        const config = temporal.config({
           servers: { web: { url: search!.url, protocol } },
           tools: { 'web.search': { timeoutSeconds: 4, maxAttempts: 2 } },
         });

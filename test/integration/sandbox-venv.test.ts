@@ -14,18 +14,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf, isSessionTrace } from '../../model/job';
-import { runJob, startTemporal, testConfig, tmpDir } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { runJob, tmpDir, useTemporal } from '../helpers/temporal';
 import { python, pythonMissing } from '../helpers/python';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  if (python) temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 const SERVER_PY = `"""The project's own MCP server."""
 import os
@@ -103,7 +95,7 @@ withPython(
     expect(fs.lstatSync(venvPython).isSymbolicLink()).toBe(true);
     expect(fs.realpathSync(venvPython).startsWith(`${dir}/`)).toBe(false);
     const grants = { read: [dir, sdk] };
-    const config = testConfig(temporal.server.address, {
+    const config = temporal.config({
       servers: { box: { command: venvPython, args: [path.join(dir, 'server.py')], sandbox: grants } },
       harnesses: {
         agent: { command: venvPython, args: [path.join(dir, 'agent.py')], tools: ['box.*'], sandbox: grants },

@@ -16,25 +16,16 @@ import {
   fixture,
   logger,
   runJob,
-  startTemporal,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 import type { JobTrace } from '../../model/job';
 import { cmdlineOf, hostProcesses, sandboxed } from '../helpers/sandbox';
 import { callsOf } from '../../model/job';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 interface Probe {
   pid: number;
@@ -50,7 +41,7 @@ const probeOf = (step: { result: { structuredContent?: Record<string, unknown> }
   step.result.structuredContent as unknown as Probe;
 
 test('sandbox: one process per job, in its own folder, own process group, only its configured env; stopped with its tree at job end', async () => {
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       box: {
         command: 'node',
@@ -131,7 +122,7 @@ test('sandbox: one process per job, in its own folder, own process group, only i
 test('plugin: one shared process per node for every job, started again after it dies', async () => {
   const dir = tmpDir();
   const log = path.join(dir, 'received.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { shared: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
   });
   const spec: JobSpec = { tenant: 'acme', steps: [{ call: 'shared.probe' }] };
@@ -179,7 +170,7 @@ test('remote: Streamable HTTP with headers from the environment; the server rece
   await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
   const port = (proxy.address() as { port: number }).port;
   try {
-    const config = testConfig(temporal.server.address, {
+    const config = temporal.config({
       servers: { search: { url: `http://127.0.0.1:${port}/mcp`, headers: { Authorization: 'env:OZ0_TEST_TOKEN' } } },
     });
     const tenant = uniqueId('remote');
@@ -203,7 +194,7 @@ test('remote: Streamable HTTP with headers from the environment; the server rece
 
 test('an answer over 1 MB costs its call one attempt, even a read that may be made again: the server received one request', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
     tools: { 'probe.huge_read': { maxAttempts: 3 } },
   });

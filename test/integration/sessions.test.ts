@@ -25,26 +25,14 @@ import {
   fixture,
   killTree,
   logger,
-  startTemporal,
-  startWorker,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf } from '../../model/job';
 
-let temporal: TestTemporal;
-const workers: ChildProcess[] = [];
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  for (const w of workers) if (w.exitCode === null) killTree(w.pid!);
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 function setup() {
   const dir = tmpDir();
@@ -55,7 +43,7 @@ function setup() {
     probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } },
   };
   const node = { heartbeatTimeoutSeconds: 4 };
-  const config = testConfig(temporal.server.address, { servers, node });
+  const config = temporal.config({ servers, node });
   const file = path.join(dir, 'oz0.config.json');
   fs.writeFileSync(
     file,
@@ -106,8 +94,7 @@ test.each([[0], [700], [1600]])(
   'T4/K4: a node lost %d ms into a session: a fresh session on another node by itself, same keys, every write once',
   async (delay) => {
     const { file, log, ledger } = setup();
-    const a = { name: 'node-a', ...(await startWorker(file, 'node-a', workers)) };
-    const b = { name: 'node-b', ...(await startWorker(file, 'node-b', workers)) };
+    const [a, b] = await temporal.startWorkers(file, 'node-a', 'node-b');
     const order = uniqueId('o');
     const spec: JobSpec = {
       tenant: 'acme',
@@ -171,8 +158,7 @@ test.each([[0], [700], [1600]])(
 
 test('T4: a lost session that made a call which may not be made again stops the job, naming the call as "may have run"', async () => {
   const { file, log } = setup();
-  const a = { name: 'node-c', ...(await startWorker(file, 'node-c', workers)) };
-  const b = { name: 'node-d', ...(await startWorker(file, 'node-d', workers)) };
+  const [a, b] = await temporal.startWorkers(file, 'node-c', 'node-d');
   const handle = await temporal.client.workflow.start('job', {
     taskQueue: JSON.parse(fs.readFileSync(file, 'utf8')).temporal.taskQueue,
     workflowId: uniqueId('risky'),

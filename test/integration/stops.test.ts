@@ -9,35 +9,17 @@ import { jobStatus } from '../../client/jobs';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
 import type { JobTrace } from '../../model/job';
-import {
-  approve,
-  eventually,
-  fixture,
-  logger,
-  runJob,
-  startTemporal,
-  testConfig,
-  tmpDir,
-  uniqueId,
-} from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { approve, eventually, fixture, logger, runJob, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed, sharedFile } from '../helpers/sandbox';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf } from '../../model/job';
 import { traceQuery } from '../../model/messages';
 
-let temporal: TestTemporal;
-
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 test('C1/C6: a call past its time limit stops: with a 5 s limit the server sees notifications/cancelled at 4.5 s, with a reason naming the time limit', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
     tools: { 'probe.hang': { timeoutSeconds: 5, maxAttempts: 1 } },
   });
@@ -62,7 +44,7 @@ test('C1/C6: a call past its time limit stops: with a 5 s limit the server sees 
 });
 
 test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL after the grace when it ignores SIGTERM', async () => {
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       box: {
         command: 'node',
@@ -93,7 +75,7 @@ test('C3: a call stopped on a sandboxed server stops its process tree, SIGKILL a
 function probeConfig(env: Record<string, string>, tools: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   const { dir, file: boxLog } = sharedFile('box.jsonl');
   const log = path.join(tmpDir(), 'probe.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       box: {
         command: 'node',
@@ -123,7 +105,7 @@ test.each([
     process.env.OZ0_RECEIVED_LOG = log;
     const mcp = await serveHttp(createReader({ stateFile: path.join(tmpDir(), 'seen.json') }), 0);
     try {
-      const config = testConfig(temporal.server.address, { servers: { search: { url: mcp.url, protocol } } });
+      const config = temporal.config({ servers: { search: { url: mcp.url, protocol } } });
       const node = await createNode({ config, logger });
       await node.runUntil(async () => {
         // A tenant of this test's own: its policy workflow lives on this test's task queue.

@@ -4,7 +4,6 @@
  * (examples/python/oz0_tasks.py, served by examples/python/reports.py): its export runs after its first answer, so a
  * node lost mid-task is a real case. Every assertion on what was made is read from the server's own log.
  */
-import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { readReceived } from '../../examples/common';
@@ -14,33 +13,27 @@ import { callsOf } from '../../model/job';
 import {
   approve,
   eventually,
+  heartbeatMentions,
   logger,
   runJob,
-  startTemporal,
-  startWorker,
   startOnNodeA,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 import { python, pythonExample, pythonMissing, servePythonHttp, withPython } from '../helpers/python';
 import type { PythonHttp } from '../helpers/python';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 let remote: PythonHttp | undefined;
 const remoteLog = path.join(tmpDir(), 'reports-http.jsonl');
-const workers: ChildProcess[] = [];
 
 beforeAll(async () => {
   if (!python) return;
-  temporal = await startTemporal();
   remote = await servePythonHttp('reports', { OZ0_RECEIVED_LOG: remoteLog, REPORT_ROW_MS: '400' });
 });
 afterAll(async () => {
-  for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
   await remote?.close();
-  await temporal?.close();
 });
 
 if (!python) test.skip(`the tasks extension: skipped, ${pythonMissing}`, () => undefined);
@@ -65,7 +58,7 @@ function taskLog(log: string, taskId: string) {
 function reportsPlugin(rowMs: number, tools: Record<string, unknown> = {}) {
   const log = path.join(tmpDir(), 'reports.jsonl');
   const servers = { rep: reports(log, { REPORT_ROW_MS: String(rowMs) }) };
-  return { log, config: testConfig(temporal.server.address, { servers, tools }) };
+  return { log, config: temporal.config({ servers, tools }) };
 }
 
 /** Waits for the server to say the task ended cancelled; the tasks/cancel it received came first. */
@@ -96,7 +89,7 @@ withPython.each([
     const name = uniqueId('report');
     const log = transport === 'http' ? remoteLog : path.join(tmpDir(), 'reports.jsonl');
     const servers = { rep: transport === 'http' ? { url: remote!.url } : reports(log, { REPORT_ROW_MS: '300' }) };
-    const config = testConfig(temporal.server.address, { servers });
+    const config = temporal.config({ servers });
     const node = await createNode({ config, logger });
     const tenant = uniqueId('t');
     await node.runUntil(async () => {
@@ -174,17 +167,17 @@ withPython(
     const name = uniqueId('report');
     // Twenty rows of 0.4 s: the task is still working when node a dies, and when node b picks it up.
     const call = { call: 'rep.export_orders', args: { rows: 20, name } };
-    const { file, a, handle } = await startOnNodeA(temporal, { server: 'rep', url: remote!.url }, call, workers);
+    const { file, a, handle } = await startOnNodeA(temporal, { server: 'rep', url: remote!.url }, call);
     const key = `${handle.workflowId}/c1`;
     const made = await eventually(
       () => readReceived(remoteLog).find((r) => r.event === 'task' && r.key === key),
       30_000,
       'the task',
     );
-    // Past the heartbeat's throttle, so the task id has reached Temporal; then the node dies as a lost one does.
-    await new Promise((r) => setTimeout(r, 3000));
+    // Once the task id has reached Temporal, the node dies as a lost one does.
+    await heartbeatMentions(handle, made.taskId as string);
     a.proc.kill('SIGKILL');
-    await startWorker(file, 'node-b', workers);
+    await temporal.startWorker(file, 'node-b');
     const step = callsOf(await handle.result())[0];
     expect(step.node).toBe('node-b');
     expect(step.protocol).toBe('2026-07-28');
@@ -269,7 +262,7 @@ withPython(
   'SEP-2663: on 2025-11-25 the extension is not defined: the same function is an ordinary call, and no task is made',
   async () => {
     const log = path.join(tmpDir(), 'reports.jsonl');
-    const config = testConfig(temporal.server.address, {
+    const config = temporal.config({
       servers: { rep: { ...reports(log, { REPORT_ROW_MS: '10' }), protocol: '2025-11-25' } },
     });
     const { trace, handle } = await runJob(temporal, config, {

@@ -4,7 +4,6 @@
  * HTTP, and against a task server of the tests' own where the reference server cannot show it. Every assertion on
  * what was made is read from the server's side.
  */
-import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
@@ -14,36 +13,30 @@ import { callsOf } from '../../model/job';
 import {
   approve,
   eventually,
+  heartbeatMentions,
   fixture,
   logger,
   runJob,
-  startWorker,
   startOnNodeA,
-  startTemporal,
-  testConfig,
   tmpDir,
   uniqueId,
+  useTemporal,
 } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
 import { sandboxed, sharedFile } from '../helpers/sandbox';
 import { startListening } from '../helpers/listening';
 import type { ListeningServer } from '../helpers/listening';
 import { logFileOf } from '../logs';
 import { pluginTestCli } from '../helpers/cli';
 
-let temporal: TestTemporal;
+const temporal = useTemporal();
 let remote: ListeningServer;
-const workers: ChildProcess[] = [];
 const remoteLog = path.join(tmpDir(), 'everything-http.jsonl');
 
 beforeAll(async () => {
-  temporal = await startTemporal();
   remote = await startListening('node', [fixture('everything.mjs'), '--http'], { EVERYTHING_LOG: remoteLog });
 });
 afterAll(async () => {
-  for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
   await remote?.close();
-  await temporal?.close();
 });
 
 function everything(log: string) {
@@ -75,7 +68,7 @@ test.each([
   async (_kind, protocol, transport) => {
     const log = transport === 'http' ? remoteLog : path.join(tmpDir(), 'everything.jsonl');
     const server = transport === 'http' ? { url: remote.url } : everything(log);
-    const config = testConfig(temporal.server.address, { servers: { ev: { ...server, protocol } } });
+    const config = temporal.config({ servers: { ev: { ...server, protocol } } });
     const { trace, handle } = await runResearch(config, (tenant) =>
       transport === 'http' ? approve(temporal, config, tenant, 'ev') : Promise.resolve(),
     );
@@ -95,7 +88,7 @@ test.each([
 
 test('tasks: past its time limit, the next attempt polls the same task instead of calling again: a write made once whatever its hints (C6, P5)', async () => {
   const log = path.join(tmpDir(), 'everything.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { ev: everything(log) },
     // The research takes four 1 s stages; the first attempt stops at 2.7 s.
     tools: { 'ev.simulate-research-query': { timeoutSeconds: 3, maxAttempts: 3 } },
@@ -117,7 +110,7 @@ test('tasks: past its time limit, the next attempt polls the same task instead o
 });
 
 test('tasks: a cancelled job sends tasks/cancel for its running task (C1, C2)', async () => {
-  const config = testConfig(temporal.server.address, { servers: { ev: { url: remote.url } } });
+  const config = temporal.config({ servers: { ev: { url: remote.url } } });
   const node = await createNode({ config, logger });
   const tenant = uniqueId('t');
   await node.runUntil(async () => {
@@ -143,7 +136,7 @@ test('tasks: a cancelled job sends tasks/cancel for its running task (C1, C2)', 
 
 test('the reference server pinned to 2026-07-28, which it does not speak: no call is made, and the step says why', async () => {
   const log = path.join(tmpDir(), 'everything.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { ev: { ...everything(log), protocol: '2026-07-28' } },
     tools: { '*': { maxAttempts: 1 } },
   });
@@ -160,7 +153,7 @@ test('the reference server pinned to 2026-07-28, which it does not speak: no cal
 
 test('tasks: a function that requires a task, on a server that offers none, is refused before anything is sent', async () => {
   const log = path.join(tmpDir(), 'tasks.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { ts: { command: 'node', args: [fixture('task-server.js')], env: { TASK_LOG: log, TASKS: 'off' } } },
   });
   const { trace } = await runJob(temporal, config, {
@@ -179,7 +172,7 @@ test('tasks: a function that requires a task, on a server that offers none, is r
 
 test('P1 noise: progress that a server goes on sending after its call was stopped is dropped quietly (issue 19.4)', async () => {
   const log = path.join(tmpDir(), 'everything.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: { ev: everything(log) },
     tools: { 'ev.trigger-long-running-operation': { timeoutSeconds: 2, maxAttempts: 1 } },
   });
@@ -205,12 +198,13 @@ test('tasks, T4: a node lost while its call’s task runs: the next attempt, on 
   });
   try {
     const call = { call: 'ts.slow_write', args: { id: 'w-1' } };
-    const { file, a, handle } = await startOnNodeA(temporal, { server: 'ts', url: server.url }, call, workers);
+    const { file, a, handle } = await startOnNodeA(temporal, { server: 'ts', url: server.url }, call);
     const made = await eventually(() => readReceived(log).find((r) => r.event === 'call'), 30_000, 'the task');
-    // Past the heartbeat's throttle, so the task id has reached Temporal; then the node dies as a lost one does.
-    await new Promise((r) => setTimeout(r, 3000));
+    // Once the task id has reached Temporal and the node has polled the task, it dies as a lost one does.
+    await heartbeatMentions(handle, made.taskId as string);
+    await eventually(() => readReceived(log).find((r) => r.event === 'tasks/get'), 30_000, "node-a's poll");
     a.proc.kill('SIGKILL');
-    await startWorker(file, 'node-b', workers);
+    await temporal.startWorker(file, 'node-b');
     const step = callsOf(await handle.result())[0];
     expect(step.result).toMatchObject({ isError: false, content: [{ type: 'text', text: 'wrote w-1' }] });
     expect(step.node).toBe('node-b');
@@ -231,7 +225,7 @@ test('tasks, T4: a node lost while its call’s task runs: the next attempt, on 
 
 test('client capabilities: a function the server lists only to clients with sampling is missing, and the step says why; oz0 plugin test names each such function (issue 19.3)', async () => {
   const log = path.join(tmpDir(), 'everything.jsonl');
-  const config = testConfig(temporal.server.address, { servers: { ev: everything(log) } });
+  const config = temporal.config({ servers: { ev: everything(log) } });
   const { trace } = await runJob(temporal, config, {
     tenant: 'acme',
     steps: [{ call: 'ev.trigger-sampling-request', args: { prompt: 'hi' } }],
@@ -264,7 +258,7 @@ test('client capabilities: a function the server lists only to clients with samp
 
 test('tasks: a task its server no longer knows is not made again, whatever the next attempt may do (a sandboxed server stopped at its time limit takes its tasks with it, C3)', async () => {
   const { dir, file: log } = sharedFile('tasks.jsonl');
-  const config = testConfig(temporal.server.address, {
+  const config = temporal.config({
     servers: {
       ts: {
         command: 'node',
