@@ -17,23 +17,16 @@ import { ServerPool } from '../../activities/pool';
 import { createNode } from '../../worker/node';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
-import { ROOT, eventually, fixture, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
-import type { TestTemporal } from '../helpers/temporal';
+import { ROOT, eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { hostProcesses, sandboxed } from '../helpers/sandbox';
 
-let temporal: TestTemporal;
-beforeAll(async () => {
-  temporal = await startTemporal();
-});
-afterAll(async () => {
-  await temporal?.close();
-});
+const temporal = useTemporal();
 
 const root = process.getuid?.() === 0;
 
 /** A node's config: the hostile server `box` with these limits, and another tenant's sandboxed probe `vic`. */
 function limitsConfig(box: object, node: object = {}): LoadedConfig {
-  return testConfig(temporal.server.address, {
+  return temporal.config({
     servers: {
       box: { command: 'node', args: [fixture('hostile.js'), 'server'], sandbox: sandboxed(box) },
       vic: { command: 'node', args: [fixture('probe-server.js')], sandbox: sandboxed() },
