@@ -55,6 +55,8 @@ describe('Config: parseConfig', () => {
       url: 'http://127.0.0.1:8931/mcp',
       headers: { Authorization: 'env:SEARCH_TOKEN' },
       protocol: 'auto',
+      // R1: by default a remote server's headers are every tenant's.
+      credentials: 'shared',
     });
     expect(config.tools).toEqual(SPEC_EXAMPLE.tools);
     expect(config.tenants.acme.policy).toEqual({ 'ledger.*': 'allow', 'search.*': 'ask' });
