@@ -13,13 +13,16 @@
  * prints `listening <issuer>` on stderr. {@link startAuthServer} runs it so from code, on a free port.
  */
 import { spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { projectRoot } from '../common/paths';
 
 const ScopeSchema = z
   .string()
@@ -56,7 +59,6 @@ export type AuthClient = z.input<typeof ClientSchema>;
 
 /** The RS256 key an authorization server signs with, as a private JWK. */
 export async function newSigningKey(): Promise<Record<string, unknown>> {
-  const { generateKeyPairSync } = await import('node:crypto');
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   return {
     ...privateKey.export({ format: 'jwk' }),
@@ -68,7 +70,6 @@ export async function newSigningKey(): Promise<Record<string, unknown>> {
 
 /** A client key pair for `private_key_jwt`: the private key as PKCS#8 PEM (the client's), the public one as a JWK. */
 export async function newClientKey(): Promise<{ privateKeyPem: string; publicJwk: Record<string, unknown> }> {
-  const { generateKeyPairSync } = await import('node:crypto');
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   return {
     privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
@@ -163,9 +164,11 @@ export interface RunningAuthServer {
   stop(): Promise<void>;
 }
 
-/** Path of this file's compiled entry, which a process of its own runs. */
+/** Path of this file's compiled entry, which a process of its own runs (from the sources too: a test's). */
 function entry(): string {
-  return path.join(__dirname, 'auth-server.js');
+  return __filename.endsWith('.ts')
+    ? path.join(projectRoot(), 'dist', 'examples', 'auth-server.js')
+    : path.join(__dirname, 'auth-server.js');
 }
 
 /**
@@ -225,7 +228,6 @@ export async function startAuthServer(
 }
 
 async function main(argv: string[]): Promise<void> {
-  const { parseArgs } = await import('node:util');
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string' }, port: { type: 'string' } } });
   if (!values.config) throw new Error('usage: auth-server --config FILE [--port N]');
   const port = Number(values.port ?? 0);

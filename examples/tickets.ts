@@ -16,6 +16,9 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import {
   McpServer,
+  OAuthError,
+  OAuthErrorCode,
+  bearerAuthChallengeResponse,
   getOAuthProtectedResourceMetadataUrl,
   requireBearerAuth,
   requireScopes,
@@ -40,8 +43,13 @@ export interface TicketsHandle extends HttpHandle {
   setIssuer(issuer: string): void;
   /** Every bearer token this server was sent, accepted or not: the tests look for them where they must not be. */
   tokensSeen(): string[];
-  /** Refuses from now on every token seen so far, as a server does after a revocation (401 `invalid_token`). */
-  revokeSeenTokens(): void;
+  /**
+   * Refuses from now on every token seen so far, as a server does after a revocation (401 `invalid_token`); with
+   * `calls`, for `tools/call` only, as a server that checks its revocation list on calls alone (listings are cheap).
+   */
+  revokeSeenTokens(scope?: 'all' | 'calls'): void;
+  /** Refuses every token with these words from now on (401 `invalid_token`), or none again (undefined). */
+  refuseTokens(why: string | undefined): void;
 }
 
 interface Ticket {
@@ -53,6 +61,12 @@ interface Ticket {
 /** Who called: the OAuth client its token names. */
 function clientOf(ctx: ToolContext): string {
   return ctx.http?.authInfo?.clientId ?? 'nobody';
+}
+
+/** What the server's record says of the caller: its client and which token (its `jti`, never the token). */
+function caller(ctx: ToolContext): { client: string; jti?: string } {
+  const jti = (ctx.http?.authInfo?.extra as { jti?: string } | undefined)?.jti;
+  return { client: clientOf(ctx), ...(jti && { jti }) };
 }
 
 /** One desk per client, shared by every session and request of this server. */
@@ -70,7 +84,7 @@ function createDesks() {
       { description: 'Who this server takes the caller for: its OAuth client and scopes.', ...readOnly() },
       async (ctx) => {
         const auth = ctx.http?.authInfo;
-        recordReceived({ tool: 'whoami', key: idempotencyKey(ctx), client: clientOf(ctx) });
+        recordReceived({ tool: 'whoami', key: idempotencyKey(ctx), ...caller(ctx) });
         const who = { client: clientOf(ctx), scopes: auth?.scopes ?? [] };
         return { content: [{ type: 'text', text: `${who.client} (${who.scopes.join(' ')})` }], structuredContent: who };
       },
@@ -80,7 +94,7 @@ function createDesks() {
       { description: "The caller's tickets (its own desk only).", ...readOnly() },
       async (ctx) => {
         const desk = deskOf(clientOf(ctx));
-        recordReceived({ tool: 'list_tickets', key: idempotencyKey(ctx), client: clientOf(ctx) });
+        recordReceived({ tool: 'list_tickets', key: idempotencyKey(ctx), ...caller(ctx) });
         const text = desk.length ? desk.map((t) => `${t.id} ${t.title}`).join('\n') : 'no tickets';
         return {
           content: [{ type: 'text', text }],
@@ -102,7 +116,7 @@ function createDesks() {
         const key = idempotencyKey(ctx);
         const desk = deskOf(client);
         const again = key ? desk.find((t) => t.key === key) : undefined;
-        recordReceived({ tool: 'open_ticket', key, client, made: !again });
+        recordReceived({ tool: 'open_ticket', key, ...caller(ctx), made: !again });
         const ticket = again ?? { id: `${client}-${desk.length + 1}`, title, ...(key && { key }) };
         if (!again) desk.push(ticket);
         return {
@@ -130,13 +144,16 @@ export async function startTicketsServer(port = 0, opts: TicketsOptions = {}): P
   const seen = new Set<string>();
   const revoked = new Set<string>();
   const jtiOf = new Map<string, string>();
+  const revokedForCalls = new Set<string>();
+  let refuseAll: string | undefined;
   const verifier = new AccessTokenVerifier(
     () => issuer,
-    (claims) => (claims.jti && revoked.has(claims.jti) ? 'the token was revoked' : undefined),
+    (claims) => refuseAll ?? (claims.jti && revoked.has(claims.jti) ? 'the token was revoked' : undefined),
   );
   const endpoint = new McpHttpEndpoint(createDesks());
   let gate: (request: Request) => Promise<AuthInfo | Response> = async () => new Response(null, { status: 503 });
   let prm = { path: '', document: {} as Record<string, unknown> };
+  let resourceMetadataUrl = '';
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     const { pathname } = new URL(req.url ?? '/', 'http://localhost');
@@ -157,6 +174,17 @@ export async function startTicketsServer(port = 0, opts: TicketsOptions = {}): P
     }
     const jti = (auth.extra as { jti?: string } | undefined)?.jti;
     if (jti) jtiOf.set(auth.token, jti);
+    if (jti && revokedForCalls.has(jti) && requestOf(body?.value).method === 'tools/call') {
+      const refusal = bearerAuthChallengeResponse(
+        new OAuthError(OAuthErrorCode.InvalidToken, 'the token was revoked'),
+        {
+          requiredScopes: ['tickets.read'],
+          resourceMetadataUrl,
+        },
+      );
+      recordReceived({ event: 'refused', status: refusal.status, ...requestOf(body?.value), bearer: true });
+      return sendResponse(res, refusal);
+    }
     await sendResponse(res, await endpoint.serve(request, body?.value, auth));
   };
 
@@ -171,7 +199,7 @@ export async function startTicketsServer(port = 0, opts: TicketsOptions = {}): P
   });
   const bound = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${bound}/mcp`;
-  const resourceMetadataUrl = getOAuthProtectedResourceMetadataUrl(new URL(url));
+  resourceMetadataUrl = getOAuthProtectedResourceMetadataUrl(new URL(url));
   prm = {
     path: new URL(resourceMetadataUrl).pathname,
     document: {
@@ -196,10 +224,13 @@ export async function startTicketsServer(port = 0, opts: TicketsOptions = {}): P
       issuer = value;
     },
     tokensSeen: () => [...seen],
-    revokeSeenTokens() {
+    refuseTokens(why) {
+      refuseAll = why;
+    },
+    revokeSeenTokens(scope = 'all') {
       for (const token of seen) {
         const jti = jtiOf.get(token);
-        if (jti) revoked.add(jti);
+        if (jti) (scope === 'all' ? revoked : revokedForCalls).add(jti);
       }
     },
     close() {

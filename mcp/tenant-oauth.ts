@@ -12,7 +12,12 @@
  * - `client_secret_post` when told (the SDK's provider picks basic whenever the server offers it);
  * - a token whose audience is another resource than the one asked for is refused before it is ever sent (R4).
  */
-import { ClientCredentialsProvider, PrivateKeyJwtProvider, auth } from '@modelcontextprotocol/client';
+import {
+  ClientCredentialsProvider,
+  PrivateKeyJwtProvider,
+  auth,
+  computeScopeUnion,
+} from '@modelcontextprotocol/client';
 import type {
   FetchLike,
   OAuthClientMetadata,
@@ -152,9 +157,14 @@ export class TenantOAuth implements OAuthClientProvider {
     return provider instanceof PrivateKeyJwtProvider ? provider.addClientAuthentication : undefined;
   }
 
+  /**
+   * The token request: the scope the SDK chose (the server's challenge, its metadata, or the config), with the scopes
+   * the tenant holds now — a new token after a 401 keeps what a step-up won, and costs no second refusal.
+   */
   prepareTokenRequest(scope?: string): URLSearchParams {
-    this.seen.scopeAsked = scope;
-    return this.current().prepareTokenRequest(scope);
+    const asked = computeScopeUnion(scope, this.stored?.tokens.scope);
+    this.seen.scopeAsked = asked;
+    return this.current().prepareTokenRequest(asked);
   }
 
   /**
