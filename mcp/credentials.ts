@@ -13,6 +13,29 @@ import { authorizationFetch, authorizationEnd } from './authorization';
 import type { AuthorizationEnd } from './errors';
 import type { Challenge } from './authorization';
 import { TenantOAuth } from './tenant-oauth';
+import type { OAuthSeen } from './tenant-oauth';
+
+/**
+ * What one tenant's credential for one server is and what the server asked of it, for `oz0 plugin test --tenant`: the
+ * names of its headers and its OAuth client, never a secret or a token (R3).
+ */
+export interface CredentialReport {
+  tenant: string;
+  server: string;
+  /** The config's field, e.g. `tenants.acme.credentials.tickets`. */
+  field: string;
+  /** The names of the tenant's own headers (their values are secrets). */
+  headers: string[];
+  oauth?: {
+    clientId: string;
+    method: string;
+    issuer: string;
+    /** The scope the config names, if it names one. */
+    scope?: string;
+    /** What the server's metadata and its authorization server's asked for, and what the token request gave. */
+    seen: OAuthSeen;
+  };
+}
 
 /** One tenant's credential for one server, as the node holds it. */
 export class TenantCredential {
@@ -86,6 +109,27 @@ export class TenantCredential {
       }
     }
     return out;
+  }
+
+  /** What this credential is and what the server asked of it, in names only. */
+  describe(): CredentialReport {
+    const oauth = this.credential.oauth;
+    return {
+      tenant: this.tenant,
+      server: this.server,
+      field: this.field,
+      headers: Object.keys(this.credential.headers ?? {}),
+      ...(oauth &&
+        this.oauth && {
+          oauth: {
+            clientId: oauth.clientId,
+            method: oauth.method,
+            issuer: oauth.issuer,
+            ...(oauth.scope && { scope: oauth.scope }),
+            seen: { ...this.oauth.seen },
+          },
+        }),
+    };
   }
 
   /** R4: how an attempt ends for this failure, if it is one of authorization. */

@@ -25,6 +25,7 @@ export { envSecrets, resolveEnvRefs } from './env';
 export { NotAuthorized, NothingSent, OutcomeUnknown } from './errors';
 export type { AuthorizationEnd } from './errors';
 export { TenantCredential, TenantCredentials } from './credentials';
+export type { CredentialReport } from './credentials';
 export { challengeWords } from './authorization';
 export type { OAuthSeen } from './tenant-oauth';
 

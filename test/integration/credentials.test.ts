@@ -3,6 +3,7 @@
  * oidc-provider) and the example ticket desk, which takes only tokens issued for it and keeps one desk per OAuth
  * client. What each tenant's calls came with is read on the server's side.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import type { JobTrace } from '../../model/job';
@@ -11,6 +12,7 @@ import type { JobSpec } from '../../model/schemas';
 import { createNode } from '../../worker/node';
 import { approve, logger, startTemporal, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
 import type { TestTemporal } from '../helpers/temporal';
+import { oz0, pluginTestCli } from '../helpers/cli';
 import { newClient, oauthCredential, startOAuthWorld } from '../helpers/oauth';
 import type { OAuthWorld, TestClient } from '../helpers/oauth';
 
@@ -204,9 +206,73 @@ test('R2: a token is taken again shortly before it expires, with no refusal from
     expect(byKey.every((r) => r?.client === short.id)).toBe(true);
     // A new token for the second call, taken before the first expired on the server: it refused nothing it was sent.
     expect(byKey[1]?.jti).not.toBe(byKey[0]?.jti);
-    expect(records().slice(before).filter((r) => r.event === 'refused' && r.bearer === true)).toEqual([]);
+    expect(
+      records()
+        .slice(before)
+        .filter((r) => r.event === 'refused' && r.bearer === true),
+    ).toEqual([]);
   } finally {
     delete process.env.OZ0_TEST_SHORT_SECRET;
     await brief.close();
   }
+});
+
+test("R1/R2: oz0 plugin test --tenant says which credential it used and what the server's metadata asked for", async () => {
+  const dir = tmpDir('oz0-plugin-tenant-');
+  const file = path.join(dir, 'oz0.config.json');
+  const tenants = {
+    acme: { credentials: { tickets: oauthCredential(acme, world.as.issuer, 'env:OZ0_TEST_ACME_SECRET') } },
+    beta: { credentials: { tickets: oauthCredential(beta, world.as.issuer, world.secretFile('beta', beta.secret)) } },
+  };
+  fs.writeFileSync(
+    file,
+    JSON.stringify({ servers: { tickets: { url: world.tickets.url, credentials: 'per-tenant' } }, tenants }),
+  );
+  // A sample call of a function that needs more than the first token's scope: the report shows the step-up.
+  const drillFile = path.join(dir, 'oz0.drill.json');
+  fs.writeFileSync(
+    drillFile,
+    JSON.stringify({ samples: { open_ticket: { args: { title: 'from oz0 plugin test' } } } }),
+  );
+  const before = records().length;
+  const { code, report } = await pluginTestCli(file, 'tickets', '--tenant', 'beta', '--drill-file', drillFile);
+  expect(code).toBe(0);
+  expect(report.tenant).toBe('beta');
+  expect(report.credential).toEqual({
+    tenant: 'beta',
+    server: 'tickets',
+    field: 'tenants.beta.credentials.tickets',
+    headers: [],
+    oauth: {
+      clientId: beta.id,
+      method: 'client_secret_post',
+      issuer: world.as.issuer,
+      seen: expect.objectContaining({
+        resource: world.tickets.url,
+        authorizationServers: [world.as.issuer],
+        scopesSupported: ['tickets.read', 'tickets.write'],
+        issuer: world.as.issuer,
+        authMethods: expect.arrayContaining(['client_secret_post']),
+        // The step-up of open_ticket: its 403 asked for both scopes, and the new token has them.
+        scopeAsked: 'tickets.read tickets.write',
+        scopeGranted: 'tickets.read tickets.write',
+        challenge: expect.objectContaining({ status: 403, error: 'insufficient_scope' }),
+      }),
+    },
+  });
+  // On the server's side: the sample call came with beta's own client, and no secret or token was printed.
+  const made = records()
+    .slice(before)
+    .filter((r) => r.tool === 'open_ticket');
+  expect(made).toEqual([expect.objectContaining({ client: beta.id, made: true })]);
+  const printed = JSON.stringify(report);
+  for (const secret of [beta.secret, acme.secret, ...world.tickets.tokensSeen()]) expect(printed).not.toContain(secret);
+
+  // A per-tenant server with no --tenant, or a tenant without credentials, is a usage error that says so.
+  const without = await oz0(['plugin', 'test', 'tickets', '--config', file]);
+  expect(without.code).toBe(2);
+  expect(without.stderr).toContain('server "tickets" takes each tenant\'s own credentials: name one with --tenant');
+  const gamma = await oz0(['plugin', 'test', 'tickets', '--config', file, '--tenant', 'gamma']);
+  expect(gamma.code).toBe(2);
+  expect(gamma.stderr).toContain('tenant gamma has no credentials for server "tickets"');
 });
