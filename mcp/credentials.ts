@@ -98,19 +98,6 @@ export class TenantCredential {
     return { ...this.serverHeaders(), ...Object.fromEntries(own) };
   }
 
-  /** The secrets this credential holds now, for redaction wherever a server's words are shown. */
-  secrets(): string[] {
-    const out: string[] = [];
-    for (const ref of Object.values(this.credential.headers ?? {})) {
-      try {
-        out.push(readSecret(ref, this.where, ''));
-      } catch {
-        // Not readable: then not sent either.
-      }
-    }
-    return out;
-  }
-
   /** What this credential is and what the server asked of it, in names only. */
   describe(): CredentialReport {
     const oauth = this.credential.oauth;
