@@ -88,7 +88,8 @@ export function createActivities(deps: ActivityDeps): Activities {
       for (const tool of tools) {
         const { server, fn } = splitTool(tool);
         if (!deps.pool.serverConfig(server)) continue;
-        const lease = await deps.pool.acquire(server, jobId);
+        if (deps.pool.credentials.missing(server, tenant)) continue;
+        const lease = await deps.pool.acquire(server, jobId, tenant);
         try {
           const remote = lease.connection.kind === 'remote';
           const listing = await lease.connection.listTools(remote);

@@ -2,15 +2,21 @@
  * The node's MCP servers (SPEC "Words"): one shared process per plugin, one process per job for a sandboxed
  * server, one Streamable HTTP connection per remote server (with a session on 2025-11-25 and older, none on
  * 2026-07-28). Connections start on first use and start again after they die.
+ *
+ * A remote server that takes each tenant's own credentials (R1) gets one connection per (tenant, server): a
+ * connection, and its 2025-11-25 session, is one tenant's identity at the server and is never shared. The tokens and
+ * discovery of each tenant's OAuth client outlive its connections (./credentials.ts); an idle tenant connection is
+ * closed as an idle sandbox is.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
 import type { ClientCapabilities, Tool, Transport } from '@modelcontextprotocol/client';
-import { isRemote, serverKind } from '../common/config';
+import { isRemote, perTenant, serverKind } from '../common/config';
 import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import {
+  NotAuthorized,
   NothingSent,
   OutcomeUnknown,
   ProcessTransport,
@@ -19,9 +25,10 @@ import {
   createRemoteTransport,
   envSecrets,
   rateLimited,
+  TenantCredentials,
   resolveEnvRefs,
 } from '../mcp';
-import type { EraVerdicts } from '../mcp';
+import type { EraVerdicts, TenantCredential } from '../mcp';
 import { besideConfig, launchProblem } from './launch';
 import { Isolation } from './sandbox';
 
@@ -52,10 +59,16 @@ export class ServerPool {
   private readonly verdicts: EraVerdicts = new Map();
   private reaper?: NodeJS.Timeout;
   readonly isolation: Isolation;
+  /** R1-R2: each tenant's credentials for each per-tenant remote server, as this node holds them. */
+  readonly credentials: TenantCredentials;
 
   constructor(private readonly opts: PoolOptions) {
     // A pool that made its own isolation (a CLI command's) closes it; a node closes the one it shares.
     this.isolation = opts.isolation ?? new Isolation(opts.config, opts.logger);
+    this.credentials = new TenantCredentials(opts.config, (server) => {
+      const config = this.serverConfig(server);
+      return config && isRemote(config) ? resolveEnvRefs(config.headers, process.env, `servers.${server}.headers`) : {};
+    });
     const idleMs = opts.config.node.sandboxIdleSeconds * 1000;
     this.reaper = setInterval(() => void this.reapIdleSandboxes(idleMs), Math.min(idleMs, 60_000));
     this.reaper.unref();
@@ -69,12 +82,17 @@ export class ServerPool {
     return serverKind(config);
   }
 
-  /** A connection to `server` for a call of `jobId`: the job's own when the server is sandboxed. */
-  async acquire(server: string, jobId: string): Promise<Lease> {
+  /**
+   * A connection to `server` for a call of `jobId` of `tenant`: the job's own when the server is sandboxed, the
+   * tenant's own when it takes tenants' credentials (a tenant without is refused: {@link TenantCredentials.missing}).
+   */
+  async acquire(server: string, jobId: string, tenant?: string): Promise<Lease> {
     const config = this.serverConfig(server);
     if (!config) throw new Error(`this node has no server named "${server}"`);
     const kind = this.kindOf(config);
-    const id = kind === 'sandbox' ? sandboxId(server, jobId) : server;
+    const credential = this.credentialFor(server, config, tenant);
+    const id =
+      kind === 'sandbox' ? sandboxId(server, jobId) : credential ? tenantId(server, credential.tenant) : server;
     let pending = this.connections.get(id);
     if (pending) {
       const existing = await pending.catch(() => undefined);
@@ -84,7 +102,7 @@ export class ServerPool {
       }
     }
     if (!pending) {
-      pending = this.open(id, server, kind, config, jobId);
+      pending = this.open(id, server, kind, config, jobId, {}, credential);
       this.connections.set(id, pending);
       if (kind === 'sandbox') this.owners.set(id, jobId);
       pending.catch(() => {
@@ -100,12 +118,13 @@ export class ServerPool {
    * opened, read and closed here. A server may list some functions only to clients that offer sampling, elicitation
    * or roots; this is how oz0 tells which (mcp/capabilities.ts). Requests the server then sends it are refused.
    */
-  async listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]> {
+  async listingFor(server: string, capabilities: ClientCapabilities, tenant?: string): Promise<Tool[]> {
     const config = this.serverConfig(server);
     if (!config) throw new Error(`this node has no server named "${server}"`);
     const kind = this.kindOf(config);
     const probe = `oz0-probe-${Object.keys(capabilities).join('-')}-${process.pid}-${Date.now().toString(36)}`;
-    const connection = await this.open(`probe:${server}`, server, kind, config, probe, capabilities);
+    const credential = this.credentialFor(server, config, tenant);
+    const connection = await this.open(`probe:${server}`, server, kind, config, probe, capabilities, credential);
     try {
       return await connection.listTools(true);
     } finally {
@@ -121,10 +140,11 @@ export class ServerPool {
     config: ServerConfig,
     jobId: string,
     capabilities: ClientCapabilities = {},
+    credential?: TenantCredential,
   ): Promise<ServerConnection> {
     // A server that cannot be launched at all is said as it is, before any connect (its problem names the script).
     const transportFor = isRemote(config)
-      ? (): Transport => createRemoteTransport(server, config, process.env)
+      ? (): Transport => createRemoteTransport(server, config, process.env, credential)
       : this.processTransportFor(this.processSource(config, kind, server, jobId), kind, server, jobId);
     const { logger } = this.opts;
     let opened: ServerConnection;
@@ -144,6 +164,9 @@ export class ServerPool {
         },
       });
     } catch (err) {
+      // R4: the tenant's authorization failed, in words of its own (busy when its authorization server is).
+      const end = credential?.end(err);
+      if (end) throw new NotAuthorized(end);
       const why = `could not start server "${server}": ${(err as Error).message}`;
       // B4: a 429 on the connection's own requests says nothing about a call: its outcome is unknown.
       if (rateLimited(err)) throw new OutcomeUnknown(why);
@@ -153,8 +176,23 @@ export class ServerPool {
       );
       throw new NothingSent(why);
     }
-    logger.info({ server, kind, protocol: opened.protocol }, 'server connection open');
+    logger.info(
+      { server, kind, protocol: opened.protocol, ...(credential && { tenant: credential.tenant }) },
+      'server connection open',
+    );
     return opened;
+  }
+
+  /** R1: the tenant's credential for a per-tenant server; none for any other. Refused when the tenant has none. */
+  private credentialFor(
+    server: string,
+    config: ServerConfig,
+    tenant: string | undefined,
+  ): TenantCredential | undefined {
+    if (!perTenant(config)) return undefined;
+    const missing = this.credentials.missing(server, tenant);
+    if (missing) throw new Error(missing);
+    return this.credentials.of(server, tenant!);
   }
 
   private processTransportFor(
@@ -240,13 +278,15 @@ export class ServerPool {
     return path.join(this.opts.sandboxRoot, id.replace(/[^A-Za-z0-9_.-]/g, '_'));
   }
 
+  /** Stops sandboxed servers, and closes tenants' connections (R1), unused this long. */
   private async reapIdleSandboxes(idleMs: number): Promise<void> {
     const now = Date.now();
     for (const [id, pending] of this.connections) {
-      if (!id.startsWith('sandbox:')) continue;
+      if (!id.startsWith('sandbox:') && !id.startsWith('tenant:')) continue;
       const connection = await pending.catch(() => undefined);
       if (connection && !connection.busy && now - connection.lastUsed > idleMs) {
-        this.opts.logger.info({ sandbox: id }, 'stopping an idle sandboxed server');
+        if (id.startsWith('sandbox:')) this.opts.logger.info({ sandbox: id }, 'stopping an idle sandboxed server');
+        else this.opts.logger.info({ connection: id }, "closing an idle tenant's connection");
         await this.stop(id);
       }
     }
@@ -259,6 +299,11 @@ export class ServerPool {
     fs.rmSync(this.opts.sandboxRoot, { recursive: true, force: true });
     if (!this.opts.isolation) await this.isolation.close();
   }
+}
+
+/** Pool id of a tenant's own connection to a per-tenant server (R1). */
+function tenantId(server: string, tenant: string): string {
+  return `tenant:${server}@${tenant}`;
 }
 
 /** Pool id of a job's sandboxed server. */

@@ -21,12 +21,20 @@ export interface Listing {
   toolDigests: Approval['tools'];
 }
 
-/** Reads a server's current listing through a short-lived pool of its own. */
-export async function readListing(config: LoadedConfig, logger: Logger, server: string): Promise<Listing> {
+/**
+ * Reads a server's current listing through a short-lived pool of its own; a per-tenant server's with the tenant's
+ * own credentials (R1): the listing that tenant's calls will see.
+ */
+export async function readListing(
+  config: LoadedConfig,
+  logger: Logger,
+  server: string,
+  tenant?: string,
+): Promise<Listing> {
   if (!config.servers[server]) throw new Error(`the config has no server named "${server}"`);
   const pool = new ServerPool({ config, logger, sandboxRoot: path.join(os.tmpdir(), `oz0-approve-${process.pid}`) });
   try {
-    const lease = await pool.acquire(server, 'oz0-approve');
+    const lease = await pool.acquire(server, 'oz0-approve', tenant);
     try {
       const tools = await lease.connection.listTools(true);
       const { digest, tools: toolDigests } = listingDigest(tools);

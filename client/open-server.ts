@@ -8,15 +8,19 @@ import type { ClientCapabilities, Tool } from '@modelcontextprotocol/client';
 import { ServerPool } from '../activities/pool';
 import type { Lease } from '../activities/pool';
 import { describeBwrap } from '../activities/sandbox';
+import { perTenant } from '../common/config';
 import type { LoadedConfig, ServerKind } from '../common/config';
 import { createLogger } from '../common/logger';
 import { ProcessTransport } from '../mcp';
-import type { ServerConnection } from '../mcp';
+import type { CredentialReport, ServerConnection } from '../mcp';
 import type { OpenedServer } from '../plugin/drill/plugin-test';
 
-/** Opens `server` of the config as a node would (`oz0 plugin test`'s way in). */
-export function openServer(config: LoadedConfig, server: string): OpenedServer {
-  return new PooledServer(config, server);
+/**
+ * Opens `server` of the config as a node would (`oz0 plugin test`'s way in); a per-tenant server with `tenant`'s own
+ * credentials (R1), as that tenant's calls reach it.
+ */
+export function openServer(config: LoadedConfig, server: string, tenant?: string): OpenedServer {
+  return new PooledServer(config, server, tenant);
 }
 
 class PooledServer implements OpenedServer {
@@ -29,6 +33,7 @@ class PooledServer implements OpenedServer {
   constructor(
     private readonly config: LoadedConfig,
     readonly server: string,
+    private readonly tenant?: string,
   ) {
     if (!Object.hasOwn(config.servers, server)) throw new Error(`the config has no server named "${server}"`);
     this.pool = this.newPool();
@@ -58,13 +63,19 @@ class PooledServer implements OpenedServer {
   async connection(): Promise<ServerConnection> {
     if (!this.lease || this.lease.connection.closed) {
       this.lease?.release();
-      this.lease = await this.pool.acquire(this.server, this.jobId);
+      this.lease = await this.pool.acquire(this.server, this.jobId, this.tenant);
     }
     return this.lease.connection;
   }
 
   listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]> {
-    return this.pool.listingFor(server, capabilities);
+    return this.pool.listingFor(server, capabilities, this.tenant);
+  }
+
+  credential(): CredentialReport | undefined {
+    const config = this.config.servers[this.server];
+    if (!this.tenant || !perTenant(config)) return undefined;
+    return this.pool.credentials.of(this.server, this.tenant).describe();
   }
 
   async afterCancel(): Promise<void> {

@@ -18,6 +18,7 @@ import { ProtocolChoiceSchema } from '../model/schemas';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/activities';
 import type { ToolSettings } from '../model/activities';
 import { splitTool } from '../model/checks';
+import { CredentialSchema } from './credentials';
 
 /**
  * I3: a destination a sandbox may reach, `host:port` — a name, an IPv4 address or a bracketed IPv6 one, and a port.
@@ -96,12 +97,31 @@ const StdioServerSchema = z.strictObject({
     .transform((v) => v ?? false),
 });
 
-const RemoteServerSchema = z.strictObject({
-  url: z.url({ protocol: /^https?$/, error: 'a remote server url is http:// or https://' }),
-  /** Values of the form `env:NAME` are read from the node's environment when the connection opens. */
-  headers: z.record(z.string(), z.string()).default({}),
-  protocol,
-});
+const RemoteServerSchema = z
+  .strictObject({
+    url: z.url({ protocol: /^https?$/, error: 'a remote server url is http:// or https://' }),
+    /** Values of the form `env:NAME` are read from the node's environment when the connection opens. */
+    headers: z.record(z.string(), z.string()).default({}),
+    protocol,
+    /**
+     * R1: `shared` — every tenant's calls go with the server's own `headers`, on one connection per node; `per-tenant` —
+     * each tenant's go with its own credentials (`tenants.<t>.credentials.<server>`) on a connection of its own, and
+     * a tenant without them is refused before anything is sent.
+     */
+    credentials: z.enum(['shared', 'per-tenant']).default('shared'),
+  })
+  .superRefine((s, ctx) => {
+    if (s.credentials !== 'per-tenant') return;
+    const auth = Object.keys(s.headers).find((h) => h.toLowerCase() === 'authorization');
+    if (auth) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['headers', auth],
+        message:
+          "a per-tenant server's identity is each tenant's own (tenants.<t>.credentials), not the server's headers",
+      });
+    }
+  });
 
 const ServerSchema = eitherBy(
   'url',
@@ -146,9 +166,11 @@ const ToolSettingsSchema = z.strictObject({
 const TenantSchema = z.strictObject({
   /** Seeds the tenant's policy workflow the first time it starts; `oz0 policy set` changes it after. */
   policy: z.record(PatternSchema, DecisionSchema).default({}),
+  /** R1: the tenant's own credentials for remote servers whose `credentials` are `per-tenant`, by server. */
+  credentials: z.record(ServerNameSchema, CredentialSchema).default({}),
 });
 
-export const ConfigSchema = z.strictObject({
+const ConfigShape = z.strictObject({
   temporal: z
     .strictObject({
       address: z.string().min(1).default('127.0.0.1:7233'),
@@ -263,6 +285,23 @@ export const ConfigSchema = z.strictObject({
     .prefault({}),
 });
 
+/** R1: each tenant's credentials are for a remote server that takes them. */
+export const ConfigSchema = ConfigShape.superRefine((config, ctx) => {
+  for (const [tenant, { credentials }] of Object.entries(config.tenants)) {
+    for (const server of Object.keys(credentials)) {
+      const target = Object.hasOwn(config.servers, server) ? config.servers[server] : undefined;
+      const problem = !target
+        ? `there is no server "${server}"`
+        : !('url' in target)
+          ? `"${server}" is not a remote server`
+          : target.credentials !== 'per-tenant'
+            ? `servers.${server}.credentials is "shared": set it to "per-tenant" for tenants' own credentials`
+            : undefined;
+      if (problem) ctx.addIssue({ code: 'custom', path: ['tenants', tenant, 'credentials', server], message: problem });
+    }
+  }
+});
+
 export type Config = z.infer<typeof ConfigSchema>;
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
 export type HarnessConfig = z.infer<typeof HarnessSchema>;
@@ -354,6 +393,11 @@ export function toolSettings(config: Pick<Config, 'tools'>, tool: string): ToolS
 
 export function isRemote(server: ServerConfig): server is RemoteServerConfig {
   return 'url' in server;
+}
+
+/** R1: whether each tenant's calls of this server go with the tenant's own credentials. */
+export function perTenant(server: ServerConfig): server is RemoteServerConfig & { credentials: 'per-tenant' } {
+  return isRemote(server) && server.credentials === 'per-tenant';
 }
 
 /** SPEC "Words": a shared plugin process, a job's own sandboxed process, or a remote Streamable HTTP server. */

@@ -50,6 +50,8 @@ export function demoPlan(order: string, python: boolean): DemoStep[] {
     { call: 'reader.read_pages', args: { pages: 3, page_ms: 150 }, expect: 'ok' },
     { call: 'notes.echo', args: { text: 'from a sandboxed server of this job' }, expect: 'ok' },
     { call: 'search.echo', args: { text: 'from a remote server over Streamable HTTP' }, expect: 'ok' },
+    // A remote server on each tenant's own OAuth client (R1-R2): the desk answers who it takes the caller for.
+    ...ticketsPlan(order),
     { session: [status('open'), status('closed'), status('open')] },
     // It finds 400 of the order not refunded yet; it runs in a sandbox of its own (I1), reaching only its gateway.
     { session: { harness: 'refunds', input: { order_id: order, deadline_ms: 1000 }, calls: agentCalls } },
@@ -68,6 +70,17 @@ export function demoPlan(order: string, python: boolean): DemoStep[] {
       : []),
     // A charge the ledger refuses (a negative amount): its error result is what the demo expects.
     { call: 'ledger.charge', args: { order_id: order, amount: -1 }, expect: 'error' },
+  ];
+}
+
+/**
+ * The ticket desk's calls of one tenant: who the desk takes it for (its own OAuth client, read on the server's side),
+ * then a ticket opened with a token that has the write scope (a step-up when the first token had only read).
+ */
+export function ticketsPlan(order: string): ExpectedCall[] {
+  return [
+    { call: 'tickets.whoami', args: {}, expect: 'ok' },
+    { call: 'tickets.open_ticket', args: { title: `refund of ${order}` }, expect: 'ok' },
   ];
 }
 

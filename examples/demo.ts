@@ -21,6 +21,7 @@ import { formatTrace } from '../client/format';
 import { approveListing, readListing } from '../client/approve';
 import { changePolicy, policyTargetOf } from '../common/policy-client';
 import { waitingCallsQuery } from '../model/messages';
+import { callsOf } from '../model/job';
 import { setPolicyUpdate } from '../model/messages';
 import { ConfigError, loadConfig, parseConfig } from '../common/config';
 import type { LoadedConfig } from '../common/config';
@@ -31,7 +32,8 @@ import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
 import { findPython } from '../worker/python';
 import { startReaderServer } from './reader';
-import { demoPlan, demoProblems, specOf } from './demo-plan';
+import { demoPlan, demoProblems, specOf, ticketsPlan } from './demo-plan';
+import { TICKETS_CLIENTS, startTicketsWorld } from './tickets-world';
 
 const OptionsSchema = z.strictObject({
   keep: z.boolean().default(false),
@@ -180,6 +182,11 @@ async function runDemo(ctx: {
   started.push(() => server.stop());
   const remote = await startReaderServer(0, { stateFile: path.join(state, 'remote-seen.json') });
   started.push(() => remote.close());
+  // R1-R2: the ticket desk behind an authorization server of its own (oidc-provider), both on free ports; acme's and
+  // beta's OAuth clients there, their secret and key in files the config names (file:…).
+  const tickets = await startTicketsWorld(path.join(state, 'tickets'));
+  started.push(() => tickets.close());
+  say(`the ticket desk ${tickets.url} takes tokens of its authorization server ${tickets.issuer} only`);
   const python = 'python' in findPython({ root, install: false, env: {} }) && Boolean(base.harnesses.refunds_py);
   if (!python && base.harnesses.refunds_py)
     say(
@@ -196,6 +203,12 @@ async function runDemo(ctx: {
           ledger: { ...base.servers.ledger, env: { LEDGER_FILE: path.join(state, 'ledger.db') } },
           reader: { ...base.servers.reader, env: { READER_STATE: path.join(state, 'reader-seen.json') } },
           search: { url: remote.url },
+          tickets: { url: tickets.url, credentials: 'per-tenant' },
+        },
+        tenants: {
+          ...base.tenants,
+          acme: { ...base.tenants.acme, credentials: { tickets: tickets.credentials.acme } },
+          beta: { ...base.tenants.beta, credentials: { tickets: tickets.credentials.beta } },
         },
         // The Python agent runs on the project's venv (`npm run python:install`); without it, the demo leaves it out.
         harnesses: python ? base.harnesses : { refunds: base.harnesses.refunds },
@@ -221,11 +234,21 @@ async function runDemo(ctx: {
   const listing = await readListing(config, logger, 'search');
   await approveListing(policyTargetOf(config, jc.client), 'acme', listing);
   say(`approved the listing of search for acme (digest ${listing.digest.slice(0, 16)}…)`);
+  // Each tenant reads the desk's listing with its own token, and approves what it saw.
+  for (const tenant of ['acme', 'beta']) {
+    const own = await readListing(config, logger, 'tickets', tenant);
+    await approveListing(policyTargetOf(config, jc.client), tenant, own);
+    say(`approved the listing of tickets for ${tenant}, read with ${tenant}'s own OAuth client`);
+  }
   // A refund needs a person's yes (A4), as `oz0 policy set acme ledger.refund confirm` would say.
   await changePolicy(policyTargetOf(config, jc.client), 'acme', setPolicyUpdate, ['ledger.refund', 'confirm']);
   say("ledger.refund needs a person's yes for acme (policy: confirm)");
 
-  const plan = demoPlan(`o-${Date.now().toString(36)}`, python);
+  const order = `o-${Date.now().toString(36)}`;
+  const plan = demoPlan(order, python);
+  // beta's job calls the same desk at once, on beta's own client: the desk keeps a desk per client.
+  const betaPlan = ticketsPlan(order);
+  const beta = await startJob(jc, specOf('beta', betaPlan));
   const handle = await startJob(jc, specOf('acme', plan));
   const link = `${server.uiUrl}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`;
   say(`job ${handle.workflowId} started; watch it in the Temporal UI: ${link}`);
@@ -235,7 +258,30 @@ async function runDemo(ctx: {
   await result.catch(() => undefined);
   const trace = await jobTrace(jc.client, handle.workflowId);
   process.stdout.write(`${formatTrace(trace)}\n\nWatch it in the Temporal UI: ${link}\n`);
-  return demoProblems(plan, trace);
+  await beta.result().catch(() => undefined);
+  const betaTrace = await jobTrace(jc.client, beta.workflowId);
+  process.stdout.write(`\nbeta's job ${beta.workflowId}:\n${formatTrace(betaTrace)}\n`);
+  return [
+    ...demoProblems(plan, trace),
+    ...demoProblems(betaPlan, betaTrace).map((p) => `beta's job: ${p}`),
+    ...identityProblems({ acme: trace, beta: betaTrace }),
+  ];
+}
+
+/** R1, on the desk's side: each tenant's whoami answered with that tenant's own OAuth client, never the other's. */
+function identityProblems(
+  traces: Record<keyof typeof TICKETS_CLIENTS, Awaited<ReturnType<typeof jobTrace>>>,
+): string[] {
+  const problems: string[] = [];
+  for (const [tenant, trace] of Object.entries(traces) as Array<[keyof typeof TICKETS_CLIENTS, typeof traces.acme]>) {
+    const step = callsOf(trace).find((s) => s.tool === 'tickets.whoami');
+    const who = (step?.result.structuredContent as { client?: string } | undefined)?.client;
+    if (who !== TICKETS_CLIENTS[tenant])
+      problems.push(
+        `tickets.whoami of ${tenant}: the desk took it for ${who ?? 'nobody'}, not ${TICKETS_CLIENTS[tenant]}`,
+      );
+  }
+  return problems;
 }
 
 main().catch((err) => {

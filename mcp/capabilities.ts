@@ -9,14 +9,12 @@ import type { ClientCapabilities, Tool } from '@modelcontextprotocol/client';
 export const OFFERED_BY_OTHERS = ['sampling', 'elicitation', 'roots'] as const;
 export type ClientCapability = (typeof OFFERED_BY_OTHERS)[number];
 
-/** Where the listing a client that offers other capabilities gets comes from: the node's pool (`ServerPool.listingFor`). */
+/**
+ * Where a listing for a client that offers other capabilities comes from: the node's pool (`ServerPool.listingFor`),
+ * a per-tenant server's with the tenant's own credentials (R1).
+ */
 export interface Listings {
-  listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]>;
-}
-
-/** Where a listing for a client that offers other capabilities comes from: the node's pool (`ServerPool.listingFor`). */
-export interface Listings {
-  listingFor(server: string, capabilities: ClientCapabilities): Promise<Tool[]>;
+  listingFor(server: string, capabilities: ClientCapabilities, tenant?: string): Promise<Tool[]>;
 }
 
 /**
@@ -27,13 +25,15 @@ export async function hiddenFunctions(
   pool: Listings,
   server: string,
   listed: ReadonlyArray<{ name: string }>,
+  /** Whose credentials open a per-tenant server (R1). */
+  tenant?: string,
 ): Promise<Map<string, ClientCapability[]>> {
   const known = new Set(listed.map((t) => t.name));
   const hidden = new Map<string, ClientCapability[]>();
   const probes = await Promise.all(
     OFFERED_BY_OTHERS.map(async (capability) => {
       const capabilities: ClientCapabilities = { [capability]: {} };
-      const tools = await pool.listingFor(server, capabilities).catch(() => []);
+      const tools = await pool.listingFor(server, capabilities, tenant).catch(() => []);
       return { capability, tools };
     }),
   );

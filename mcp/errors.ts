@@ -12,3 +12,22 @@ export class NothingSent extends Error {
 export class OutcomeUnknown extends Error {
   override name = 'OutcomeUnknown';
 }
+
+/** R4: how an attempt ends for a failure of authorization: busy (SPEC B) or failed, and why, in the trace's words. */
+export interface AuthorizationEnd {
+  busy: boolean;
+  note: string;
+  /** The authorization server's Retry-After, in seconds. */
+  retryAfter?: number;
+}
+
+/**
+ * R4: the server could not be authorized for the tenant, so nothing of the call was sent: its authorization server
+ * was down or busy (SPEC B), or refused the tenant's client, or the server refused every token it was given.
+ */
+export class NotAuthorized extends NothingSent {
+  override name = 'NotAuthorized';
+  constructor(readonly end: AuthorizationEnd) {
+    super(end.note);
+  }
+}

@@ -17,7 +17,7 @@ import {
   isInitializeRequest,
   isLegacyRequest,
 } from '@modelcontextprotocol/server';
-import type { McpHttpHandler, McpServer, RequestId, Server } from '@modelcontextprotocol/server';
+import type { AuthInfo, McpHttpHandler, McpServer, RequestId, Server } from '@modelcontextprotocol/server';
 
 /** Which revision a server instance is made for: `modern` serves one 2026-07-28 request, `legacy` one session. */
 export type Era = 'modern' | 'legacy';
@@ -40,9 +40,13 @@ export class McpHttpEndpoint {
     this.modern = createMcpHandler(({ era }) => factory(era), { legacy: 'reject', ...(onerror && { onerror }) });
   }
 
-  /** Answers one request; `parsedBody` is a POST's JSON body, already read. */
-  async serve(request: Request, parsedBody: unknown): Promise<Response> {
-    const body = parsedBody === undefined ? {} : { parsedBody };
+  /**
+   * Answers one request; `parsedBody` is a POST's JSON body, already read. `authInfo` is what a bearer token gate
+   * verified (a protected server's): its handlers read it as `ctx.http.authInfo`, and a tool's scope challenge is
+   * answered with 403 `insufficient_scope` before its handler runs.
+   */
+  async serve(request: Request, parsedBody: unknown, authInfo?: AuthInfo): Promise<Response> {
+    const body = { ...(parsedBody === undefined ? {} : { parsedBody }), ...(authInfo && { authInfo }) };
     if (!(await isLegacyRequest(request, parsedBody))) return this.modern.fetch(request, body);
     const sessionId = request.headers.get('mcp-session-id');
     if (sessionId !== null) {
@@ -65,7 +69,8 @@ export class McpHttpEndpoint {
     transport.onclose = () => {
       if (transport.sessionId !== undefined) this.sessions.delete(transport.sessionId);
     };
-    await server.connect(transport);
+    // The McpServer's own connect, where there is one: it answers a tool's scope challenge (403 insufficient_scope).
+    await made.connect(transport);
     return transport.handleRequest(request, body);
   }
 

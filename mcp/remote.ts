@@ -1,6 +1,7 @@
 /**
  * A remote server: Streamable HTTP on a connection (url + headers). Header values of the form `env:NAME` are read
- * from the node's environment when the connection opens and are never logged.
+ * from the node's environment when the connection opens and are never logged. A per-tenant server's connection is
+ * one tenant's own (./credentials.ts).
  *
  * B4 lives here whole. A 429 on the POST that carries a call's own `tools/call` means the server made nothing and
  * asked for a wait: the transport answers that request itself with the busy error result a server of oz0's would
@@ -12,6 +13,7 @@ import type { CallToolResult, FetchLike } from '@modelcontextprotocol/client';
 import type { RemoteServerConfig } from '../common/config';
 import { RETRY_AFTER_META, RETRYABLE_META, parseRetryAfter } from '../model/protocol';
 import { resolveEnvRefs } from './env';
+import type { TenantCredential } from './credentials';
 
 /** The method and id of a lone request in a POST body, or undefined when the body is anything else. */
 function requestOf(body: unknown): { method: string; id: string | number } | undefined {
@@ -47,14 +49,21 @@ export function rateLimitedResult(server: string, retryAfter: number | undefined
   };
 }
 
+/**
+ * A server's transport. `tenant` (R1, R2): a connection of one tenant's own, its requests with the tenant's headers and
+ * its OAuth client (the SDK's `authProvider`: discovery on the server's 401, a token per request, step-up on 403);
+ * without, the server's own headers for every tenant.
+ */
 export function createRemoteTransport(
   server: string,
   config: RemoteServerConfig,
   env: NodeJS.ProcessEnv,
+  tenant?: TenantCredential,
 ): StreamableHTTPClientTransport {
-  const headers = resolveEnvRefs(config.headers, env, `servers.${server}.headers`);
+  const headers = tenant ? undefined : resolveEnvRefs(config.headers, env, `servers.${server}.headers`);
+  const base: FetchLike = tenant?.fetch ?? fetch;
   const fetchWith429: FetchLike = async (url, init) => {
-    const response = await fetch(url, init);
+    const response = await base(url, init);
     const request = response.status === 429 && init?.method === 'POST' ? requestOf(init.body) : undefined;
     if (request?.method === 'server/discover') {
       await response.body?.cancel();
@@ -74,7 +83,8 @@ export function createRemoteTransport(
     });
   };
   return new StreamableHTTPClientTransport(new URL(config.url), {
-    requestInit: { headers },
+    ...(headers && { requestInit: { headers } }),
+    ...(tenant?.oauth && { authProvider: tenant.oauth }),
     fetch: fetchWith429,
     // One retry layer (B5): the SDK does not reconnect behind the activity's back.
     reconnectionOptions: {

@@ -20,7 +20,20 @@ import { splitTool } from '../../model/checks';
 import { FailureType } from '../../model/activities';
 import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
 import type { PolicyGate } from '../policy/gate';
-import { AskedForInput, OutcomeUnknown, TaskGone, cancelTask, hiddenFunctions, hiddenWhy, makeCall } from '../../mcp';
+import {
+  AskedForInput,
+  OutcomeUnknown,
+  TaskGone,
+  cancelTask,
+  challengeWords,
+  hiddenFunctions,
+  hiddenWhy,
+  makeCall,
+} from '../../mcp';
+import type { TenantCredential } from '../../mcp';
+import { authorizationEndOf, authorizationVerdict } from './authorized';
+import type { AuthorizationVerdict } from './authorized';
+import { perTenant } from '../../common/config';
 import type { TaskSeen } from '../../mcp';
 import type { Lease, ServerConnection, ServerPool } from '../pool';
 import type { CallRelay } from './relay';
@@ -105,6 +118,8 @@ class Attempt {
   /** The function only reads: a task of it that its server lost may be made anew. */
   private readOnly = false;
   private sent = false;
+  /** R1-R2: the tenant's own credential, when the server takes tenants' credentials. */
+  private credential?: TenantCredential;
   /** O1-O3: this attempt's series and spans. */
   private readonly watch: AttemptWatch;
   private pulse?: Pulse;
@@ -184,7 +199,7 @@ class Attempt {
     const tool = tools.find((t) => t.name === fn);
     if (!tool) {
       // Perhaps listed only to clients that offer what oz0 does not (sampling, elicitation, roots): say so.
-      const needs = (await hiddenFunctions(deps.pool, server, tools).catch(() => undefined))?.get(fn);
+      const needs = (await hiddenFunctions(deps.pool, server, tools, input.tenant).catch(() => undefined))?.get(fn);
       const why = `server "${server}" has no function "${fn}"${needs ? `: ${hiddenWhy(needs)}` : ''}`;
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
@@ -203,16 +218,26 @@ class Attempt {
   /** A lease on the call's server, and its listing. */
   private async list(server: string): Promise<{ connection: ServerConnection; tools: Tool[] }> {
     const { deps, input } = this;
-    if (!deps.pool.serverConfig(server)) {
+    const config = deps.pool.serverConfig(server);
+    if (!config) {
       const why = `this node has no server named "${server}"`;
       throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
     }
+    // R1: a tenant without credentials for a server that takes each tenant's own is refused before anything is sent.
+    const missing = deps.pool.credentials.missing(server, input.tenant);
+    if (missing) {
+      const failure = { type: FailureType.refused, retryable: false, message: `${input.tool}: refused: ${missing}` };
+      throw new AttemptEnd('refused', missing, failure);
+    }
+    if (perTenant(config)) this.credential = deps.pool.credentials.of(server, input.tenant);
     this.watch.listed(true, false);
     try {
-      const { connection } = (this.lease = await deps.pool.acquire(server, input.jobId));
+      const { connection } = (this.lease = await deps.pool.acquire(server, input.jobId, input.tenant));
       // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
       return { connection, tools: await connection.listTools(connection.kind === 'remote') };
     } catch (err) {
+      const end = authorizationEndOf(err, this.credential);
+      if (end) throw this.notAuthorized(authorizationVerdict(end, input.tool, this.last));
       const message = (err as Error).message;
       if (err instanceof OutcomeUnknown) {
         // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
@@ -221,6 +246,16 @@ class Attempt {
       }
       throw new Unsent(`the server was not reachable: ${message}`, `server "${server}" was not reachable: ${message}`);
     }
+  }
+
+  /**
+   * R4: the tenant's authorization failed, before anything of the call was made: busy (its authorization server), or
+   * failed, saying which. A refused credential is forgotten: the next call starts again from the server's challenge.
+   */
+  private notAuthorized(verdict: AuthorizationVerdict): AttemptEnd {
+    this.credential?.refusals(this.input.key);
+    if (verdict.outcome !== 'busy') this.credential?.oauth?.forget();
+    return new AttemptEnd(verdict.outcome, verdict.note, verdict.failure, { unsent: true });
   }
 
   // ---- send: the request, its stop, its progress ----
@@ -267,6 +302,7 @@ class Attempt {
         }),
       );
       mcp.end(result);
+      this.noteRefusals();
       return result;
     } catch (err) {
       mcp.end(undefined, err, this.stopCause?.outcome);
@@ -275,6 +311,17 @@ class Attempt {
     } finally {
       unwatch?.();
       clearTimeout(limit);
+    }
+  }
+
+  /**
+   * R2, K1: the server refused the call's request before it ran it (401 for a token it no longer takes, 403 for a
+   * scope it lacked): a new token was taken and the same request sent again within this attempt, under the same key.
+   */
+  private noteRefusals(): void {
+    for (const c of this.credential?.refusals(this.input.key) ?? []) {
+      const why = c.status === 403 ? 'a token with the scopes it asked for' : 'a new token';
+      this.notes.push(`the server refused the request before running it${challengeWords(c)}: sent again with ${why}`);
     }
   }
 
@@ -336,6 +383,10 @@ class Attempt {
     if (err instanceof AttemptEnd) return err.ending;
     if (this.stopCause) return settleStop(this.stopCause, this.facts());
     if (err instanceof TaskGone) return settleTaskGone(err.message, this.facts());
+    // R4: refused before the server ran it (a token that could not be had, a 401 or 403 past a new token); not so
+    // once a task was made, which the next attempt follows.
+    const end = this.state.task ? undefined : authorizationEndOf(err, this.credential);
+    if (end) return this.notAuthorized(authorizationVerdict(end, this.input.tool, this.last)).ending;
     // I4: the server's sandbox went past a limit and was stopped: said by name, not as a closed connection.
     const limit = this.lease?.connection.stoppedFor();
     const message = limit ? `its sandbox was stopped: past ${limit}` : ((err as Error).message ?? String(err));

@@ -40,7 +40,9 @@ export async function harnessTools(
     servers.map(async (server) => {
       let lease;
       try {
-        lease = await deps.pool.acquire(server, scope.jobId);
+        // R1: a server the tenant has no credentials for lists nothing to its harness.
+        if (deps.pool.credentials.missing(server, scope.tenant)) return [];
+        lease = await deps.pool.acquire(server, scope.jobId, scope.tenant);
         const remote = lease.connection.kind === 'remote';
         const tools = await lease.connection.listTools(remote);
         const listing = remote || policy.state.approvals[server] ? listingDigest(tools) : undefined;

@@ -1,6 +1,7 @@
 /** `oz0 plugin test SERVER [--drill]`: the drill (plugin/drill) as a command. */
 import type { Command } from 'commander';
 import type { PluginTestReport } from '../../plugin/drill/report';
+import { perTenant } from '../../common/config';
 import { UsageError, config, print, serverArg, withConfig } from './common';
 import type { ConfigOpts } from './common';
 
@@ -14,25 +15,43 @@ export function registerPluginCommands(program: Command): void {
     .argument('<server>', 'server name from the config', serverArg)
     .option('--drill', 'run the drill: every write made again under its key, against its drill file')
     .option('--drill-file <file>', 'the drill file (default: oz0.drill.json in the config’s folder)')
+    .option(
+      '--tenant <tenant>',
+      "a per-tenant remote server: open it with this tenant's own credentials, and say which and what it asked for",
+    )
     .option('--json', 'print JSON')
-    .action(async (server: string, opts: ConfigOpts & { drill?: boolean; drillFile?: string; json?: boolean }) => {
-      const cfg = await config(opts);
-      if (!Object.hasOwn(cfg.servers, server))
-        throw new UsageError(`the config (${cfg.source}) has no server named "${server}"`);
-      const [{ DrillFileError }, { pluginTest }, { formatReport }, { openServer }] = await Promise.all([
-        import('../../plugin/drill/drill-file.js'),
-        import('../../plugin/drill/plugin-test.js'),
-        import('../../plugin/drill/report.js'),
-        import('../open-server.js'),
-      ]);
-      let report: PluginTestReport;
-      try {
-        report = await pluginTest(cfg, server, opts, openServer);
-      } catch (err) {
-        if (err instanceof DrillFileError) throw new UsageError(err.message);
-        throw err;
-      }
-      print(report, opts.json, () => formatReport(report));
-      if (!report.ok) process.exitCode = 1;
-    });
+    .action(
+      async (
+        server: string,
+        opts: ConfigOpts & { drill?: boolean; drillFile?: string; tenant?: string; json?: boolean },
+      ) => {
+        const cfg = await config(opts);
+        if (!Object.hasOwn(cfg.servers, server))
+          throw new UsageError(`the config (${cfg.source}) has no server named "${server}"`);
+        const target = cfg.servers[server];
+        if (perTenant(target)) {
+          if (!opts.tenant)
+            throw new UsageError(`server "${server}" takes each tenant's own credentials: name one with --tenant`);
+          if (!Object.hasOwn(cfg.tenants, opts.tenant) || !Object.hasOwn(cfg.tenants[opts.tenant].credentials, server))
+            throw new UsageError(
+              `tenant ${opts.tenant} has no credentials for server "${server}" (tenants.${opts.tenant}.credentials.${server})`,
+            );
+        }
+        const [{ DrillFileError }, { pluginTest }, { formatReport }, { openServer }] = await Promise.all([
+          import('../../plugin/drill/drill-file.js'),
+          import('../../plugin/drill/plugin-test.js'),
+          import('../../plugin/drill/report.js'),
+          import('../open-server.js'),
+        ]);
+        let report: PluginTestReport;
+        try {
+          report = await pluginTest(cfg, server, opts, openServer);
+        } catch (err) {
+          if (err instanceof DrillFileError) throw new UsageError(err.message);
+          throw err;
+        }
+        print(report, opts.json, () => formatReport(report));
+        if (!report.ok) process.exitCode = 1;
+      },
+    );
 }

@@ -102,7 +102,8 @@ export function registerPolicyCommands(program: Command): void {
         import('../approve.js'),
         policyModules(),
       ]);
-      const listing = await readListing(cfg, createLogger({ level: 'warn' }), server);
+      // A per-tenant server lists to each tenant as its own credentials let it (R1).
+      const listing = await readListing(cfg, createLogger({ level: 'warn' }), server, tenant);
       process.stdout.write(`${formatListing(listing)}\n`);
       if (!opts.yes && !(await confirm(`Approve exactly this listing of ${server} for ${tenant}? [y/N] `))) {
         throw new UsageError('not approved');

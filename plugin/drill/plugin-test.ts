@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
 import { AskedForInput, hiddenFunctions, hiddenWhy, makeCall, offersTasks, taskPlan, taskSupportOf } from '../../mcp';
-import type { Listings, ServerConnection } from '../../mcp';
+import type { CredentialReport, Listings, ServerConnection } from '../../mcp';
 import type { LoadedConfig, ServerKind } from '../../common/config';
 import { contentText } from '../../common/text';
 import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../model/protocol';
@@ -35,6 +35,11 @@ export interface OpenedServer extends Listings {
    * unisolated (`node.isolation: "none"`); undefined for a plugin's or a remote server.
    */
   isolation(): string | undefined;
+  /**
+   * R1-R2: the tenant's credential a per-tenant remote server was opened with, and what the server's metadata asked
+   * for; undefined for any other server, or when no tenant was named.
+   */
+  credential(): CredentialReport | undefined;
   /** C3: what a node does after it cancels a call: stops a sandboxed server, so the next call gets a fresh one. */
   afterCancel(): Promise<void>;
   /** Kills the server (SIGKILL, as when a node is lost) and opens it again; absent for a remote server. */
@@ -43,7 +48,7 @@ export interface OpenedServer extends Listings {
 }
 
 /** Opens one server of the config as a node would. */
-export type OpenServerFn = (config: LoadedConfig, server: string) => OpenedServer;
+export type OpenServerFn = (config: LoadedConfig, server: string, tenant?: string) => OpenedServer;
 
 /** One server, as the drill talks to it: through oz0's MCP client, over the connection a node would have. */
 class OpenServer implements DrillTarget {
@@ -265,7 +270,7 @@ function askedFinding(name: string, asked: string): Finding {
 export async function pluginTest(
   config: LoadedConfig,
   server: string,
-  opts: { drill?: boolean; drillFile?: string },
+  opts: { drill?: boolean; drillFile?: string; tenant?: string },
   openServer: OpenServerFn,
 ): Promise<PluginTestReport> {
   const loaded = loadDrillFile({ file: opts.drillFile, baseDir: config.baseDir });
@@ -275,7 +280,8 @@ export async function pluginTest(
     );
   }
   const drill = loaded?.drill ?? emptyDrillFile();
-  const open = new OpenServer(openServer(config, server), drill.timeoutSeconds * 1000);
+  const opened = openServer(config, server, opts.tenant);
+  const open = new OpenServer(opened, drill.timeoutSeconds * 1000);
   try {
     const tools = await open.listTools();
     const findings = checkListing(tools, open.kind);
@@ -308,11 +314,14 @@ export async function pluginTest(
     const sampledNames = new Set(Object.keys(drill.samples));
     for (const [name, asked] of open.asked) if (!sampledNames.has(name)) findings.push(askedFinding(name, asked));
     const isolation = open.isolation();
+    const credential = opened.credential();
     return {
       server,
       kind: open.kind,
       protocol,
       ...(isolation && { isolation }),
+      ...(opts.tenant && { tenant: opts.tenant }),
+      ...(credential && { credential }),
       functions: tools.map((t) => t.name),
       tasks: { offered, ...(form && { form }), functions: tasks },
       hidden,

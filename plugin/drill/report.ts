@@ -1,5 +1,6 @@
 /** `oz0 plugin test`'s report as a person reads it: the findings, the samples, and the drill, as tables. */
 import type { ServerKind } from '../../common/config';
+import type { CredentialReport } from '../../mcp';
 import { table } from '../../common/text';
 import type { DrillReport } from './drill';
 import type { Finding, SeenProgress } from './listing-checks';
@@ -12,6 +13,10 @@ export interface PluginTestReport {
   protocol: string;
   /** I6: a sandboxed server's isolation on this machine, in words (`none: runs unisolated…` where it is off). */
   isolation?: string;
+  /** `--tenant`: the tenant whose calls the server was opened for. */
+  tenant?: string;
+  /** R1-R2: a per-tenant server's credential of that tenant, and what the server's metadata asked for. */
+  credential?: CredentialReport;
   functions: string[];
   /**
    * MCP tasks: whether the server offers them, in which form (the extension of 2026-07-28, where the server decides
@@ -47,6 +52,9 @@ export function formatReport(report: PluginTestReport): string {
     `${report.server} (${report.kind} server, MCP ${report.protocol}): ${report.functions.length} functions`,
   ];
   if (report.isolation) out.push(`isolation: ${report.isolation}`);
+  if (report.credential) out.push(...credentialLines(report.credential));
+  else if (report.tenant && report.kind === 'remote')
+    out.push(`credential: the server's own headers, the same for every tenant (its credentials are "shared")`);
   if (report.drillFile) out.push(`drill file: ${report.drillFile}`);
   const tasks = report.tasks.functions.map((t) => `${t.function} (${t.support})`);
   const offered = report.tasks.offered
@@ -88,4 +96,30 @@ export function formatReport(report: PluginTestReport): string {
   const errors = report.findings.filter((f) => f.severity === 'error').length;
   out.push('', report.ok ? 'ok' : `not ok: ${errors} error findings${drill ? `, ${drill.failed} drill failures` : ''}`);
   return out.join('\n');
+}
+
+/** R1-R2: which credential of the tenant was used, and what the server and its authorization server asked for. */
+function credentialLines(c: CredentialReport): string[] {
+  const out: string[] = [];
+  const headers = c.headers.length ? `headers ${c.headers.join(', ')}` : '';
+  if (!c.oauth) return [`credential: ${c.field} (${headers})`];
+  const o = c.oauth;
+  out.push(
+    `credential: ${c.field}: OAuth client ${o.clientId} (${o.method}) at ${o.issuer}${headers ? `, and ${headers}` : ''}`,
+  );
+  const s = o.seen;
+  const list = (xs: string[] | undefined) => (xs?.length ? xs.join(' ') : 'none said');
+  out.push(
+    `  the server's metadata (RFC 9728): resource ${s.resource ?? 'not read'}, authorization servers ${list(s.authorizationServers)}, scopes ${list(s.scopesSupported)}`,
+  );
+  if (s.issuer)
+    out.push(`  its authorization server (RFC 8414): ${s.issuer}, client authentication ${list(s.authMethods)}`);
+  if (s.challenge?.scope)
+    out.push(`  its last challenge (HTTP ${s.challenge.status}) asked for scope ${s.challenge.scope}`);
+  out.push(
+    s.scopeGranted !== undefined || s.expiresInSeconds !== undefined
+      ? `  token: asked for scope ${s.scopeAsked || '(none)'}, granted ${s.scopeGranted ?? '(not said)'}, for ${s.expiresInSeconds ?? '?'} s`
+      : '  token: none taken (the server asked for none)',
+  );
+  return out;
 }

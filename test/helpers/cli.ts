@@ -4,9 +4,13 @@ import path from 'node:path';
 import type { PluginTestReport } from '../../plugin/drill/report';
 import { ROOT } from './temporal';
 
-export function oz0(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+export function oz0(
+  args: string[],
+  env?: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(path.join(ROOT, 'bin', 'oz0'), args, { cwd: ROOT, timeout: 80_000 }, (err, stdout, stderr) =>
+    const opts = { cwd: ROOT, timeout: 80_000, ...(env && { env: { ...process.env, ...env } }) };
+    execFile(path.join(ROOT, 'bin', 'oz0'), args, opts, (err, stdout, stderr) =>
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });

@@ -301,7 +301,7 @@ export function alive(pid: number): boolean {
 
 /** Approves a server's current listing for a tenant, as `oz0 policy approve --yes` does. */
 export async function approve(temporal: TestTemporal, config: LoadedConfig, tenant: string, server: string) {
-  const listing = await readListing(config, logger, server);
+  const listing = await readListing(config, logger, server, tenant);
   return approveListing(policyTargetOf(config, temporal.client), tenant, listing);
 }
 

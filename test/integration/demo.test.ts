@@ -41,10 +41,12 @@ function configCopy(change: (config: { servers: Record<string, Record<string, un
   const config = JSON.parse(fs.readFileSync(path.join(ROOT, 'oz0.config.json'), 'utf8'));
   const inRepo = (p: string) => (fs.existsSync(path.join(ROOT, p)) ? path.join(ROOT, p) : p);
   for (const launch of [...Object.values(config.servers), ...Object.values(config.harnesses)] as Array<{
-    command: string;
+    command?: string;
     args: string[];
     sandbox?: { read?: string[] };
   }>) {
+    // A remote server (url) has no command to find.
+    if (launch.command === undefined) continue;
     launch.command = inRepo(launch.command);
     launch.args = launch.args.map(inRepo);
     if (launch.sandbox?.read) launch.sandbox.read = launch.sandbox.read.map(inRepo);
@@ -60,6 +62,16 @@ test('issue 32.2 (control): the demo on the repository’s config exits 0, every
   expect(run.said.filter((line) => line.startsWith('demo failed'))).toEqual([]);
   expect(run.said).toContain('demo: every step ended as the demo expects');
   expect(run.stdout).toMatch(/^job \S+: COMPLETED/);
+  // R1-R2: the ticket desk, behind the authorization server the demo ran, answered acme's job as acme's own OAuth
+  // client and beta's as beta's, each opening a ticket on its own desk (a step-up for the write scope).
+  expect(
+    run.said.some((line) => /^demo: the ticket desk http:\/\/127\.0\.0\.1:\d+\/mcp takes tokens of/.test(line)),
+  ).toBe(true);
+  expect(run.stdout).toMatch(/tickets\.whoami .* 1:ok +acme-desk \(/);
+  expect(run.stdout).toMatch(/tickets\.open_ticket .* 1:ok +opened: acme-desk-1 /);
+  expect(run.stdout).toMatch(/beta's job \S+:\n/);
+  expect(run.stdout).toMatch(/tickets\.whoami .* 1:ok +beta-desk \(/);
+  expect(run.stdout).toMatch(/tickets\.open_ticket .* 1:ok +opened: beta-desk-1 /);
   expect(run.code).toBe(0);
 }, 300_000);
 

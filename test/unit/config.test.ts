@@ -67,6 +67,8 @@ describe('Config: parseConfig', () => {
       url: 'http://127.0.0.1:8931/mcp',
       headers: { Authorization: 'env:SEARCH_TOKEN' },
       protocol: 'auto',
+      // R1: by default a remote server's headers are every tenant's.
+      credentials: 'shared',
     });
     expect(config.tools).toEqual(SPEC_EXAMPLE.tools);
     expect(config.tenants.acme.policy).toEqual({ 'ledger.*': 'allow', 'search.*': 'ask' });
@@ -231,6 +233,83 @@ describe('Config: parseConfig', () => {
     ]);
     const err = configError(() => parseConfig({ servers: { a: { command: 'node', protocol: '2024-11-05' } } }));
     expect(err.message).toContain('servers.a.protocol: ');
+  });
+
+  const desk = { url: 'http://127.0.0.1:8941/mcp', credentials: 'per-tenant' };
+  const oauth = { clientId: 'acme-desk', clientSecret: 'env:ACME_SECRET', issuer: 'http://127.0.0.1:8940' };
+  const withCredential = (credential: unknown, server: unknown = desk) => ({
+    servers: { tickets: server },
+    tenants: { acme: { credentials: { tickets: credential } } },
+  });
+
+  test('R1: a tenant’s credentials are headers or an OAuth client, each secret by reference; the method follows the secret', () => {
+    const config = parseConfig(
+      withCredential({ headers: { 'X-Api-Key': 'file:secrets/acme.key' }, oauth: { ...oauth, scope: 'tickets.read' } }),
+    );
+    expect(config.tenants.acme.credentials.tickets).toEqual({
+      headers: { 'X-Api-Key': 'file:secrets/acme.key' },
+      oauth: { ...oauth, scope: 'tickets.read', method: 'client_secret_basic' },
+    });
+    const jwt = parseConfig(
+      withCredential({ oauth: { clientId: 'b', privateKey: 'file:b.pem', issuer: oauth.issuer } }),
+    );
+    expect(jwt.tenants.acme.credentials.tickets.oauth?.method).toBe('private_key_jwt');
+  });
+
+  test.each<[string, string, unknown]>([
+    [
+      'an inline secret',
+      'tenants.acme.credentials.tickets.oauth.clientSecret',
+      withCredential({ oauth: { ...oauth, clientSecret: 's3cr3t' } }),
+    ],
+    [
+      'an inline header',
+      'tenants.acme.credentials.tickets.headers.X-Api-Key',
+      withCredential({ headers: { 'X-Api-Key': 'k3y' } }),
+    ],
+    ['neither headers nor oauth', 'tenants.acme.credentials.tickets', withCredential({})],
+    [
+      'private_key_jwt without a key',
+      'tenants.acme.credentials.tickets.oauth.privateKey',
+      withCredential({ oauth: { ...oauth, method: 'private_key_jwt' } }),
+    ],
+    [
+      'a secret and a key at once',
+      'tenants.acme.credentials.tickets.oauth.clientSecret',
+      withCredential({ oauth: { ...oauth, privateKey: 'file:k.pem' } }),
+    ],
+    [
+      'no issuer',
+      'tenants.acme.credentials.tickets.oauth.issuer',
+      withCredential({ oauth: { clientId: 'a', clientSecret: 'env:A' } }),
+    ],
+    [
+      'an Authorization header beside oauth',
+      'tenants.acme.credentials.tickets.headers.Authorization',
+      withCredential({ oauth, headers: { Authorization: 'env:A' } }),
+    ],
+    [
+      'credentials for a shared server',
+      'tenants.acme.credentials.tickets',
+      withCredential({ oauth }, { url: desk.url }),
+    ],
+    [
+      'credentials for a stdio server',
+      'tenants.acme.credentials.tickets',
+      withCredential({ oauth }, { command: 'node' }),
+    ],
+    [
+      'credentials for no server',
+      'tenants.acme.credentials.tickets',
+      { tenants: { acme: { credentials: { tickets: { oauth } } } } },
+    ],
+    [
+      'a per-tenant server with its own Authorization',
+      'servers.tickets.headers.Authorization',
+      { servers: { tickets: { ...desk, headers: { Authorization: 'env:A' } } } },
+    ],
+  ])('R1: %s is refused, naming %s', (_what, field, input) => {
+    expect(configError(() => parseConfig(input)).message).toContain(`${field}: `);
   });
 
   test.each<[string, unknown]>([
