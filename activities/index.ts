@@ -88,7 +88,7 @@ export function createActivities(deps: ActivityDeps): Activities {
       for (const tool of tools) {
         const { server, fn } = splitTool(tool);
         if (!deps.pool.serverConfig(server)) continue;
-        const lease = await deps.pool.acquire(server, jobId);
+        const lease = await deps.pool.acquire(server, { tenant, jobId });
         try {
           const remote = lease.connection.kind === 'remote';
           const listing = await lease.connection.listTools(remote);
@@ -159,8 +159,8 @@ export function createActivities(deps: ActivityDeps): Activities {
     },
 
     /** Stops a job's sandboxed servers on this node, with their process trees; run on the node's own queue. */
-    async stopSandboxes(jobId: string): Promise<number> {
-      return deps.pool.releaseJob(jobId);
+    async stopSandboxes(jobId: string, tenant: string): Promise<number> {
+      return deps.pool.releaseJob({ tenant, jobId });
     },
   };
 }

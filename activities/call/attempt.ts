@@ -209,7 +209,10 @@ class Attempt {
     }
     this.watch.listed(true, false);
     try {
-      const { connection } = (this.lease = await deps.pool.acquire(server, input.jobId));
+      const { connection } = (this.lease = await deps.pool.acquire(server, {
+        tenant: input.tenant,
+        jobId: input.jobId,
+      }));
       // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
       return { connection, tools: await connection.listTools(connection.kind === 'remote') };
     } catch (err) {
@@ -348,7 +351,11 @@ class Attempt {
     const { connection } = this.lease ?? {};
     const task = this.state.task;
     if (ending.cancelTask && task && connection) this.notes.push(await cancelTask(connection, task));
-    if (ending.stopSandbox && connection) await this.deps.pool.stopSandbox(connection.server, this.input.jobId);
+    if (ending.stopSandbox && connection)
+      await this.deps.pool.stopSandbox(connection.server, {
+        tenant: this.input.tenant,
+        jobId: this.input.jobId,
+      });
     if (ending.forgetTask) this.state.task = undefined;
     if (ending.unsent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
     const line = lineOf(this.n, ending, this.notes, this.progress);

@@ -7,7 +7,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { HarnessConfig, LoadedConfig } from '../../common/config';
@@ -17,6 +16,7 @@ import type { HarnessInput, HarnessOutcome } from '../../model/activities';
 import type { ToolResult } from '../../model/job';
 import type { Started } from '../../common/process-group';
 import type { Isolation } from '../sandbox';
+import { makeFreshFolder, sessionFolderName } from '../sandbox/folders';
 import { envSecrets, resolveEnvRefs } from '../../mcp';
 import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
@@ -70,11 +70,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
     harness: input.harness,
     patterns: harness.tools,
   });
-  const cwd = path.join(
-    deps.sessionRoot,
-    `${input.jobId}-${input.session}-${input.sessionRun}`.replace(/[^A-Za-z0-9_.-]/g, '_'),
-  );
-  fs.mkdirSync(cwd, { recursive: true });
+  const cwd = makeFreshFolder(deps.sessionRoot, sessionFolderName(input, input.session, input.sessionRun), log);
   let started: Started;
   try {
     started = await deps.isolation.start({

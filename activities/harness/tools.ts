@@ -40,7 +40,7 @@ export async function harnessTools(
     servers.map(async (server) => {
       let lease;
       try {
-        lease = await deps.pool.acquire(server, scope.jobId);
+        lease = await deps.pool.acquire(server, { tenant: scope.tenant, jobId: scope.jobId });
         const remote = lease.connection.kind === 'remote';
         const tools = await lease.connection.listTools(remote);
         const listing = remote || policy.state.approvals[server] ? listingDigest(tools) : undefined;

@@ -19,6 +19,8 @@ import type { LoadedConfig } from '../../common/config';
 import { Isolation } from '../../activities/sandbox';
 import { findBwrap } from '../../activities/sandbox/bwrap';
 import { ServerPool } from '../../activities/pool';
+import { sandboxFolderName } from '../../activities/sandbox/folders';
+import type { JobRef } from '../../activities/sandbox/folders';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { callsOf, isSessionTrace } from '../../model/job';
@@ -154,9 +156,9 @@ function victim(config: LoadedConfig): Promise<WorkflowHandle> {
 }
 
 /** The folder of a job's sandboxed server on a node. */
-function sandboxFolder(config: LoadedConfig, node: Oz0Node, server: string, jobId: string): string {
+function sandboxFolder(config: LoadedConfig, node: Oz0Node, server: string, owner: JobRef): string {
   const root = path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', node.identity.queue.replace(/\//g, '_'));
-  return path.join(root, `sandbox:${server}@${jobId}`.replace(/[^A-Za-z0-9_.-]/g, '_'));
+  return path.join(root, sandboxFolderName(owner, server));
 }
 
 /** Tries to connect to 127.0.0.1:port from the node's side until stopped; resolves whether it ever got through. */
@@ -200,7 +202,7 @@ async function escapeFrom(server: 'box' | 'plug', config: LoadedConfig, node: Oz
   const target = await victim(config);
   await eventually(async () => ((await target.query<JobTrace>('trace')).status === 'running' ? true : undefined));
   // Its sandbox is there to be looked for (another job's folder, I2).
-  const otherFolder = sandboxFolder(config, node, 'vic', target.workflowId);
+  const otherFolder = sandboxFolder(config, node, 'vic', { tenant: 'beta', jobId: target.workflowId });
   await eventually(() => (fs.existsSync(otherFolder) ? true : undefined), 30_000, "the other job's sandbox");
   fs.writeFileSync(path.join(otherFolder, 'private.txt'), "the other job's own");
   const stateFile = path.join(path.resolve(config.baseDir, config.node.stateDir), 'node-secret.txt');
@@ -455,7 +457,9 @@ test('I6: a node that cannot isolate refuses to start a sandboxed server, naming
   // A pool on such a node refuses the sandboxed server with those words; nothing starts.
   const broken = new Isolation(config, logger, undefined, noBwrap());
   const pool = new ServerPool({ config, logger, isolation: broken, sandboxRoot: tmpDir() });
-  await expect(pool.acquire('box', 'job-1')).rejects.toThrow(/box.*cannot start: bubblewrap is not installed/);
+  await expect(pool.acquire('box', { tenant: 'acme', jobId: 'job-1' })).rejects.toThrow(
+    /box.*cannot start: bubblewrap is not installed/,
+  );
   await pool.close();
   // I8: a node that can isolate says how at start, in one line: which bwrap, its version and where it came from.
   const lines = new Isolation(config, logger).startupLines();
@@ -514,10 +518,12 @@ test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, ins
   // At run time the sandbox is refused with the same words; nothing ran, so the key store is as it was.
   const pool = new ServerPool({ config, logger, sandboxRoot: tmpDir() });
   try {
-    await expect(pool.acquire('box', uniqueId('job'))).rejects.toThrow(clash('servers.box.env.PROBE_LOG'));
+    await expect(pool.acquire('box', { tenant: 'acme', jobId: uniqueId('job') })).rejects.toThrow(
+      clash('servers.box.env.PROBE_LOG'),
+    );
     expect(fs.readFileSync(keys, 'utf8')).toBe('');
     // The control: the same server with a file of its own in its write grant starts, and writes it from inside.
-    const lease = await pool.acquire('mine', uniqueId('job'));
+    const lease = await pool.acquire('mine', { tenant: 'acme', jobId: uniqueId('job') });
     lease.release();
     expect(fs.readFileSync(own, 'utf8')).toContain('"event":"process start"');
   } finally {
