@@ -13,6 +13,8 @@ export interface GroupSpec {
   cwd: string;
   /** The whole environment the process gets: nothing is inherited beyond it. */
   env: Record<string, string>;
+  /** The node's descriptors the process gets at 3, 4, … (a sandbox's bwrap: what it binds, ../sandbox/grants.ts). */
+  fds?: number[];
 }
 
 /** Resolves a bare command through PATH (the node's, not the child's: a sandbox may have none). */
@@ -38,7 +40,7 @@ export function spawnGroup(spec: GroupSpec): Promise<ChildProcess> {
     const child = spawn(resolveCommand(spec.command), spec.args, {
       cwd: spec.cwd,
       env: spec.env,
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe', ...(spec.fds ?? [])],
       // Its own process group: the node stops the whole tree with one signal to -pid.
       detached: true,
     });

@@ -23,8 +23,10 @@ import type { BwrapFound, FoundBwrap } from './bwrap';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
 import { SandboxNetwork, parseGrant } from './network';
-import { bwrapArgs, within } from './plan';
-import type { PathKind, SandboxPlan } from './plan';
+import { bwrapArgs, resolvePath, within } from './plan';
+import type { PathKind, ResolvedPath, SandboxPlan } from './plan';
+import { ChangedWhileStarting, PinnedPaths, isIn, wayProblem } from './grants';
+import type { Place, WritableGrant } from './grants';
 import { programPaths } from './program';
 import { UNKNOWN } from '../observe/metrics';
 import type { NodeMetrics } from '../observe/metrics';
@@ -179,13 +181,12 @@ export class Isolation {
     const absolute = (p: string) => path.resolve(this.config.baseDir, p);
     const read = req.grants.read.map(absolute);
     const write = req.grants.write.map(absolute);
-    const problem = [...this.grantProblems(req.field, req.grants), ...this.envProblems(req.field)][0];
-    if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
     const program = programPaths(command, req.args);
-    const exposed = program.find((p) => hidden.some((h) => within(p, h)));
-    if (exposed) {
-      throw new IsolationRefused(`${req.who} cannot start: its program ${exposed} is inside what no sandbox may see`);
-    }
+    // I2: resolved once, here: what is checked is what the plan binds (through descriptors opened after the check).
+    const checked = this.checkGrants(req.field, req.grants, program);
+    const problem = [...checked.problems, ...this.envProblems(req.field)][0];
+    if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
+    checked.resolved.set(req.cwd, resolvePath(req.cwd, probePath));
     if (this.dropTo) fs.chownSync(req.cwd, this.dropTo.uid, this.dropTo.gid);
     const grants = req.grants.network === 'host' ? [] : req.grants.network;
     const network =
@@ -199,6 +200,7 @@ export class Isolation {
           })
         : undefined;
     let limits: LimitsHandle | undefined;
+    const pins = new PinnedPaths();
     try {
       limits = this.limits!.create(`sandbox-${randomBytes(6).toString('hex')}`, req.grants);
       const plan: SandboxPlan = {
@@ -207,6 +209,7 @@ export class Isolation {
         cwd: req.cwd,
         read: [...program, ...read],
         write,
+        resolved: checked.resolved,
         hidden,
         network: req.grants.network === 'host' ? 'host' : 'none',
         dropTo: this.dropTo && { ...this.dropTo, setpriv: resolveCommand('setpriv') },
@@ -215,18 +218,23 @@ export class Isolation {
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
       };
       if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
-      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath)];
+      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath, (real) => pins.pin(real))];
       const child = await spawnGroup({
         command: argv[0],
         args: argv.slice(1),
         cwd: req.cwd,
         env: { ...req.env, ...network?.env },
+        fds: pins.fds,
       });
       return this.watch(child, limits, network, req);
     } catch (err) {
       await limits?.dispose();
       await network?.close();
+      if (err instanceof ChangedWhileStarting) throw new IsolationRefused(`${req.who} cannot start: ${err.message}`);
       throw err;
+    } finally {
+      // bwrap holds them now (and closes each once it is mounted): the node's copies go.
+      pins.close();
     }
   }
 
@@ -286,7 +294,7 @@ export class Isolation {
   private secretPlaces(): SecretPlace[] {
     const { config } = this;
     const out: SecretPlace[] = [
-      { path: path.resolve(config.baseDir, config.node.stateDir), what: "in the node's state folder (node.stateDir)" },
+      { path: path.resolve(config.baseDir, config.node.stateDir), what: "the node's state folder (node.stateDir)" },
     ];
     if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
       out.push({ path: config.source, what: "the node's config file" });
@@ -304,6 +312,29 @@ export class Isolation {
       }
     }
     return out;
+  }
+
+  /** I2: what no sandbox may see, where it really is: every file of a key store, there yet or not. */
+  private places(): Place[] {
+    return this.secretPlaces().flatMap((place) =>
+      (place.files ?? [place.path]).map((p) => ({ path: realPath(p), what: place.what })),
+    );
+  }
+
+  /** Every folder a sandbox of this config may write, where it really is: a link inside one is a tenant's. */
+  private writableGrants(): WritableGrant[] {
+    const blocks = [
+      ...Object.entries(this.config.servers).flatMap(([name, s]) =>
+        'command' in s && s.sandbox ? [[`servers.${name}.sandbox`, s.sandbox] as const] : [],
+      ),
+      ...Object.entries(this.config.harnesses).map(([name, h]) => [`harnesses.${name}.sandbox`, h.sandbox] as const),
+    ];
+    return blocks.flatMap(([field, grants]) =>
+      grants.write.map((w, i) => ({
+        field: `${field}.write[${i}]`,
+        path: realPath(path.resolve(this.config.baseDir, w)),
+      })),
+    );
   }
 
   /** I2: the paths to hide from a sandbox now: the state folder, the config file, each key store file there is. */
@@ -329,7 +360,7 @@ export class Isolation {
       const place = places.find((p) => (p.files ? p.files.includes(file) : within(file, p.path)));
       if (!place) continue;
       problems.push(
-        `${group}.${name}.env.${key}: ${file} is ${place.what}, which no sandbox may see, whatever its grants say (I2): give it a file of its own`,
+        `${group}.${name}.env.${key}: ${file} ${isIn(file, { ...place, path: place.files ? file : place.path })}, which no sandbox may see, whatever its grants say (I2): give it a file of its own`,
       );
     }
     return problems;
@@ -337,20 +368,40 @@ export class Isolation {
 
   /** What is wrong with a sandbox's grants, each naming its field; empty when nothing is (I2, I3). */
   grantProblems(field: string, grants: SandboxConfig): string[] {
+    return this.checkGrants(field, grants).problems;
+  }
+
+  /**
+   * I2, I3: the grants (and the program's paths) resolved as the kernel would, each checked where it leads
+   * (./grants.ts), and the network grants; with the resolutions, which a sandbox's plan then binds as they are.
+   */
+  private checkGrants(
+    field: string,
+    grants: SandboxConfig,
+    program: string[] = [],
+  ): { problems: string[]; resolved: Map<string, ResolvedPath> } {
     const problems: string[] = [];
-    const hidden = this.hiddenPaths();
-    for (const kind of ['read', 'write'] as const) {
+    const resolved = new Map<string, ResolvedPath>();
+    const places = this.places();
+    const writable = this.writableGrants();
+    const check = (label: string, p: string, mode: 'ro' | 'rw') => {
+      const way = resolvePath(p, probePath);
+      resolved.set(p, way);
+      const problem = wayProblem(label, mode, way, places, writable);
+      if (problem) problems.push(problem);
+    };
+    for (const p of program) check(`its program ${p}`, p, 'ro');
+    for (const [kind, mode] of [
+      ['read', 'ro'],
+      ['write', 'rw'],
+    ] as const) {
       for (const [i, granted] of grants[kind].entries()) {
         const p = path.resolve(this.config.baseDir, granted);
         if (!fs.existsSync(p)) problems.push(`${field}.${kind}[${i}]: ${p} does not exist`);
-        else if (hidden.some((h) => within(p, h))) {
-          problems.push(
-            `${field}.${kind}[${i}]: ${p} is the node's config, state folder or a key store, which no sandbox may see`,
-          );
-        }
+        else check(`${field}.${kind}[${i}]: ${p}`, p, mode);
       }
     }
-    if (grants.network === 'host') return problems;
+    if (grants.network === 'host') return { problems, resolved };
     const temporal = parseGrant(this.config.temporal.address);
     for (const [i, grant] of grants.network.entries()) {
       const g = parseGrant(grant);
@@ -360,7 +411,7 @@ export class Isolation {
         );
       }
     }
-    return problems;
+    return { problems, resolved };
   }
 }
 

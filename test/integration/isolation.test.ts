@@ -82,6 +82,7 @@ interface Report {
     cwd: string;
     siblings: string[];
     interfaces: string[];
+    dirFds: string[];
   };
 }
 
@@ -314,6 +315,8 @@ test('I1-I3, I5: a hostile sandboxed server reaches nothing its config does not 
   expect(facts.processes).toBeLessThanOrEqual(3);
   expect(facts.hostname).toBe('oz0-sandbox');
   expect(facts.interfaces).toEqual(['lo']);
+  // I2: the descriptors its grants were bound through stayed with bwrap.
+  expect(facts.dirFds).toEqual([]);
   // Another job's folder is not even listed beside its own.
   expect(facts.siblings).toEqual([path.basename(facts.cwd)]);
   // I5: only its config's environment (and, with a grant outside the node, the proxy's address).
@@ -481,15 +484,16 @@ test('I6: a node that cannot isolate refuses to start a sandboxed server, naming
   } as LoadedConfig;
   expect(new Isolation(greedy, logger).startupLines()).toContainEqual({
     level: 'error',
-    text: `server "box" cannot start: servers.box.sandbox.read[2]: ${stateDir} is the node's config, state folder or a key store, which no sandbox may see`,
+    text: `server "box" cannot start: servers.box.sandbox.read[2]: ${stateDir} is the node's state folder (node.stateDir), which no sandbox may see`,
   });
   const none = new Isolation({ ...config, node: { ...config.node, isolation: 'none' } }, logger).startupLines();
   expect(none[0]).toMatchObject({ level: 'warn', text: expect.stringContaining('unisolated') });
 });
 
-test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, inside its write grant, is named at start with both fields and refused, not left to EACCES; a file of its own there starts (the control)', async () => {
+test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, beside its write grant, is named at start with both fields and refused, not left to EACCES; a file of its own in its grant starts (the control)', async () => {
+  // The key store beside the grant, not in it: a write grant that holds one is refused by itself (grants.test.ts).
   const shared = writableDir('oz0-clash-');
-  const keys = path.join(shared, 'keys.db');
+  const keys = path.join(writableDir('oz0-keys-'), 'keys.db');
   const own = path.join(shared, 'own.log');
   fs.writeFileSync(keys, '');
   fs.chmodSync(keys, 0o666);
@@ -501,7 +505,7 @@ test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, ins
   });
   const config = testConfig(temporal.server.address, {
     servers: {
-      // A plugin keeps its keys in the shared folder (its env names the file: the node hides it from every sandbox).
+      // A plugin keeps its keys beside the shared folder (its env names the file: the node hides it from every sandbox).
       keys: { command: 'node', args: [fixture('probe-server.js')], env: { KEYS_DB: keys } },
       box: probe({ PROBE_LOG: keys }),
       mine: probe({ PROBE_LOG: own }),
