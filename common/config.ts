@@ -34,6 +34,25 @@ const HostPortSchema = z
   }, 'a port is 1 to 65535');
 
 /**
+ * I3: a network grant: `host:port`, or `{ "to": "host:port", "private": true }` — a name that may resolve to a private
+ * address (RFC 1918, 100.64.0.0/10, fc00::/7), e.g. a database on the node's private network. Without it, a granted
+ * name that resolves to one is refused; a grant by address (`10.0.0.7:5432`) is always connected to as written.
+ */
+const NetworkGrantSchema = z.union(
+  [
+    HostPortSchema,
+    z.strictObject({
+      to: HostPortSchema,
+      /** The name may resolve to a private address; never to loopback, link-local, or an address of the node's own. */
+      private: z.boolean().default(false),
+    }),
+  ],
+  { error: 'a network grant is "host:port", or { "to": "host:port", "private": true }' },
+);
+
+export type NetworkGrant = z.infer<typeof NetworkGrantSchema>;
+
+/**
  * I1-I5: what a sandboxed server or a harness may reach beyond its own folder and a private /tmp, and its limits.
  * Paths are the config folder's when relative.
  */
@@ -44,7 +63,7 @@ export const SandboxSchema = z.strictObject({
   write: z.array(z.string().min(1)).default([]),
   /** I3: no network (the default), exactly these `host:port` destinations, or `"host"`: the node's own network. */
   network: z
-    .union([z.literal('host'), z.array(HostPortSchema)], {
+    .union([z.literal('host'), z.array(NetworkGrantSchema)], {
       error: 'sandbox.network is a list of "host:port" grants, or "host" for the node\'s own network',
     })
     .default([]),
@@ -214,6 +233,21 @@ export const ConfigSchema = z.strictObject({
        * `bwrap` on PATH, then oz0's pinned copy in `.tools/bubblewrap`, installing it when missing.
        */
       bwrap: z.string().min(1).optional(),
+      /**
+       * I3: the DNS servers (`address` or `address:port`) a sandbox's granted names are asked of; unset, the node's own
+       * resolver (getaddrinfo: /etc/hosts, then its DNS). Whichever answers, an inward answer is refused.
+       */
+      dnsServers: z
+        .array(
+          z
+            .string()
+            .regex(
+              /^(?:\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?|\[[0-9A-Fa-f:.]+\](?::\d{1,5})?|[0-9A-Fa-f:]+)$/,
+              'a DNS server is an address, with :port if not 53',
+            ),
+        )
+        .min(1)
+        .optional(),
       /** I1: the unprivileged user and group a sandbox runs as when the node runs as root. */
       sandboxUid: z.number().int().min(1).max(4_294_967_294).default(65534),
       sandboxGid: z.number().int().min(1).max(4_294_967_294).default(65534),

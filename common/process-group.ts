@@ -59,6 +59,8 @@ export interface Started {
   isolated: boolean;
   /** The limit a sandbox went past and was stopped for (I4), in words. */
   stoppedFor(): string | undefined;
+  /** I3: what a sandbox's network refused since `since` (ms), in words (a plain process has no such network). */
+  refusedSince?(since: number): string[];
   /** Stops the whole group (stdin closed, SIGTERM, SIGKILL after the grace) and removes what it left. */
   stop(graceMs: number, stdinGraceMs?: number): Promise<void>;
 }

@@ -358,7 +358,9 @@ class Attempt {
       });
     if (ending.forgetTask) this.state.task = undefined;
     if (ending.unsent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
-    const line = lineOf(this.n, ending, this.notes, this.progress);
+    // I3: a destination its sandbox's network refused while it ran is said too (the server may only see a 502).
+    const refused = connection?.refusedSince(this.startedAt) ?? [];
+    const line = lineOf(this.n, ending, [...this.notes, ...refused], this.progress);
     this.state.attempts = [...this.state.attempts, line];
     if ('answer' in ending) return outputOf(ending.answer, this.state, this.deps.node.id);
     if ('cancelled' in ending) throw new CancelledFailure(ending.note, [this.state]);

@@ -22,7 +22,7 @@ import { bwrapVersion, findBwrap } from './bwrap';
 import type { BwrapFound, FoundBwrap } from './bwrap';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
-import { SandboxNetwork, parseGrant } from './network';
+import { SandboxNetwork, grantOf, parseGrant } from './network';
 import { bwrapArgs, resolvePath, within } from './plan';
 import type { PathKind, ResolvedPath, SandboxPlan } from './plan';
 import { ChangedWhileStarting, PinnedPaths, isIn, wayProblem } from './grants';
@@ -193,6 +193,7 @@ export class Isolation {
       req.grants.network !== 'host' && (grants.length > 0 || req.gateway)
         ? await SandboxNetwork.open({
             grants,
+            dnsServers: this.config.node.dnsServers,
             gateway: req.gateway,
             owner: this.dropTo,
             logger: this.logger,
@@ -279,6 +280,7 @@ export class Isolation {
       child,
       isolated: true,
       stoppedFor: () => breach,
+      refusedSince: (since) => network?.refusedSince(since) ?? [],
       stop: async (graceMs, stdinGraceMs) => {
         await stopGroup(child, graceMs, stdinGraceMs, true);
         await cleanup();
@@ -404,10 +406,10 @@ export class Isolation {
     if (grants.network === 'host') return { problems, resolved };
     const temporal = parseGrant(this.config.temporal.address);
     for (const [i, grant] of grants.network.entries()) {
-      const g = parseGrant(grant);
+      const g = grantOf(grant);
       if (g.port === temporal.port && (g.host === temporal.host || sameLoopback(g.host, temporal.host))) {
         problems.push(
-          `${field}.network[${i}]: ${grant} is the Temporal frontend, which would let it act for every tenant`,
+          `${field}.network[${i}]: ${g.host}:${g.port} is the Temporal frontend, which would let it act for every tenant`,
         );
       }
     }
