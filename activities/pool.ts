@@ -25,6 +25,7 @@ import { besideConfig, launchProblem } from './launch';
 import { Isolation } from './sandbox';
 import { makeFreshFolder, sandboxFolderName } from './sandbox/folders';
 import type { JobRef } from './sandbox/folders';
+import type { JobHolder } from './ended-jobs';
 
 export type { ServerKind, JobRef };
 export { ServerConnection };
@@ -45,7 +46,7 @@ export interface Lease {
   release(): void;
 }
 
-export class ServerPool {
+export class ServerPool implements JobHolder {
   private readonly connections = new Map<string, Promise<ServerConnection>>();
   /** Pool id → the job that owns it, for sandboxed servers. */
   private readonly owners = new Map<string, JobRef>();
@@ -223,6 +224,12 @@ export class ServerPool {
     const ids = this.sandboxesOf(owner);
     await Promise.all(ids.map((id) => this.stop(id)));
     return ids.length;
+  }
+
+  /** I9: a job that ended in any way (./ended-jobs.ts): its sandboxed servers on this node are stopped. */
+  release(owner: JobRef, why: string): Promise<number> {
+    this.opts.logger.info({ jobId: owner.jobId, why }, 'stopping the sandboxed servers of a job that ended');
+    return this.releaseJob(owner);
   }
 
   /** Stops the sandboxed server of one job. */

@@ -256,6 +256,11 @@ export const ConfigSchema = z.strictObject({
        * that resets its timeout on progress keeps waiting; well under the MCP TypeScript SDK's 60 s default.
        */
       waitingNoticeMs: z.number().int().min(100).max(600_000).default(10_000),
+      /**
+       * I9: how often the node asks Temporal whether the jobs of its sandboxed servers and harnesses still run; one that
+       * ended in any way (terminated, timed out too) has them stopped within this and the stop's grace.
+       */
+      sandboxCheckSeconds: z.number().min(1).max(60).default(10),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
       sandboxIdleSeconds: z
         .number()

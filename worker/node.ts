@@ -38,6 +38,7 @@ import {
 import { CancelRoute } from '../activities/heartbeats';
 import { findCancelWay } from './cancel-way';
 import { completionsSent } from '../activities/call/durable';
+import { EndedJobs, RunningHarnesses } from '../activities/ended-jobs';
 
 let runtimeInstalled = false;
 /** The runtime's worker heartbeats: see installRuntime. */
@@ -165,6 +166,14 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     metrics,
   });
   const stateRoot = path.resolve(config.baseDir, config.node.stateDir);
+  // I9: the node stops what it holds of a job that ended in any way, whether or not the job could say so.
+  const harnesses = new RunningHarnesses();
+  const endedJobs = new EndedJobs(
+    client,
+    [pool, harnesses],
+    logger.child({ node: name }),
+    config.node.sandboxCheckSeconds * 1000,
+  );
   const activities = createActivities({
     config,
     pool,
@@ -179,6 +188,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     harness: {
       gateway,
       isolation,
+      harnesses,
       killGraceMs: config.node.killGraceSeconds * 1000,
       sessionRoot: path.join(stateRoot, 'sessions', identity.queue.replace(/\//g, '_')),
     },
@@ -250,6 +260,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       route,
       logger: logger.child({ node: name }),
     });
+    endedJobs.start();
     try {
       // When one worker ends, for whatever reason, the others go down with it.
       const results = await Promise.allSettled(workers.map((w) => w.run().finally(shutdown)));
@@ -258,6 +269,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     } finally {
       // A live call's answer completed from here (activities/call/durable.ts) reaches Temporal before the connection closes.
       await completionsSent();
+      await endedJobs.close();
       await gateway.close();
       gate.close();
       await pool.close();

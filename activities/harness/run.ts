@@ -16,6 +16,7 @@ import type { HarnessInput, HarnessOutcome } from '../../model/activities';
 import type { ToolResult } from '../../model/job';
 import type { Started } from '../../common/process-group';
 import type { Isolation } from '../sandbox';
+import type { RunningHarnesses } from '../ended-jobs';
 import { makeFreshFolder, sessionFolderName } from '../sandbox/folders';
 import { envSecrets, resolveEnvRefs } from '../../mcp';
 import { traceEnv } from '../observe/gateway';
@@ -37,6 +38,8 @@ export interface HarnessDeps {
   sessionRoot: string;
   /** How the harness is isolated (I1-I6). */
   isolation: Isolation;
+  /** I9: the harnesses running on this node, which the node stops when their job ended (../ended-jobs.ts). */
+  harnesses: RunningHarnesses;
 }
 
 /** The last stdout line is the result; a longer one is cut here (it would not fit the job's history anyway). */
@@ -102,12 +105,14 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
   if (!started.isolated) log.warn('the harness runs unisolated (node.isolation: "none")');
   const output = readOutput(child);
   const stderr = new StderrTail(child.stderr, secrets, (line) => log.info({ stderr: line }, 'harness stderr'));
-  const ended = await endOf(child, ctx, harness, deps, started);
+  const ended = await endOf(child, ctx, harness, deps, started, input);
   await started.stop(deps.killGraceMs);
   await entry.close();
   fs.rmSync(cwd, { recursive: true, force: true });
   log.info({ ended: ended.why }, 'harness ended');
-  if (ended.cause === 'cancelled') throw new CancelledFailure(`the harness was stopped: ${ended.why}`);
+  if (ended.cause === 'cancelled' || ended.cause === 'ended') {
+    throw new CancelledFailure(`the harness was stopped: ${ended.why}`);
+  }
   if (ended.cause === 'shutdown') {
     // Like a lost node: the session runs again elsewhere (the workflow decides whether it may).
     throw ApplicationFailure.create({
@@ -122,7 +127,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
 
 type End =
   | { cause: 'exit'; code: number | null; why: string }
-  | { cause: 'timeout' | 'cancelled' | 'shutdown'; why: string };
+  | { cause: 'timeout' | 'cancelled' | 'shutdown' | 'ended'; why: string };
 
 /** Heartbeats (the session's lease) until the harness exits, runs past its time limit, or Temporal stops it. */
 async function endOf(
@@ -131,11 +136,17 @@ async function endOf(
   harness: HarnessConfig,
   deps: HarnessDeps,
   started: Started,
+  input: HarnessInput,
 ): Promise<End> {
   const timers: NodeJS.Timeout[] = [];
   let pulse: Pulse | undefined;
+  let unlist: (() => void) | undefined;
   try {
     return await new Promise<End>((resolve) => {
+      // I9: a job terminated or timed out runs no code to stop it: the node finds out and stops it.
+      unlist = deps.harnesses.add({ tenant: input.tenant, jobId: input.jobId }, (why) =>
+        resolve({ cause: 'ended', why }),
+      );
       const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
         const { why, killedBy, limit } = endedWhy({ code, signal }, started);
         resolve({ cause: 'exit', code: killedBy || limit ? null : code, why });
@@ -163,6 +174,7 @@ async function endOf(
   } finally {
     for (const t of timers) clearInterval(t);
     pulse?.stop();
+    unlist?.();
   }
 }
 
