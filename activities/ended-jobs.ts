@@ -71,13 +71,17 @@ export class EndedJobs {
 
   private async round(): Promise<void> {
     const owners = new Map<string, JobRef>();
-    for (const holder of this.holders) for (const o of holder.jobs()) owners.set(JSON.stringify([o.tenant, o.jobId]), o);
+    for (const holder of this.holders)
+      for (const o of holder.jobs()) owners.set(JSON.stringify([o.tenant, o.jobId]), o);
     const queue = [...owners.values()];
     const next = async (): Promise<void> => {
       for (let owner = queue.shift(); owner; owner = queue.shift()) {
         const why = await this.endedWhy(owner);
         if (!why) continue;
-        this.logger.info({ jobId: owner.jobId, tenant: owner.tenant, why }, 'stopping the sandboxes of a job that ended');
+        this.logger.info(
+          { jobId: owner.jobId, tenant: owner.tenant, why },
+          'stopping the sandboxes of a job that ended',
+        );
         await Promise.all(this.holders.map((h) => h.release(owner, why)));
       }
     };

@@ -224,6 +224,23 @@ export const ConfigSchema = z.strictObject({
        */
       gatewayCallsPerJob: z.number().int().min(1).max(1000).default(8),
       /**
+       * I10: what one harness may hold at the gateway, so that it cannot exhaust the node. Connections of a sandboxed
+       * harness at once (its own socket); connections to the gateway's TCP port at once, all of them (an unisolated
+       * harness's); a request's body; its 2025-11-25 sessions (each `initialize` makes one); its requests in flight;
+       * and how long a request may take to arrive, headers and body (a response may take as long as its call).
+       */
+      gatewayConnectionsPerHarness: z.number().int().min(2).max(10_000).default(64),
+      gatewayMaxConnections: z.number().int().min(2).max(100_000).default(1024),
+      gatewayMaxBodyBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(64 * 1024 * 1024)
+        .default(2 * 1024 * 1024),
+      gatewayLegacySessions: z.number().int().min(1).max(1000).default(16),
+      gatewayRequestsPerToken: z.number().int().min(1).max(10_000).default(64),
+      gatewayRequestSeconds: z.number().min(1).max(600).default(30),
+      /**
        * I6: `bwrap` isolates every sandboxed server and harness with bubblewrap, and refuses to start one where it
        * cannot; `none` runs them as plain processes (one tenant only: the node warns at start, the trace says so).
        */

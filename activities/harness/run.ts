@@ -93,7 +93,11 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
         ...traceEnv(),
       },
       grants: harness.sandbox,
-      gateway: { port: deps.gateway.port, accept: (socket) => deps.gateway.accept(socket) },
+      gateway: {
+        port: deps.gateway.port,
+        accept: (socket) => deps.gateway.accept(socket),
+        maxConnections: deps.config.node.gatewayConnectionsPerHarness,
+      },
     });
   } catch (err) {
     await entry.close();

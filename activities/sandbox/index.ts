@@ -45,7 +45,7 @@ export interface SandboxRequest {
   env: Record<string, string>;
   grants: SandboxConfig;
   /** A harness's gateway, reached at the same 127.0.0.1 port inside as outside (H3). */
-  gateway?: { port: number; accept(socket: net.Socket): void };
+  gateway?: { port: number; accept(socket: net.Socket): void; maxConnections?: number };
 }
 
 /** What a node can do about isolation, said at start and by `oz0 plugin test` (I6). */

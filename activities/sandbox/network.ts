@@ -42,8 +42,8 @@ export interface NetworkRequest {
   grants: NetworkGrant[];
   /** `node.dnsServers`: where granted names are asked; the node's own resolver when unset. */
   dnsServers?: string[];
-  /** A harness's gateway: the port it has on 127.0.0.1 and how it takes a connection. */
-  gateway?: { port: number; accept(socket: net.Socket): void };
+  /** A harness's gateway: the port it has on 127.0.0.1, how it takes a connection, and how many at once (I10). */
+  gateway?: { port: number; accept(socket: net.Socket): void; maxConnections?: number };
   /** Owner of the sockets, so the sandbox's user may connect (the node's own uid when unset). */
   owner?: { uid: number; gid: number };
   logger: Logger;
@@ -129,8 +129,20 @@ export class SandboxNetwork {
     const grants = req.grants.map(grantOf);
     const taken = new Set<number>();
     if (req.gateway) {
-      const { accept } = req.gateway;
-      await this.listen('gateway.sock', req.gateway.port, (socket) => accept(socket));
+      const { accept, maxConnections = MAX_CONNECTIONS } = req.gateway;
+      const held = new Set<net.Socket>();
+      await this.listen('gateway.sock', req.gateway.port, (socket) => {
+        // I10: the harness's connections to its gateway at once; past them, 503 and closed.
+        if (held.size >= maxConnections) {
+          socket.end(
+            `HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+          );
+          return;
+        }
+        held.add(socket);
+        socket.once('close', () => held.delete(socket));
+        accept(socket);
+      });
       taken.add(req.gateway.port);
     }
     for (const grant of grants.filter((g) => isLoopbackHost(g.host))) {
