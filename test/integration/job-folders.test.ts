@@ -29,6 +29,11 @@ function nodeRoot(config: LoadedConfig, queue: string, kind: 'sandboxes' | 'sess
   return path.resolve(config.baseDir, config.node.stateDir, kind, queue.replace(/\//g, '_'));
 }
 
+/** A node's folders of jobs (not the claim that says whose it is). */
+function jobFolders(dir: string): string[] {
+  return fs.readdirSync(dir).filter((name) => !name.startsWith('.'));
+}
+
 function start(config: LoadedConfig, workflowId: string, spec: JobSpec) {
   return temporal.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId, args: [spec] });
 }
@@ -98,7 +103,7 @@ test('I2: tenant beta’s job `a_1` does not see what tenant acme’s job `a/1` 
       await start(config, 'a_1', { tenant: 'beta', steps: [{ call: 'box.folder', args: { write: 'beta.txt' } }] })
     ).result();
     // On the node's side, while acme's job still runs: its folder is there, and beta's went with beta's job.
-    const folders = fs.readdirSync(nodeRoot(config, node.identity.queue, 'sandboxes'));
+    const folders = jobFolders(nodeRoot(config, node.identity.queue, 'sandboxes'));
     fs.writeFileSync(flag, '');
     return { acme: (await acmeJob.result()) as JobTrace, beta: betaTrace, folders };
   });
@@ -130,9 +135,9 @@ test('I2: two harness sessions of jobs `b/1` (acme) and `b_1` (beta) at once eac
     const root = nodeRoot(config, node.identity.queue, 'sessions');
     // Both harnesses have written their file before either lists its folder.
     const written = () =>
-      fs.existsSync(root) ? fs.readdirSync(root).flatMap((d) => fs.readdirSync(path.join(root, d))) : [];
+      fs.existsSync(root) ? jobFolders(root).flatMap((d) => fs.readdirSync(path.join(root, d))) : [];
     await eventually(() => (written().length === 2 ? true : undefined), 60_000, 'both sessions’ files');
-    const folders = fs.readdirSync(root).sort();
+    const folders = jobFolders(root).sort();
     fs.writeFileSync(flag, '');
     return { folders, results: (await Promise.all(jobs.map((j) => j.result()))) as JobTrace[] };
   });
