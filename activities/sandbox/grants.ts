@@ -5,7 +5,7 @@
  * grant is resolved, every component, when its sandbox starts; held against what no sandbox may see and against links
  * a sandbox could have made ({@link wayProblem}, pure); and bound by what was checked: the node opens the resolved path
  * (`O_PATH`), makes sure the descriptor is still what it checked, and bubblewrap binds that descriptor
- * (`--bind-fd`, `--ro-bind-fd`: 0.9+), comparing after the mount what it mounted with what it was given. A folder
+ * (`--bind-fd`, `--ro-bind-fd`: 0.10+, and backports such as Debian 12's; {@link byNameProblem} where it has none), comparing after the mount what it mounted with what it was given. A folder
  * swapped for a link after the check is not followed: the mount is of the folder the node opened, or none.
  */
 import fs from 'node:fs';
@@ -65,6 +65,17 @@ export function wayProblem(
     return `${label} holds ${held.what}: a sandbox that may write there could move it aside or plant a file where the node writes one, so no sandbox may write there`;
   }
   return undefined;
+}
+
+/**
+ * Where bwrap cannot bind a descriptor (no `--ro-bind-fd`: upstream before 0.10), a grant is bound by its name, and a
+ * folder on its way that a sandbox may write could be swapped for a link between the node's check and the mount: such
+ * a grant is refused (a write grant itself, whose way a sandbox cannot change, is not).
+ */
+export function byNameProblem(label: string, real: string, writable: readonly WritableGrant[]): string | undefined {
+  const holder = writable.find((w) => within(real, w.path) && real !== w.path);
+  if (!holder) return undefined;
+  return `${label} lies inside ${holder.field} (${holder.path}), which a sandbox may change, and this node's bubblewrap binds by name (no --ro-bind-fd): a folder there swapped for a link between the node's check and the mount would be followed; bubblewrap 0.10 or later (oz0's copy, or Debian 12's security update) binds what the node checked`;
 }
 
 /** `O_PATH` (Linux): a descriptor that names a file or folder without opening it for reading; not in fs.constants. */

@@ -18,14 +18,14 @@ import type { Logger } from '../../common/logger';
 import { projectRoot } from '../../common/paths';
 import { resolveCommand, spawnGroup, startGroup, stopGroup } from '../../common/process-group';
 import type { Started } from '../../common/process-group';
-import { bwrapVersion, findBwrap } from './bwrap';
+import { bwrapBindsFds, bwrapVersion, findBwrap } from './bwrap';
 import type { BwrapFound, FoundBwrap } from './bwrap';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
 import { SandboxNetwork, grantOf, parseGrant } from './network';
 import { bwrapArgs, resolvePath, within } from './plan';
 import type { PathKind, ResolvedPath, SandboxPlan } from './plan';
-import { ChangedWhileStarting, PinnedPaths, isIn, wayProblem } from './grants';
+import { ChangedWhileStarting, PinnedPaths, byNameProblem, isIn, wayProblem } from './grants';
 import type { Place, WritableGrant } from './grants';
 import { programPaths } from './program';
 import { UNKNOWN } from '../observe/metrics';
@@ -56,7 +56,7 @@ export interface IsolationStatus {
   /** How limits are held (`cgroup v1`, …) and what they cannot hold to. */
   limits?: { kind: string; gaps: string[] };
   /** I8: the bubblewrap it runs, where it came from, and the version it says it is. */
-  bwrap?: FoundBwrap & { version: string };
+  bwrap?: FoundBwrap & { version: string; bindsFds: boolean };
 }
 
 /** I8: which bubblewrap, in words: `bubblewrap 0.11.0 at /usr/bin/bwrap (on PATH)`. */
@@ -112,7 +112,11 @@ export class Isolation {
     return (this.status = {
       mode: 'bwrap',
       limits: { kind: this.limits.kind, gaps: this.limits.gaps },
-      bwrap: { ...bwrap, version: bwrapVersion(bwrap.path) ?? 'of unknown version' },
+      bwrap: {
+        ...bwrap,
+        version: bwrapVersion(bwrap.path) ?? 'of unknown version',
+        bindsFds: bwrapBindsFds(bwrap.path),
+      },
     });
   }
 
@@ -148,6 +152,12 @@ export class Isolation {
       const limits = status.limits!;
       lines.push({ level: 'info', text: `sandboxes: ${describeBwrap(status.bwrap!)}, limits by ${limits.kind}` });
       for (const gap of limits.gaps) lines.push({ level: 'warn', text: `sandbox limits: ${gap}` });
+      if (!status.bwrap!.bindsFds) {
+        lines.push({
+          level: 'warn',
+          text: `sandbox grants: ${describeBwrap(status.bwrap!)} binds by name (no --ro-bind-fd), so a grant inside a folder a sandbox may write is refused; bubblewrap 0.10 or later binds what the node checked`,
+        });
+      }
     }
     for (const [who, field, grants] of sandboxed) {
       if (grants.network === 'host') {
@@ -219,7 +229,9 @@ export class Isolation {
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
       };
       if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
-      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath, (real) => pins.pin(real))];
+      // I2: bound through the descriptors of what was checked, where this bwrap can (else by name: see byNameProblem).
+      const pin = status.bwrap!.bindsFds ? (real: string) => pins.pin(real) : undefined;
+      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath, pin)];
       const child = await spawnGroup({
         command: argv[0],
         args: argv.slice(1),
@@ -386,10 +398,13 @@ export class Isolation {
     const resolved = new Map<string, ResolvedPath>();
     const places = this.places();
     const writable = this.writableGrants();
+    const byName = this.status?.bwrap?.bindsFds === false;
     const check = (label: string, p: string, mode: 'ro' | 'rw') => {
       const way = resolvePath(p, probePath);
       resolved.set(p, way);
-      const problem = wayProblem(label, mode, way, places, writable);
+      const problem =
+        wayProblem(label, mode, way, places, writable) ??
+        (byName ? byNameProblem(label, way.real, writable) : undefined);
       if (problem) problems.push(problem);
     };
     for (const p of program) check(`its program ${p}`, p, 'ro');

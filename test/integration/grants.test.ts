@@ -12,7 +12,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { LoadedConfig } from '../../common/config';
+import type { LoadedConfig, SandboxConfig } from '../../common/config';
 import { contentText } from '../../common/text';
 import { Isolation } from '../../activities/sandbox';
 import { createNode } from '../../worker/node';
@@ -89,6 +89,18 @@ async function readThrough(config: LoadedConfig, inner: string) {
     notes: report.tries['read notes'].reached,
   };
   return { tries, said: contentText(call.result.content), notes: call.attempts.map((a) => a.note ?? '') };
+}
+
+/** The config with one more server, the reader's program granted to read `dir` besides the system's folders. */
+function withServerReading(config: LoadedConfig, name: string, dir: string): LoadedConfig {
+  const reader = config.servers.reader as LoadedConfig['servers'][string] & { sandbox: SandboxConfig };
+  return {
+    ...config,
+    servers: {
+      ...config.servers,
+      [name]: { ...reader, sandbox: { ...reader.sandbox, read: [...sandboxed().read, dir] } },
+    },
+  };
 }
 
 async function withNode<T>(config: LoadedConfig, fn: (node: Oz0Node) => Promise<T>): Promise<T> {
@@ -189,16 +201,7 @@ test('I2: a link the config’s author made outside every write grant is followe
   const { config, inner, shared } = setUp((s) => path.join(s, 'within'));
   // Inside the writer's grant, a link to another folder of the same grant: nothing the writer could not copy in.
   fs.symlinkSync(inner, path.join(shared, 'within'));
-  const both: LoadedConfig = {
-    ...config,
-    servers: {
-      ...config.servers,
-      author: {
-        ...config.servers.reader,
-        sandbox: { ...(config.servers.reader as { sandbox: object }).sandbox, read: [...sandboxed().read, authored] },
-      } as LoadedConfig['servers'][string],
-    },
-  };
+  const both = withServerReading(config, 'author', authored);
   const read = (server: string, dir: string) =>
     run(both, 'beta', { call: `${server}.escape`, args: { files: { notes: path.join(dir, 'notes.txt') } } });
   const traces = await withNode(both, async () => [
@@ -248,4 +251,34 @@ test('I2: a write grant that holds a plugin’s key store is refused, naming it:
   ]);
   expect(moved.status).toBe(0);
   expect(fs.readFileSync(path.join(`${sub}2`, 'keys.db'), 'utf8')).toBe('key store of the ledger');
+});
+
+test('I2: with a bubblewrap that cannot bind a descriptor (no --ro-bind-fd), a grant inside a folder a sandbox may write is refused at start, saying why; one outside every write grant starts, bound by name (the control)', async () => {
+  const { config, inner, shared } = setUp();
+  // The node's own bwrap, but its --help without the descriptor binds: as upstream bubblewrap before 0.10 says.
+  const real = new Isolation(config, logger).check().bwrap!.path;
+  const old = path.join(tmpDir('oz0-oldbwrap-'), 'bwrap');
+  fs.writeFileSync(
+    old,
+    `#!/bin/sh\nif [ "$1" = --help ]; then "${real}" --help 2>&1 | grep -v -- '-fd '; exit 0; fi\nexec "${real}" "$@"\n`,
+    { mode: 0o755 },
+  );
+  const outside = writableDir('oz0-outside-');
+  fs.writeFileSync(path.join(outside, 'notes.txt'), 'outside every write grant');
+  const named = withServerReading(config, 'plain', outside);
+  const oldConfig: LoadedConfig = { ...named, node: { ...named.node, bwrap: old } };
+  const lines = new Isolation(oldConfig, logger).startupLines();
+  expect(lines).toContainEqual({
+    level: 'warn',
+    text: expect.stringMatching(/^sandbox grants: bubblewrap .* binds by name \(no --ro-bind-fd\)/),
+  });
+  expect(lines).toContainEqual({
+    level: 'error',
+    text: `server "reader" cannot start: servers.reader.sandbox.read[2]: ${inner} lies inside servers.writer.sandbox.write[0] (${shared}), which a sandbox may change, and this node's bubblewrap binds by name (no --ro-bind-fd): a folder there swapped for a link between the node's check and the mount would be followed; bubblewrap 0.10 or later (oz0's copy, or Debian 12's security update) binds what the node checked`,
+  });
+  const trace = await withNode(oldConfig, () =>
+    run(oldConfig, 'beta', { call: 'plain.escape', args: { files: { notes: path.join(outside, 'notes.txt') } } }),
+  );
+  const tries = callsOf(trace)[0].result.structuredContent as { tries: Record<string, { reached: boolean }> };
+  expect(tries.tries['read notes'].reached).toBe(true);
 });

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ChangedWhileStarting, PinnedPaths, wayProblem } from '../../activities/sandbox/grants';
+import { ChangedWhileStarting, PinnedPaths, byNameProblem, wayProblem } from '../../activities/sandbox/grants';
 import type { Place, WritableGrant } from '../../activities/sandbox/grants';
 import type { ResolvedPath } from '../../activities/sandbox/plan';
 import { bwrapArgs } from '../../activities/sandbox/plan';
@@ -89,6 +89,17 @@ describe('I2: where a grant leads', () => {
   ])('%s', (_what, mode, resolved, problem) => {
     expect(wayProblem(label, mode, resolved, places, writable)).toBe(problem);
   });
+});
+
+test.each<[string, string, 'refused' | 'bound by name']>([
+  ['a grant inside a folder a sandbox may write', '/srv/shared/inner', 'refused'],
+  ['the write grant itself (its way is the node’s)', '/srv/shared', 'bound by name'],
+  ['a grant elsewhere', '/srv/data', 'bound by name'],
+])('I2: where bubblewrap binds by name, %s (%s) is %s', (_what, real, verdict) => {
+  const problem = byNameProblem(label, real, writable);
+  if (verdict === 'bound by name') expect(problem).toBeUndefined();
+  else
+    expect(problem).toMatch(/inside servers\..*\.sandbox\.write\[\d\] \(\/srv\/shared\), which a sandbox may change/);
 });
 
 describe('I2: bound by what was checked', () => {
