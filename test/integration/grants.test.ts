@@ -255,12 +255,19 @@ test('I2: a write grant that holds a plugin’s key store is refused, naming it:
 
 test('I2: with a bubblewrap that cannot bind a descriptor (no --ro-bind-fd), a grant inside a folder a sandbox may write is refused at start, saying why; one outside every write grant starts, bound by name (the control)', async () => {
   const { config, inner, shared } = setUp();
-  // The node's own bwrap, but its --help without the descriptor binds: as upstream bubblewrap before 0.10 says.
+  // The node's own bwrap, as upstream bubblewrap before 0.10 is: its --help without the descriptor binds, and either
+  // of them an unknown option (so the control starts only if the node bound by name).
   const real = new Isolation(config, logger).check().bwrap!.path;
   const old = path.join(tmpDir('oz0-oldbwrap-'), 'bwrap');
   fs.writeFileSync(
     old,
-    `#!/bin/sh\nif [ "$1" = --help ]; then "${real}" --help 2>&1 | grep -v -- '-fd '; exit 0; fi\nexec "${real}" "$@"\n`,
+    [
+      '#!/bin/sh',
+      `if [ "$1" = --help ]; then "${real}" --help 2>&1 | grep -v -- '-bind-fd '; exit 0; fi`,
+      'for a; do case "$a" in --bind-fd|--ro-bind-fd) echo "bwrap: Unknown option $a" >&2; exit 1;; esac; done',
+      `exec "${real}" "$@"`,
+      '',
+    ].join('\n'),
     { mode: 0o755 },
   );
   const outside = writableDir('oz0-outside-');

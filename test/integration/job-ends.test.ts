@@ -40,6 +40,18 @@ function sandboxOf(jobId: string): number[] {
   return hostProcesses(sandboxFolderName({ tenant: 'acme', jobId }, 'box')).map((p) => p.pid);
 }
 
+/** Starts a job of tenant acme on the config's queue, with a fresh id. */
+async function startJob(cfg: LoadedConfig, steps: JobSpec['steps'], timeout?: string) {
+  const jobId = uniqueId('ends');
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue: cfg.temporal.taskQueue,
+    workflowId: jobId,
+    args: [{ tenant: 'acme', steps } satisfies JobSpec],
+    ...(timeout ? { workflowExecutionTimeout: timeout } : {}),
+  });
+  return { jobId, handle };
+}
+
 /** Waits until `n` steps of the job are in its trace. */
 async function stepsDone(handle: WorkflowHandle, n: number): Promise<void> {
   await eventually(
@@ -70,13 +82,7 @@ test.each<[string, { spec?: JobSpec['steps']; timeout?: string; end: (h: Workflo
   const cfg = config();
   const node = await createNode({ config: cfg, logger });
   const elapsed = await node.runUntil(async () => {
-    const jobId = uniqueId('ends');
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: cfg.temporal.taskQueue,
-      workflowId: jobId,
-      args: [{ tenant: 'acme', steps: how.spec ?? waiting } satisfies JobSpec],
-      ...(how.timeout ? { workflowExecutionTimeout: how.timeout } : {}),
-    });
+    const { jobId, handle } = await startJob(cfg, how.spec ?? waiting, how.timeout);
     if (!how.spec) {
       await stepsDone(handle, 1);
       expect(sandboxOf(jobId).length).toBeGreaterThan(0);
@@ -92,12 +98,7 @@ test('I9: a job that continues as new keeps its sandbox (the same process) into 
   const cfg = config({ jobs: { continueAsNewAfterCalls: 1 } });
   const node = await createNode({ config: cfg, logger });
   const { before, after, elapsed } = await node.runUntil(async () => {
-    const jobId = uniqueId('ends');
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: cfg.temporal.taskQueue,
-      workflowId: jobId,
-      args: [{ tenant: 'acme', steps: [{ call: 'box.folder', args: {} }, ...waiting] } satisfies JobSpec],
-    });
+    const { jobId, handle } = await startJob(cfg, [{ call: 'box.folder', args: {} }, ...waiting]);
     await stepsDone(handle, 1);
     const before = sandboxOf(jobId);
     // The next run (continued as new after one call) made its call on the same sandbox and now waits.
@@ -118,17 +119,9 @@ test('I9: a terminated job’s harness is stopped within 30 s; it ran until then
   const cfg = config();
   const node = await createNode({ config: cfg, logger });
   const elapsed = await node.runUntil(async () => {
-    const jobId = uniqueId('ends');
-    const handle = await temporal.client.workflow.start('job', {
-      taskQueue: cfg.temporal.taskQueue,
-      workflowId: jobId,
-      args: [
-        {
-          tenant: 'acme',
-          steps: [{ session: { harness: 'probe', input: { steps: [{ sleep: 600_000 }] } } }],
-        } satisfies JobSpec,
-      ],
-    });
+    const { jobId, handle } = await startJob(cfg, [
+      { session: { harness: 'probe', input: { steps: [{ sleep: 600_000 }] } } },
+    ]);
     // Its bwrap's command line names the session's folder.
     const harness = () => hostProcesses(sessionFolderName({ tenant: 'acme', jobId }, 's1', 1));
     await eventually(() => (harness().length > 0 ? true : undefined), 60_000, 'the harness running');
