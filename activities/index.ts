@@ -89,7 +89,7 @@ export function createActivities(deps: ActivityDeps): Activities {
         const { server, fn } = splitTool(tool);
         if (!deps.pool.serverConfig(server)) continue;
         if (deps.pool.credentials.missing(server, tenant)) continue;
-        const lease = await deps.pool.acquire(server, jobId, tenant);
+        const lease = await deps.pool.acquire(server, { tenant, jobId });
         try {
           const remote = lease.connection.kind === 'remote';
           const listing = await lease.connection.listTools(remote);
@@ -160,8 +160,8 @@ export function createActivities(deps: ActivityDeps): Activities {
     },
 
     /** Stops a job's sandboxed servers on this node, with their process trees; run on the node's own queue. */
-    async stopSandboxes(jobId: string): Promise<number> {
-      return deps.pool.releaseJob(jobId);
+    async stopSandboxes(jobId: string, tenant: string): Promise<number> {
+      return deps.pool.releaseJob({ tenant, jobId });
     },
   };
 }

@@ -9,7 +9,6 @@
  * closed as an idle sandbox is.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
 import type { ClientCapabilities, Tool, Transport } from '@modelcontextprotocol/client';
 import { isRemote, perTenant, serverKind } from '../common/config';
@@ -31,8 +30,11 @@ import {
 import type { EraVerdicts, TenantCredential } from '../mcp';
 import { besideConfig, launchProblem } from './launch';
 import { Isolation } from './sandbox';
+import { makeFreshFolder, sandboxFolderName } from './sandbox/folders';
+import type { JobRef } from './sandbox/folders';
+import type { JobHolder } from './ended-jobs';
 
-export type { ServerKind };
+export type { ServerKind, JobRef };
 export { ServerConnection };
 
 export interface PoolOptions {
@@ -51,10 +53,12 @@ export interface Lease {
   release(): void;
 }
 
-export class ServerPool {
+export class ServerPool implements JobHolder {
   private readonly connections = new Map<string, Promise<ServerConnection>>();
   /** Pool id → the job that owns it, for sandboxed servers. */
-  private readonly owners = new Map<string, string>();
+  private readonly owners = new Map<string, JobRef>();
+  /** Pool id → its sandbox's folder, made fresh at its first start and kept while the pool holds it (I2). */
+  private readonly folders = new Map<string, string>();
   /** What each stdio server answered to the protocol probe: its next process (a restart, a sandbox) is not asked. */
   private readonly verdicts: EraVerdicts = new Map();
   private reaper?: NodeJS.Timeout;
@@ -83,16 +87,16 @@ export class ServerPool {
   }
 
   /**
-   * A connection to `server` for a call of `jobId` of `tenant`: the job's own when the server is sandboxed, the
-   * tenant's own when it takes tenants' credentials (a tenant without is refused: {@link TenantCredentials.missing}).
+   * A connection to `server` for a call of a job: the job's own when the server is sandboxed, the tenant's own when it
+   * takes tenants' credentials (a tenant without is refused: {@link TenantCredentials.missing}).
    */
-  async acquire(server: string, jobId: string, tenant?: string): Promise<Lease> {
+  async acquire(server: string, owner: JobRef): Promise<Lease> {
     const config = this.serverConfig(server);
     if (!config) throw new Error(`this node has no server named "${server}"`);
     const kind = this.kindOf(config);
-    const credential = this.credentialFor(server, config, tenant);
+    const credential = this.credentialFor(server, config, owner.tenant);
     const id =
-      kind === 'sandbox' ? sandboxId(server, jobId) : credential ? tenantId(server, credential.tenant) : server;
+      kind === 'sandbox' ? sandboxId(server, owner) : credential ? tenantId(server, credential.tenant) : server;
     let pending = this.connections.get(id);
     if (pending) {
       const existing = await pending.catch(() => undefined);
@@ -102,9 +106,9 @@ export class ServerPool {
       }
     }
     if (!pending) {
-      pending = this.open(id, server, kind, config, jobId, {}, credential);
+      pending = this.open(id, server, kind, config, owner, {}, credential);
       this.connections.set(id, pending);
-      if (kind === 'sandbox') this.owners.set(id, jobId);
+      if (kind === 'sandbox') this.owners.set(id, owner);
       pending.catch(() => {
         if (this.connections.get(id) === pending) this.connections.delete(id);
       });
@@ -122,14 +126,18 @@ export class ServerPool {
     const config = this.serverConfig(server);
     if (!config) throw new Error(`this node has no server named "${server}"`);
     const kind = this.kindOf(config);
-    const probe = `oz0-probe-${Object.keys(capabilities).join('-')}-${process.pid}-${Date.now().toString(36)}`;
+    const probe: JobRef = {
+      tenant: tenant ?? 'oz0',
+      jobId: `oz0-probe-${Object.keys(capabilities).join('-')}-${process.pid}-${Date.now().toString(36)}`,
+    };
     const credential = this.credentialFor(server, config, tenant);
-    const connection = await this.open(`probe:${server}`, server, kind, config, probe, capabilities, credential);
+    const id = `probe:${server}@${probe.jobId}`;
+    const connection = await this.open(id, server, kind, config, probe, capabilities, credential);
     try {
       return await connection.listTools(true);
     } finally {
       await connection.close();
-      if (kind === 'sandbox') fs.rmSync(this.sandboxDir(sandboxId(server, probe)), { recursive: true, force: true });
+      this.removeFolder(id);
     }
   }
 
@@ -138,14 +146,15 @@ export class ServerPool {
     server: string,
     kind: ServerKind,
     config: ServerConfig,
-    jobId: string,
+    owner: JobRef,
     capabilities: ClientCapabilities = {},
     credential?: TenantCredential,
   ): Promise<ServerConnection> {
+    const { jobId } = owner;
     // A server that cannot be launched at all is said as it is, before any connect (its problem names the script).
     const transportFor = isRemote(config)
       ? (): Transport => createRemoteTransport(server, config, process.env, credential)
-      : this.processTransportFor(this.processSource(config, kind, server, jobId), kind, server, jobId);
+      : this.processTransportFor(this.processSource(config, kind, server, id, owner), kind, server, jobId);
     const { logger } = this.opts;
     let opened: ServerConnection;
     try {
@@ -216,7 +225,7 @@ export class ServerPool {
    * A plugin's plain process (the platform's own code, I), or how the job's sandbox starts; and its secrets (what its
    * `env` takes from the node's environment), cut out of its stderr wherever that is shown.
    */
-  private processSource(config: StdioServerConfig, kind: ServerKind, server: string, jobId: string) {
+  private processSource(config: StdioServerConfig, kind: ServerKind, server: string, id: string, owner: JobRef) {
     // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
     const { baseDir } = this.opts.config;
     const launch = besideConfig(baseDir, config);
@@ -229,10 +238,15 @@ export class ServerPool {
     }
     const grants = config.sandbox;
     const source = async () => {
-      const cwd = this.sandboxDir(sandboxId(server, jobId));
-      fs.mkdirSync(cwd, { recursive: true });
+      // The same folder for every process of this sandbox while the pool holds it (a server that crashed starts
+      // again with its files), a fresh one otherwise.
+      let cwd = this.folders.get(id);
+      if (!cwd || !fs.existsSync(cwd)) {
+        cwd = makeFreshFolder(this.opts.sandboxRoot, sandboxFolderName(owner, server), this.opts.logger);
+        this.folders.set(id, cwd);
+      }
       return this.isolation.start({
-        who: `server "${server}" (sandbox of ${jobId})`,
+        who: `server "${server}" (sandbox of ${owner.jobId})`,
         field: `servers.${server}.sandbox`,
         ...launch,
         cwd,
@@ -244,24 +258,38 @@ export class ServerPool {
   }
 
   /** Stops every sandboxed server of a job on this node (its whole process trees). */
-  async releaseJob(jobId: string): Promise<number> {
-    const ids = this.sandboxesOf(jobId);
+  async releaseJob(owner: JobRef): Promise<number> {
+    const ids = this.sandboxesOf(owner);
     await Promise.all(ids.map((id) => this.stop(id)));
     return ids.length;
   }
 
+  /** I9: a job that ended in any way (./ended-jobs.ts): its sandboxed servers on this node are stopped. */
+  release(owner: JobRef, why: string): Promise<number> {
+    this.opts.logger.info({ jobId: owner.jobId, why }, 'stopping the sandboxed servers of a job that ended');
+    return this.releaseJob(owner);
+  }
+
   /** Stops the sandboxed server of one job. */
-  stopSandbox(server: string, jobId: string): Promise<void> {
-    return this.stop(sandboxId(server, jobId));
+  stopSandbox(server: string, owner: JobRef): Promise<void> {
+    return this.stop(sandboxId(server, owner));
   }
 
   /** Whether a job has a sandboxed server running on this node. */
-  hasSandbox(jobId: string): boolean {
-    return this.sandboxesOf(jobId).length > 0;
+  hasSandbox(owner: JobRef): boolean {
+    return this.sandboxesOf(owner).length > 0;
   }
 
-  private sandboxesOf(jobId: string): string[] {
-    return [...this.owners].filter(([, owner]) => owner === jobId).map(([id]) => id);
+  /** The jobs whose sandboxed servers run on this node (I9: the node asks Temporal whether each is still running). */
+  jobs(): JobRef[] {
+    const seen = new Map<string, JobRef>();
+    for (const owner of this.owners.values()) seen.set(ownerKey(owner), owner);
+    return [...seen.values()];
+  }
+
+  private sandboxesOf(owner: JobRef): string[] {
+    const key = ownerKey(owner);
+    return [...this.owners].filter(([, o]) => ownerKey(o) === key).map(([id]) => id);
   }
 
   private async stop(id: string): Promise<void> {
@@ -271,11 +299,14 @@ export class ServerPool {
     this.owners.delete(id);
     const connection = await pending.catch(() => undefined);
     await connection?.close();
-    if (id.startsWith('sandbox:')) fs.rmSync(this.sandboxDir(id), { recursive: true, force: true });
+    this.removeFolder(id);
   }
 
-  private sandboxDir(id: string): string {
-    return path.join(this.opts.sandboxRoot, id.replace(/[^A-Za-z0-9_.-]/g, '_'));
+  /** Removes a sandbox's folder once its process is gone (its job's end, or an idle sandbox). */
+  private removeFolder(id: string): void {
+    const dir = this.folders.get(id);
+    this.folders.delete(id);
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
   }
 
   /** Stops sandboxed servers, and closes tenants' connections (R1), unused this long. */
@@ -306,7 +337,11 @@ function tenantId(server: string, tenant: string): string {
   return `tenant:${server}@${tenant}`;
 }
 
-/** Pool id of a job's sandboxed server. */
-function sandboxId(server: string, jobId: string): string {
-  return `sandbox:${server}@${jobId}`;
+/** Pool id of a job's sandboxed server: the tenant's too, so a job id taken again by another tenant is another sandbox. */
+function sandboxId(server: string, owner: JobRef): string {
+  return `sandbox:${server}@${ownerKey(owner)}`;
+}
+
+function ownerKey(owner: JobRef): string {
+  return JSON.stringify([owner.tenant, owner.jobId]);
 }

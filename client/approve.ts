@@ -34,7 +34,7 @@ export async function readListing(
   if (!config.servers[server]) throw new Error(`the config has no server named "${server}"`);
   const pool = new ServerPool({ config, logger, sandboxRoot: path.join(os.tmpdir(), `oz0-approve-${process.pid}`) });
   try {
-    const lease = await pool.acquire(server, 'oz0-approve', tenant);
+    const lease = await pool.acquire(server, { tenant: tenant ?? 'oz0', jobId: 'oz0-approve' });
     try {
       const tools = await lease.connection.listTools(true);
       const { digest, tools: toolDigests } = listingDigest(tools);

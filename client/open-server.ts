@@ -27,8 +27,10 @@ class PooledServer implements OpenedServer {
   private pool: ServerPool;
   private lease?: Lease;
   readonly kind: ServerKind;
-  /** A jobId of its own, so a sandboxed server is this command's and no job's. */
-  private readonly jobId = `oz0-plugin-test-${process.pid}`;
+  /** A job of its own (the tenant's, when one is given), so a sandboxed server is this command's and no job's. */
+  private get owner() {
+    return { tenant: this.tenant ?? 'oz0', jobId: `oz0-plugin-test-${process.pid}` };
+  }
 
   constructor(
     private readonly config: LoadedConfig,
@@ -63,7 +65,7 @@ class PooledServer implements OpenedServer {
   async connection(): Promise<ServerConnection> {
     if (!this.lease || this.lease.connection.closed) {
       this.lease?.release();
-      this.lease = await this.pool.acquire(this.server, this.jobId, this.tenant);
+      this.lease = await this.pool.acquire(this.server, this.owner);
     }
     return this.lease.connection;
   }
@@ -83,7 +85,7 @@ class PooledServer implements OpenedServer {
     if (this.kind !== 'sandbox') return;
     this.lease?.release();
     this.lease = undefined;
-    await this.pool.stopSandbox(this.server, this.jobId);
+    await this.pool.stopSandbox(this.server, this.owner);
   }
 
   get restart(): (() => Promise<void>) | undefined {

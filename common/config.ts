@@ -40,6 +40,25 @@ const LimitsBySchema = z.enum(['auto', 'cgroup2', 'cgroup1', 'rlimit'], {
 });
 
 /**
+ * I3: a network grant: `host:port`, or `{ "to": "host:port", "private": true }` — a name that may resolve to a private
+ * address (RFC 1918, 100.64.0.0/10, fc00::/7), e.g. a database on the node's private network. Without it, a granted
+ * name that resolves to one is refused; a grant by address (`10.0.0.7:5432`) is always connected to as written.
+ */
+const NetworkGrantSchema = z.union(
+  [
+    HostPortSchema,
+    z.strictObject({
+      to: HostPortSchema,
+      /** The name may resolve to a private address; never to loopback, link-local, or an address of the node's own. */
+      private: z.boolean().default(false),
+    }),
+  ],
+  { error: 'a network grant is "host:port", or { "to": "host:port", "private": true }' },
+);
+
+export type NetworkGrant = z.infer<typeof NetworkGrantSchema>;
+
+/**
  * I1-I5: what a sandboxed server or a harness may reach beyond its own folder and a private /tmp, and its limits.
  * Paths are the config folder's when relative.
  */
@@ -50,7 +69,7 @@ export const SandboxSchema = z.strictObject({
   write: z.array(z.string().min(1)).default([]),
   /** I3: no network (the default), exactly these `host:port` destinations, or `"host"`: the node's own network. */
   network: z
-    .union([z.literal('host'), z.array(HostPortSchema)], {
+    .union([z.literal('host'), z.array(NetworkGrantSchema)], {
       error: 'sandbox.network is a list of "host:port" grants, or "host" for the node\'s own network',
     })
     .default([]),
@@ -241,6 +260,23 @@ const ConfigShape = z.strictObject({
        */
       gatewayCallsPerJob: z.number().int().min(1).max(1000).default(8),
       /**
+       * I10: what one harness may hold at the gateway, so that it cannot exhaust the node. Connections of a sandboxed
+       * harness at once (its own socket); connections to the gateway's TCP port at once, all of them (an unisolated
+       * harness's); a request's body; its 2025-11-25 sessions (each `initialize` makes one); its requests in flight;
+       * and how long a request may take to arrive, headers and body (a response may take as long as its call).
+       */
+      gatewayConnectionsPerHarness: z.number().int().min(2).max(10_000).default(64),
+      gatewayMaxConnections: z.number().int().min(2).max(100_000).default(1024),
+      gatewayMaxBodyBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(64 * 1024 * 1024)
+        .default(2 * 1024 * 1024),
+      gatewayLegacySessions: z.number().int().min(1).max(1000).default(16),
+      gatewayRequestsPerToken: z.number().int().min(1).max(10_000).default(64),
+      gatewayRequestSeconds: z.number().min(1).max(600).default(30),
+      /**
        * I6: `bwrap` isolates every sandboxed server and harness with bubblewrap, and refuses to start one where it
        * cannot; `none` runs them as plain processes (one tenant only: the node warns at start, the trace says so).
        */
@@ -250,6 +286,21 @@ const ConfigShape = z.strictObject({
        * `bwrap` on PATH, then oz0's pinned copy in `.tools/bubblewrap`, installing it when missing.
        */
       bwrap: z.string().min(1).optional(),
+      /**
+       * I3: the DNS servers (`address` or `address:port`) a sandbox's granted names are asked of; unset, the node's own
+       * resolver (getaddrinfo: /etc/hosts, then its DNS). Whichever answers, an inward answer is refused.
+       */
+      dnsServers: z
+        .array(
+          z
+            .string()
+            .regex(
+              /^(?:\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?|\[[0-9A-Fa-f:.]+\](?::\d{1,5})?|[0-9A-Fa-f:]+)$/,
+              'a DNS server is an address, with :port if not 53',
+            ),
+        )
+        .min(1)
+        .optional(),
       /**
        * I1: where a node runs as root, each sandbox runs as a uid of its own from this range, never two at once on
        * the machine (every node of the machine takes from it safely). The default lies above systemd-nspawn's
@@ -276,6 +327,11 @@ const ConfigShape = z.strictObject({
        * that resets its timeout on progress keeps waiting; well under the MCP TypeScript SDK's 60 s default.
        */
       waitingNoticeMs: z.number().int().min(100).max(600_000).default(10_000),
+      /**
+       * I9: how often the node asks Temporal whether the jobs of its sandboxed servers and harnesses still run; one that
+       * ended in any way (terminated, timed out too) has them stopped within this and the stop's grace.
+       */
+      sandboxCheckSeconds: z.number().min(1).max(60).default(10),
       /** A sandboxed server unused this long is stopped even if its job never said it ended. */
       sandboxIdleSeconds: z
         .number()

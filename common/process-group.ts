@@ -16,6 +16,8 @@ export interface GroupSpec {
   env: Record<string, string>;
   /** Bytes handed to it on file descriptors 3, 4, …, each ended once written (what bwrap reads with `--seccomp`). */
   data?: Buffer[];
+  /** The node's descriptors it gets after those (a sandbox's bwrap: what it binds, ../sandbox/grants.ts). */
+  fds?: number[];
 }
 
 /** Resolves a bare command through PATH (the node's, not the child's: a sandbox may have none). */
@@ -41,7 +43,7 @@ export function spawnGroup(spec: GroupSpec): Promise<ChildProcess> {
     const child = spawn(resolveCommand(spec.command), spec.args, {
       cwd: spec.cwd,
       env: spec.env,
-      stdio: ['pipe', 'pipe', 'pipe', ...(spec.data ?? []).map(() => 'pipe' as const)],
+      stdio: ['pipe', 'pipe', 'pipe', ...(spec.data ?? []).map(() => 'pipe' as const), ...(spec.fds ?? [])],
       // Its own process group: the node stops the whole tree with one signal to -pid.
       detached: true,
     });
@@ -66,6 +68,8 @@ export interface Started {
   isolated: boolean;
   /** The limit a sandbox went past and was stopped for (I4), in words. */
   stoppedFor(): string | undefined;
+  /** I3: what a sandbox's network refused since `since` (ms), in words (a plain process has no such network). */
+  refusedSince?(since: number): string[];
   /** Stops the whole group (stdin closed, SIGTERM, SIGKILL after the grace) and removes what it left. */
   stop(graceMs: number, stdinGraceMs?: number): Promise<void>;
 }

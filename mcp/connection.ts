@@ -73,6 +73,7 @@ export class ServerConnection {
     private readonly process?: {
       readonly isolated: boolean;
       stoppedFor(): string | undefined;
+      refusedSince(since: number): string[];
       lastWords(): Promise<string | undefined>;
     },
   ) {}
@@ -312,6 +313,11 @@ export class ServerConnection {
   /** The limit the server's sandbox went past and was stopped for (I4), in words. */
   stoppedFor(): string | undefined {
     return this.process?.stoppedFor();
+  }
+
+  /** I3: what the server's sandbox's network refused since `since` (ms), in words: an attempt's note says them. */
+  refusedSince(since: number): string[] {
+    return this.process?.refusedSince(since) ?? [];
   }
 
   /**

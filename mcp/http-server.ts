@@ -36,6 +36,8 @@ export class McpHttpEndpoint {
   constructor(
     private readonly factory: EraServerFactory,
     onerror?: (err: Error) => void,
+    /** Legacy sessions at once; an `initialize` past them is answered 429 (a client that never ends its own). */
+    private readonly maxSessions = Infinity,
   ) {
     this.modern = createMcpHandler(({ era }) => factory(era), { legacy: 'reject', ...(onerror && { onerror }) });
   }
@@ -56,6 +58,9 @@ export class McpHttpEndpoint {
     }
     if (request.method !== 'POST' || !isInitializeRequest(parsedBody)) {
       return jsonError(400, -32000, 'a request without mcp-session-id must be server/discover or an initialize POST');
+    }
+    if (this.sessions.size >= this.maxSessions) {
+      return jsonError(429, -32000, `too many sessions open (${this.maxSessions}): end one (DELETE) before another`);
     }
     const made = this.factory('legacy');
     const server = 'server' in made ? made.server : made;

@@ -87,6 +87,11 @@ export class ProcessTransport implements Transport {
     return this.started?.stoppedFor();
   }
 
+  /** I3: what its sandbox's network refused since `since` (ms), in words. */
+  refusedSince(since: number): string[] {
+    return this.started?.refusedSince?.(since) ?? [];
+  }
+
   /**
    * What the server said as it went, for a failure to quote (STYLE "Failures say why"): how it ended, if it ended
    * before oz0 stopped it, and its last lines on stderr (bounded, its secrets cut out). Undefined while it runs, and

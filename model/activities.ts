@@ -133,6 +133,6 @@ export interface Activities {
   stopCall(jobId: string, callId: string, why: string): Promise<boolean>;
   /** The start probe's activity (worker/cancel-way.ts): waits for a cancel the server pushes. */
   awaitPushedCancel(waitMs: number): Promise<void>;
-  /** Stops a job's sandboxed servers on the node; run on the node's own queue. */
-  stopSandboxes(jobId: string): Promise<number>;
+  /** Stops a job's sandboxed servers on the node (the tenant's: two tenants may use one job id); on its own queue. */
+  stopSandboxes(jobId: string, tenant: string): Promise<number>;
 }

@@ -3,6 +3,7 @@
  * own queue (its sandboxes and sessions) and the namespace's policy queue (tenants' policy workflows) — over one
  * server pool.
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -38,6 +39,8 @@ import {
 import { CancelRoute } from '../activities/heartbeats';
 import { findCancelWay } from './cancel-way';
 import { completionsSent } from '../activities/call/durable';
+import { EndedJobs, RunningHarnesses } from '../activities/ended-jobs';
+import { claimFolder, stopLeftovers } from '../activities/sandbox/leftovers';
 
 let runtimeInstalled = false;
 /** The runtime's worker heartbeats: see installRuntime. */
@@ -129,11 +132,22 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const isolation = new Isolation(config, logger.child({ node: name }), metrics, bwrap);
   const isolationLines = isolation.startupLines();
   for (const line of isolationLines) logger[line.level]({ node: name }, line.text);
+  // I9: what nodes gone before this one left (a process outliving its node, their folders) is stopped and removed;
+  // this node's folders are claimed, so that the next one can tell.
+  const stateRoot = path.resolve(config.baseDir, config.node.stateDir);
+  const folderOf = (kind: string) => path.join(stateRoot, kind, identity.queue.replace(/\//g, '_'));
+  await stopLeftovers(
+    [path.join(stateRoot, 'sandboxes'), path.join(stateRoot, 'sessions')],
+    logger.child({ node: name }),
+  );
+  const sessionRoot = folderOf('sessions');
+  claimFolder(folderOf('sandboxes'));
+  claimFolder(sessionRoot);
   const pool = new ServerPool({
     config,
     isolation,
     logger: logger.child({ node: name }),
-    sandboxRoot: path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', identity.queue.replace(/\//g, '_')),
+    sandboxRoot: folderOf('sandboxes'),
     killGraceMs: config.node.killGraceSeconds * 1000,
   });
   // Servers start on first use; a command missing here is said now too, naming the server or harness.
@@ -164,7 +178,14 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     logger: logger.child({ node: name }),
     metrics,
   });
-  const stateRoot = path.resolve(config.baseDir, config.node.stateDir);
+  // I9: the node stops what it holds of a job that ended in any way, whether or not the job could say so.
+  const harnesses = new RunningHarnesses();
+  const endedJobs = new EndedJobs(
+    client,
+    [pool, harnesses],
+    logger.child({ node: name }),
+    config.node.sandboxCheckSeconds * 1000,
+  );
   const activities = createActivities({
     config,
     pool,
@@ -179,8 +200,9 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     harness: {
       gateway,
       isolation,
+      harnesses,
       killGraceMs: config.node.killGraceSeconds * 1000,
-      sessionRoot: path.join(stateRoot, 'sessions', identity.queue.replace(/\//g, '_')),
+      sessionRoot,
     },
   });
   const common: Partial<WorkerOptions> = {
@@ -250,6 +272,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       route,
       logger: logger.child({ node: name }),
     });
+    endedJobs.start();
     try {
       // When one worker ends, for whatever reason, the others go down with it.
       const results = await Promise.allSettled(workers.map((w) => w.run().finally(shutdown)));
@@ -258,9 +281,11 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     } finally {
       // A live call's answer completed from here (activities/call/durable.ts) reaches Temporal before the connection closes.
       await completionsSent();
+      await endedJobs.close();
       await gateway.close();
       gate.close();
       await pool.close();
+      fs.rmSync(sessionRoot, { recursive: true, force: true });
       await isolation.close();
       await served?.close();
       await flushTracing();

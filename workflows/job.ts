@@ -197,12 +197,12 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     else if (!(err instanceof ContinueAsNew)) setStatus('FAILED');
     throw err;
   } finally {
-    if (!continuing) await stopSandboxes(jobId, ctx.sandboxQueues);
+    if (!continuing) await stopSandboxes(jobId, spec.tenant, ctx.sandboxQueues);
   }
 }
 
 /** Stops the job's sandboxed servers on every node that started one; a lost node has nothing to stop. */
-async function stopSandboxes(jobId: string, queues: Set<string>): Promise<void> {
+async function stopSandboxes(jobId: string, tenant: string, queues: Set<string>): Promise<void> {
   await CancellationScope.nonCancellable(async () => {
     await Promise.all(
       [...queues].map(async (taskQueue) => {
@@ -213,7 +213,7 @@ async function stopSandboxes(jobId: string, queues: Set<string>): Promise<void> 
           retry: { maximumAttempts: 1 },
         });
         try {
-          await stop(jobId);
+          await stop(jobId, tenant);
         } catch (err) {
           log.warn('could not stop sandboxed servers', { taskQueue, error: String(err) });
         }

@@ -232,7 +232,10 @@ class Attempt {
     if (perTenant(config)) this.credential = deps.pool.credentials.of(server, input.tenant);
     this.watch.listed(true, false);
     try {
-      const { connection } = (this.lease = await deps.pool.acquire(server, input.jobId, input.tenant));
+      const { connection } = (this.lease = await deps.pool.acquire(server, {
+        tenant: input.tenant,
+        jobId: input.jobId,
+      }));
       // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
       return { connection, tools: await connection.listTools(connection.kind === 'remote') };
     } catch (err) {
@@ -399,10 +402,16 @@ class Attempt {
     const { connection } = this.lease ?? {};
     const task = this.state.task;
     if (ending.cancelTask && task && connection) this.notes.push(await cancelTask(connection, task));
-    if (ending.stopSandbox && connection) await this.deps.pool.stopSandbox(connection.server, this.input.jobId);
+    if (ending.stopSandbox && connection)
+      await this.deps.pool.stopSandbox(connection.server, {
+        tenant: this.input.tenant,
+        jobId: this.input.jobId,
+      });
     if (ending.forgetTask) this.state.task = undefined;
     if (ending.unsent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
-    const line = lineOf(this.n, ending, this.notes, this.progress);
+    // I3: a destination its sandbox's network refused while it ran is said too (the server may only see a 502).
+    const refused = connection?.refusedSince(this.startedAt) ?? [];
+    const line = lineOf(this.n, ending, [...this.notes, ...refused], this.progress);
     this.state.attempts = [...this.state.attempts, line];
     if ('answer' in ending) return outputOf(ending.answer, this.state, this.deps.node.id);
     if ('cancelled' in ending) throw new CancelledFailure(ending.note, [this.state]);

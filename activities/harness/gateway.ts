@@ -31,9 +31,6 @@ import type { NodeMetrics } from '../observe/metrics';
 import { UNKNOWN } from '../observe/metrics';
 import { harnessTools, listedTools, toolOfName, toolsDigest } from './tools';
 
-/** A gateway request body larger than this is refused (413): a call's arguments must fit Temporal's history. */
-export const MAX_GATEWAY_BODY = 2 * 1024 * 1024;
-
 /** A harness run this node serves, as its token says. */
 export interface HarnessEntry {
   jobId: string;
@@ -112,6 +109,8 @@ export class Gateway {
   /** Its port on 127.0.0.1: a sandboxed harness reaches it at the same address inside (I3). */
   port = 0;
   private posts = 0;
+  /** I10: requests in flight, by token. */
+  private readonly inFlight = new Map<string, number>();
 
   /** POSTs whose response has not ended yet: calls running, or held for nothing (issue 26.6). */
   get openPosts(): number {
@@ -119,12 +118,19 @@ export class Gateway {
   }
 
   private constructor(private readonly deps: GatewayDeps) {
-    this.http = http.createServer((req, res) => {
+    const { node } = deps.config;
+    // I10: a request arrives whole (headers and body) within gatewayRequestSeconds, or gets 408 and its connection
+    // closed; checked every second rather than Node's default 30 s.
+    const arrival = node.gatewayRequestSeconds * 1000;
+    const options = { requestTimeout: arrival, headersTimeout: arrival, connectionsCheckingInterval: 1000 };
+    this.http = http.createServer(options, (req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         deps.logger.warn({ err: (err as Error).message }, 'gateway: request failed');
         replyError(res, 500, -32603, 'internal error');
       });
     });
+    // I10: connections to the TCP port at once (an unisolated harness's, the node's own); past it Node closes them.
+    this.http.maxConnections = node.gatewayMaxConnections;
     // H3: a change of the tenant's policy or kill switches may change what a harness sees.
     this.unlisten = deps.gate.onChange((tenant) => this.policyChanged(tenant));
   }
@@ -155,6 +161,8 @@ export class Gateway {
         new McpHttpEndpoint(
           (era) => this.serverFor(h, era),
           (err) => this.deps.logger.debug({ err: err.message }, 'gateway: a request refused'),
+          // I10: its 2025-11-25 sessions, each a server of its own.
+          this.deps.config.node.gatewayLegacySessions,
         ),
     );
     this.holders.set(id, holder);
@@ -192,11 +200,25 @@ export class Gateway {
       res.setHeader('Allow', 'GET, POST, DELETE');
       return replyError(res, 405, -32000, `method ${req.method} not allowed`);
     }
+    // I10: a token's requests in flight are bounded: past it, 429 (the others of its run go on).
+    const id = tokenId(bearer!);
+    const flying = this.inFlight.get(id) ?? 0;
+    const { gatewayRequestsPerToken, gatewayMaxBodyBytes } = this.deps.config.node;
+    if (flying >= gatewayRequestsPerToken) {
+      res.setHeader('Retry-After', '1');
+      return replyError(res, 429, -32000, `too many requests in flight for this session (${gatewayRequestsPerToken})`);
+    }
+    this.inFlight.set(id, flying + 1);
+    res.once('close', () => {
+      const left = (this.inFlight.get(id) ?? 1) - 1;
+      if (left > 0) this.inFlight.set(id, left);
+      else this.inFlight.delete(id);
+    });
     if (req.method === 'POST') {
       this.posts++;
       res.once('close', () => this.posts--);
     }
-    const body = req.method === 'POST' ? await readJsonBody(req, res, MAX_GATEWAY_BODY) : undefined;
+    const body = req.method === 'POST' ? await readJsonBody(req, res, gatewayMaxBodyBytes) : undefined;
     if (req.method === 'POST' && !body) return;
     await sendResponse(res, await holder.mcp.serve(webRequest(req, res, body?.raw), body?.value));
   }

@@ -7,7 +7,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { HarnessConfig, LoadedConfig } from '../../common/config';
@@ -17,6 +16,8 @@ import type { HarnessInput, HarnessOutcome } from '../../model/activities';
 import type { ToolResult } from '../../model/job';
 import type { Started } from '../../common/process-group';
 import type { Isolation } from '../sandbox';
+import type { RunningHarnesses } from '../ended-jobs';
+import { makeFreshFolder, sessionFolderName } from '../sandbox/folders';
 import { envSecrets, resolveEnvRefs } from '../../mcp';
 import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
@@ -37,6 +38,8 @@ export interface HarnessDeps {
   sessionRoot: string;
   /** How the harness is isolated (I1-I6). */
   isolation: Isolation;
+  /** I9: the harnesses running on this node, which the node stops when their job ended (../ended-jobs.ts). */
+  harnesses: RunningHarnesses;
 }
 
 /** The last stdout line is the result; a longer one is cut here (it would not fit the job's history anyway). */
@@ -70,11 +73,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
     harness: input.harness,
     patterns: harness.tools,
   });
-  const cwd = path.join(
-    deps.sessionRoot,
-    `${input.jobId}-${input.session}-${input.sessionRun}`.replace(/[^A-Za-z0-9_.-]/g, '_'),
-  );
-  fs.mkdirSync(cwd, { recursive: true });
+  const cwd = makeFreshFolder(deps.sessionRoot, sessionFolderName(input, input.session, input.sessionRun), log);
   let started: Started;
   try {
     started = await deps.isolation.start({
@@ -94,7 +93,11 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
         ...traceEnv(),
       },
       grants: harness.sandbox,
-      gateway: { port: deps.gateway.port, accept: (socket) => deps.gateway.accept(socket) },
+      gateway: {
+        port: deps.gateway.port,
+        accept: (socket) => deps.gateway.accept(socket),
+        maxConnections: deps.config.node.gatewayConnectionsPerHarness,
+      },
     });
   } catch (err) {
     await entry.close();
@@ -106,12 +109,14 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
   if (!started.isolated) log.warn('the harness runs unisolated (node.isolation: "none")');
   const output = readOutput(child);
   const stderr = new StderrTail(child.stderr, secrets, (line) => log.info({ stderr: line }, 'harness stderr'));
-  const ended = await endOf(child, ctx, harness, deps, started);
+  const ended = await endOf(child, ctx, harness, deps, started, input);
   await started.stop(deps.killGraceMs);
   await entry.close();
   fs.rmSync(cwd, { recursive: true, force: true });
   log.info({ ended: ended.why }, 'harness ended');
-  if (ended.cause === 'cancelled') throw new CancelledFailure(`the harness was stopped: ${ended.why}`);
+  if (ended.cause === 'cancelled' || ended.cause === 'ended') {
+    throw new CancelledFailure(`the harness was stopped: ${ended.why}`);
+  }
   if (ended.cause === 'shutdown') {
     // Like a lost node: the session runs again elsewhere (the workflow decides whether it may).
     throw ApplicationFailure.create({
@@ -126,7 +131,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
 
 type End =
   | { cause: 'exit'; code: number | null; why: string }
-  | { cause: 'timeout' | 'cancelled' | 'shutdown'; why: string };
+  | { cause: 'timeout' | 'cancelled' | 'shutdown' | 'ended'; why: string };
 
 /** Heartbeats (the session's lease) until the harness exits, runs past its time limit, or Temporal stops it. */
 async function endOf(
@@ -135,11 +140,17 @@ async function endOf(
   harness: HarnessConfig,
   deps: HarnessDeps,
   started: Started,
+  input: HarnessInput,
 ): Promise<End> {
   const timers: NodeJS.Timeout[] = [];
   let pulse: Pulse | undefined;
+  let unlist: (() => void) | undefined;
   try {
     return await new Promise<End>((resolve) => {
+      // I9: a job terminated or timed out runs no code to stop it: the node finds out and stops it.
+      unlist = deps.harnesses.add({ tenant: input.tenant, jobId: input.jobId }, (why) =>
+        resolve({ cause: 'ended', why }),
+      );
       const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
         const { why, killedBy, limit } = endedWhy({ code, signal }, started);
         resolve({ cause: 'exit', code: killedBy || limit ? null : code, why });
@@ -167,6 +178,7 @@ async function endOf(
   } finally {
     for (const t of timers) clearInterval(t);
     pulse?.stop();
+    unlist?.();
   }
 }
 

@@ -42,7 +42,7 @@ export async function harnessTools(
       try {
         // R1: a server the tenant has no credentials for lists nothing to its harness.
         if (deps.pool.credentials.missing(server, scope.tenant)) return [];
-        lease = await deps.pool.acquire(server, scope.jobId, scope.tenant);
+        lease = await deps.pool.acquire(server, { tenant: scope.tenant, jobId: scope.jobId });
         const remote = lease.connection.kind === 'remote';
         const tools = await lease.connection.listTools(remote);
         const listing = remote || policy.state.approvals[server] ? listingDigest(tools) : undefined;

@@ -160,6 +160,15 @@ export function findBwrap(opts: BwrapLookup = {}): BwrapFound {
   };
 }
 
+/**
+ * I2: whether this bwrap binds an open descriptor (`--bind-fd`, `--ro-bind-fd`): upstream 0.10 and later, and the
+ * distributions' security updates of older ones (Debian 12's 0.8.0-2+deb12u1), found in its own `--help`.
+ */
+export function bwrapBindsFds(bwrap: string): boolean {
+  const run = spawnSync(bwrap, ['--help'], { encoding: 'utf8', timeout: 10_000 });
+  return `${run.stdout ?? ''}${run.stderr ?? ''}`.includes('--ro-bind-fd');
+}
+
 /** What `bwrap --version` says (`bubblewrap 0.11.0` gives `0.11.0`), or undefined when it does not run. */
 export function bwrapVersion(bwrap: string): string | undefined {
   const run = spawnSync(bwrap, ['--version'], { encoding: 'utf8', timeout: 10_000 });

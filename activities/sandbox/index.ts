@@ -17,7 +17,7 @@ import type { Logger } from '../../common/logger';
 import { projectRoot } from '../../common/paths';
 import { resolveCommand, spawnGroup, startGroup } from '../../common/process-group';
 import type { Started } from '../../common/process-group';
-import { bwrapVersion, findBwrap } from './bwrap';
+import { bwrapBindsFds, bwrapVersion, findBwrap } from './bwrap';
 import type { BwrapFound, FoundBwrap } from './bwrap';
 import { handOver } from './disk';
 import { closeInheritedOnExec } from './ffi';
@@ -25,9 +25,11 @@ import { nodeGaps, sandboxGaps } from './holds';
 import type { NodeLimits } from './holds';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
-import { SandboxNetwork, parseGrant } from './network';
-import { bwrapArgs, within } from './plan';
-import type { PathKind, SandboxPlan } from './plan';
+import { SandboxNetwork, grantOf, parseGrant } from './network';
+import { bwrapArgs, resolvePath, within } from './plan';
+import type { PathKind, ResolvedPath, SandboxPlan } from './plan';
+import { ChangedWhileStarting, PinnedPaths, byNameProblem, isIn, wayProblem } from './grants';
+import type { Place, WritableGrant } from './grants';
 import { programPaths } from './program';
 import { sandboxFilter } from './seccomp';
 import { UidLeases } from './uids';
@@ -50,7 +52,7 @@ export interface SandboxRequest {
   env: Record<string, string>;
   grants: SandboxConfig;
   /** A harness's gateway, reached at the same 127.0.0.1 port inside as outside (H3). */
-  gateway?: { port: number; accept(socket: net.Socket): void };
+  gateway?: { port: number; accept(socket: net.Socket): void; maxConnections?: number };
 }
 
 /** What a node can do about isolation, said at start and by `oz0 plugin test` (I6). */
@@ -63,7 +65,7 @@ export interface IsolationStatus {
   /** I1: the system-call filter every sandbox gets: libseccomp's version and the rules it holds. */
   seccomp?: { libseccomp: string; rules: number };
   /** I8: the bubblewrap it runs, where it came from, and the version it says it is. */
-  bwrap?: FoundBwrap & { version: string };
+  bwrap?: FoundBwrap & { version: string; bindsFds: boolean };
 }
 
 /** I8: which bubblewrap, in words: `bubblewrap 0.11.0 at /usr/bin/bwrap (on PATH)`. */
@@ -148,7 +150,11 @@ export class Isolation {
       mode: 'bwrap',
       limits: { kind: this.limits.kind, gaps: nodeGaps(this.nodeLimits()), why: this.limits.why },
       seccomp: { libseccomp: filter.libseccomp, rules: filter.rules },
-      bwrap: { ...bwrap, version: bwrapVersion(bwrap.path) ?? 'of unknown version' },
+      bwrap: {
+        ...bwrap,
+        version: bwrapVersion(bwrap.path) ?? 'of unknown version',
+        bindsFds: bwrapBindsFds(bwrap.path),
+      },
     });
   }
 
@@ -207,6 +213,12 @@ export class Isolation {
         for (const gap of limits.gaps)
           lines.push({ level: 'warn', text: `sandbox limits, best-effort (node.limits): ${gap}` });
       }
+      if (!status.bwrap!.bindsFds) {
+        lines.push({
+          level: 'warn',
+          text: `sandbox grants: ${describeBwrap(status.bwrap!)} binds by name (no --ro-bind-fd), so a grant inside a folder a sandbox may write is refused; bubblewrap 0.10 or later binds what the node checked`,
+        });
+      }
     }
     for (const [who, field, grants] of sandboxed) {
       if (grants.network === 'host') {
@@ -248,19 +260,19 @@ export class Isolation {
     const absolute = (p: string) => path.resolve(this.config.baseDir, p);
     const read = req.grants.read.map(absolute);
     const write = req.grants.write.map(absolute);
-    const problem = [...this.grantProblems(req.field, req.grants), ...this.envProblems(req.field)][0];
+    const program = programPaths(command, req.args);
+    // I2: resolved once, here: what is checked is what the plan binds (through descriptors opened after the check).
+    const checked = this.checkGrants(req.field, req.grants, program);
+    const problem = [...checked.problems, ...this.envProblems(req.field)][0];
     if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
     if (this.limitGaps(req.grants).length && this.config.node.limits !== 'best-effort') {
       throw new IsolationRefused(`${req.who} cannot start: ${this.refusal(req.grants)}`);
     }
-    const program = programPaths(command, req.args);
-    const exposed = program.find((p) => hidden.some((h) => within(p, h)));
-    if (exposed) {
-      throw new IsolationRefused(`${req.who} cannot start: its program ${exposed} is inside what no sandbox may see`);
-    }
+    checked.resolved.set(req.cwd, resolvePath(req.cwd, probePath));
     let lease: UidLease | undefined;
     let network: SandboxNetwork | undefined;
     let limits: LimitsHandle | undefined;
+    let pins: PinnedPaths | undefined;
     try {
       closeInheritedOnExec();
       lease = this.uids?.acquire();
@@ -273,6 +285,7 @@ export class Isolation {
       if (req.grants.network !== 'host' && (grants.length > 0 || req.gateway)) {
         network = await SandboxNetwork.open({
           grants,
+          dnsServers: this.config.node.dnsServers,
           gateway: req.gateway,
           owner: dropTo,
           logger: this.logger,
@@ -287,6 +300,7 @@ export class Isolation {
         cwd: req.cwd,
         read: [...program, ...read],
         write,
+        resolved: checked.resolved,
         hidden,
         network: req.grants.network === 'host' ? 'host' : 'none',
         dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
@@ -300,13 +314,19 @@ export class Isolation {
         inside: [...(dropTo ? SHARED_UMASK : []), ...limits.inside],
       };
       if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
-      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath)];
+      // Handed to bwrap at 3, 4, …: the filter, the passwd naming its uid, then the descriptors of what it binds.
+      const data = [sandboxFilter().bpf, ...(dropTo ? [Buffer.from(this.passwdFor(dropTo, req.cwd))] : [])];
+      const bound = (pins = new PinnedPaths(3 + data.length));
+      // I2: bound through the descriptors of what was checked, where this bwrap can (else by name: see byNameProblem).
+      const pin = status.bwrap!.bindsFds ? (real: string) => bound.pin(real) : undefined;
+      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath, pin)];
       const child = await spawnGroup({
         command: argv[0],
         args: argv.slice(1),
         cwd: req.cwd,
         env: { ...req.env, ...network?.env },
-        data: [sandboxFilter().bpf, ...(dropTo ? [Buffer.from(this.passwdFor(dropTo, req.cwd))] : [])],
+        data,
+        fds: bound.fds,
       });
       const held = { lease, network };
       return watchSandbox({
@@ -314,6 +334,7 @@ export class Isolation {
         limits: req.grants,
         handle: limits,
         disk: { folder: req.cwd, grants: write, uid: lease?.uid },
+        network,
         who: req.who,
         logger: this.logger,
         release: async () => {
@@ -328,7 +349,11 @@ export class Isolation {
       await limits?.dispose();
       await network?.close();
       lease?.release();
+      if (err instanceof ChangedWhileStarting) throw new IsolationRefused(`${req.who} cannot start: ${err.message}`);
       throw err;
+    } finally {
+      // bwrap holds them now (and closes each once it is mounted): the node's copies go.
+      pins?.close();
     }
   }
 
@@ -351,7 +376,7 @@ export class Isolation {
   private secretPlaces(): SecretPlace[] {
     const { config } = this;
     const out: SecretPlace[] = [
-      { path: path.resolve(config.baseDir, config.node.stateDir), what: "in the node's state folder (node.stateDir)" },
+      { path: path.resolve(config.baseDir, config.node.stateDir), what: "the node's state folder (node.stateDir)" },
     ];
     if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
       out.push({ path: config.source, what: "the node's config file" });
@@ -369,6 +394,29 @@ export class Isolation {
       }
     }
     return out;
+  }
+
+  /** I2: what no sandbox may see, where it really is: every file of a key store, there yet or not. */
+  private places(): Place[] {
+    return this.secretPlaces().flatMap((place) =>
+      (place.files ?? [place.path]).map((p) => ({ path: realPath(p), what: place.what })),
+    );
+  }
+
+  /** Every folder a sandbox of this config may write, where it really is: a link inside one is a tenant's. */
+  private writableGrants(): WritableGrant[] {
+    const blocks = [
+      ...Object.entries(this.config.servers).flatMap(([name, s]) =>
+        'command' in s && s.sandbox ? [[`servers.${name}.sandbox`, s.sandbox] as const] : [],
+      ),
+      ...Object.entries(this.config.harnesses).map(([name, h]) => [`harnesses.${name}.sandbox`, h.sandbox] as const),
+    ];
+    return blocks.flatMap(([field, grants]) =>
+      grants.write.map((w, i) => ({
+        field: `${field}.write[${i}]`,
+        path: realPath(path.resolve(this.config.baseDir, w)),
+      })),
+    );
   }
 
   /** I2: the paths to hide from a sandbox now: the state folder, the config file, each key store file there is. */
@@ -394,7 +442,7 @@ export class Isolation {
       const place = places.find((p) => (p.files ? p.files.includes(file) : within(file, p.path)));
       if (!place) continue;
       problems.push(
-        `${group}.${name}.env.${key}: ${file} is ${place.what}, which no sandbox may see, whatever its grants say (I2): give it a file of its own`,
+        `${group}.${name}.env.${key}: ${file} ${isIn(file, { ...place, path: place.files ? file : place.path })}, which no sandbox may see, whatever its grants say (I2): give it a file of its own`,
       );
     }
     return problems;
@@ -402,30 +450,53 @@ export class Isolation {
 
   /** What is wrong with a sandbox's grants, each naming its field; empty when nothing is (I2, I3). */
   grantProblems(field: string, grants: SandboxConfig): string[] {
+    return this.checkGrants(field, grants).problems;
+  }
+
+  /**
+   * I2, I3: the grants (and the program's paths) resolved as the kernel would, each checked where it leads
+   * (./grants.ts), and the network grants; with the resolutions, which a sandbox's plan then binds as they are.
+   */
+  private checkGrants(
+    field: string,
+    grants: SandboxConfig,
+    program: string[] = [],
+  ): { problems: string[]; resolved: Map<string, ResolvedPath> } {
     const problems: string[] = [];
-    const hidden = this.hiddenPaths();
-    for (const kind of ['read', 'write'] as const) {
+    const resolved = new Map<string, ResolvedPath>();
+    const places = this.places();
+    const writable = this.writableGrants();
+    const byName = this.status?.bwrap?.bindsFds === false;
+    const check = (label: string, p: string, mode: 'ro' | 'rw') => {
+      const way = resolvePath(p, probePath);
+      resolved.set(p, way);
+      const problem =
+        wayProblem(label, mode, way, places, writable) ??
+        (byName ? byNameProblem(label, way.real, writable) : undefined);
+      if (problem) problems.push(problem);
+    };
+    for (const p of program) check(`its program ${p}`, p, 'ro');
+    for (const [kind, mode] of [
+      ['read', 'ro'],
+      ['write', 'rw'],
+    ] as const) {
       for (const [i, granted] of grants[kind].entries()) {
         const p = path.resolve(this.config.baseDir, granted);
         if (!fs.existsSync(p)) problems.push(`${field}.${kind}[${i}]: ${p} does not exist`);
-        else if (hidden.some((h) => within(p, h))) {
-          problems.push(
-            `${field}.${kind}[${i}]: ${p} is the node's config, state folder or a key store, which no sandbox may see`,
-          );
-        }
+        else check(`${field}.${kind}[${i}]: ${p}`, p, mode);
       }
     }
-    if (grants.network === 'host') return problems;
+    if (grants.network === 'host') return { problems, resolved };
     const temporal = parseGrant(this.config.temporal.address);
     for (const [i, grant] of grants.network.entries()) {
-      const g = parseGrant(grant);
+      const g = grantOf(grant);
       if (g.port === temporal.port && (g.host === temporal.host || sameLoopback(g.host, temporal.host))) {
         problems.push(
-          `${field}.network[${i}]: ${grant} is the Temporal frontend, which would let it act for every tenant`,
+          `${field}.network[${i}]: ${g.host}:${g.port} is the Temporal frontend, which would let it act for every tenant`,
         );
       }
     }
-    return problems;
+    return { problems, resolved };
   }
 }
 

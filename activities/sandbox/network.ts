@@ -15,7 +15,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
+import type { NetworkGrant } from '../../common/config';
 import type { Logger } from '../../common/logger';
+import { ownAddresses, refusedAddress } from './addresses';
 import { splice } from './forwarder';
 import type { Listener } from './plan';
 
@@ -28,13 +30,20 @@ const PROXY_PORT = 3128;
 export interface Grant {
   host: string;
   port: number;
+  /** A name that may resolve to a private address (`"private": true`). */
+  private?: boolean;
 }
+
+/** Refusals a sandbox's network keeps for the attempts that ask (the latest ones). */
+const REFUSALS_KEPT = 20;
 
 export interface NetworkRequest {
   /** `host:port` destinations (SandboxConfig.network), validated by the config's schema. */
-  grants: string[];
-  /** A harness's gateway: the port it has on 127.0.0.1 and how it takes a connection. */
-  gateway?: { port: number; accept(socket: net.Socket): void };
+  grants: NetworkGrant[];
+  /** `node.dnsServers`: where granted names are asked; the node's own resolver when unset. */
+  dnsServers?: string[];
+  /** A harness's gateway: the port it has on 127.0.0.1, how it takes a connection, and how many at once (I10). */
+  gateway?: { port: number; accept(socket: net.Socket): void; maxConnections?: number };
   /** Owner of the sockets, so the sandbox's user may connect (the node's own uid when unset). */
   owner?: { uid: number; gid: number };
   logger: Logger;
@@ -53,20 +62,19 @@ export function parseGrant(value: string): Grant {
   };
 }
 
+/** A grant of the config, as the network holds it. */
+export function grantOf(grant: NetworkGrant): Grant {
+  return typeof grant === 'string' ? parseGrant(grant) : { ...parseGrant(grant.to), private: grant.private };
+}
+
 /** A loopback name or address: reached at the same port inside, without the proxy. */
 export function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
-/**
- * Addresses a name outside the node must never resolve to (DNS rebinding): loopback, unspecified, link-local
- * (the cloud metadata service 169.254.169.254 among them).
- */
-export function isInternalAddress(address: string): boolean {
-  const v4 = address.replace(/^::ffff:/i, '');
-  if (/^\d+\.\d+\.\d+\.\d+$/.test(v4)) return /^(?:127|0)\./.test(v4) || /^169\.254\./.test(v4);
-  const v6 = address.toLowerCase();
-  return v6 === '::1' || v6 === '::' || /^fe[89ab]/.test(v6);
+/** A granted name that resolved inward (./addresses.ts): the connection is not made, and the attempt says why. */
+export class RefusedName extends Error {
+  override name = 'RefusedName';
 }
 
 export class SandboxNetwork {
@@ -76,11 +84,30 @@ export class SandboxNetwork {
   readonly env: Record<string, string> = {};
   private readonly servers: net.Server[] = [];
   private readonly open = new Set<Duplex>();
+  /** What the network refused lately, with when: an attempt's note takes those made while it ran. */
+  private readonly refusals: Array<{ at: number; words: string }> = [];
+  private readonly resolver?: dns.promises.Resolver;
 
   private constructor(
     readonly runDir: string,
     private readonly req: NetworkRequest,
-  ) {}
+  ) {
+    if (req.dnsServers) {
+      this.resolver = new dns.promises.Resolver({ timeout: 5000, tries: 2 });
+      this.resolver.setServers(req.dnsServers);
+    }
+  }
+
+  /** I3: what this sandbox's network refused since `since` (ms), in words, each once. */
+  refusedSince(since: number): string[] {
+    return [...new Set(this.refusals.filter((r) => r.at >= since).map((r) => r.words))];
+  }
+
+  private refused(words: string): void {
+    this.refusals.push({ at: Date.now(), words });
+    if (this.refusals.length > REFUSALS_KEPT) this.refusals.shift();
+    this.req.logger.warn({ sandbox: this.req.who, refused: words }, 'sandbox: its network refused a destination');
+  }
 
   /** Listens on the sandbox's sockets: its gateway, its loopback grants and, for other grants, its proxy. */
   static async open(req: NetworkRequest): Promise<SandboxNetwork> {
@@ -99,11 +126,23 @@ export class SandboxNetwork {
 
   private async listenAll(): Promise<void> {
     const { req } = this;
-    const grants = req.grants.map(parseGrant);
+    const grants = req.grants.map(grantOf);
     const taken = new Set<number>();
     if (req.gateway) {
-      const { accept } = req.gateway;
-      await this.listen('gateway.sock', req.gateway.port, (socket) => accept(socket));
+      const { accept, maxConnections = MAX_CONNECTIONS } = req.gateway;
+      const held = new Set<net.Socket>();
+      await this.listen('gateway.sock', req.gateway.port, (socket) => {
+        // I10: the harness's connections to its gateway at once; past them, 503 and closed.
+        if (held.size >= maxConnections) {
+          socket.end(
+            `HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+          );
+          return;
+        }
+        held.add(socket);
+        socket.once('close', () => held.delete(socket));
+        accept(socket);
+      });
       taken.add(req.gateway.port);
     }
     for (const grant of grants.filter((g) => isLoopbackHost(g.host))) {
@@ -170,9 +209,9 @@ export class SandboxNetwork {
     return grants.find((g) => g.host === asked.host && g.port === asked.port);
   }
 
-  /** A connection to a granted destination, both ways; a name outside may not resolve to the node's own addresses. */
+  /** A connection to a granted destination, both ways; a granted name may not resolve inward (./addresses.ts). */
   private tunnel(inside: Duplex, grant: Grant, head: Buffer, proxied = false): void {
-    const outside = net.connect({ host: grant.host, port: grant.port, lookup: guardedLookup(grant) });
+    const outside = net.connect({ host: grant.host, port: grant.port, lookup: this.guardedLookup(grant) });
     this.track(outside);
     let connected = false;
     outside.once('connect', () => {
@@ -184,7 +223,9 @@ export class SandboxNetwork {
     outside.once('error', (err) => {
       if (connected) return;
       const to = `${grant.host}:${grant.port}`;
-      this.req.logger.info({ sandbox: this.req.who, to, err: err.message }, 'sandbox: a granted destination failed');
+      if (err instanceof RefusedName) this.refused(err.message);
+      else
+        this.req.logger.info({ sandbox: this.req.who, to, err: err.message }, 'sandbox: a granted destination failed');
       if (proxied) inside.end(`HTTP/1.1 502 Bad Gateway\r\n\r\noz0: ${to}: ${err.message}\n`);
       else inside.destroy();
     });
@@ -215,7 +256,7 @@ export class SandboxNetwork {
         method: request.method,
         path: `${url.pathname}${url.search}`,
         headers,
-        lookup: guardedLookup(grant),
+        lookup: this.guardedLookup(grant),
       },
       (answer) => {
         response.writeHead(answer.statusCode ?? 502, answer.headers);
@@ -223,6 +264,7 @@ export class SandboxNetwork {
       },
     );
     out.on('error', (err) => {
+      if (err instanceof RefusedName) this.refused(err.message);
       if (!response.headersSent) response.writeHead(502);
       response.end(`oz0: ${url.host}: ${err.message}\n`);
     });
@@ -234,23 +276,44 @@ export class SandboxNetwork {
     await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     fs.rmSync(this.runDir, { recursive: true, force: true });
   }
+
+  /**
+   * The lookup of a granted name: every address it resolves to (the node's resolver, or node.dnsServers), refused
+   * whole when any of them leads inward. A grant by address never comes here (Node connects to an address as it is),
+   * nor does a loopback grant's name: both are what the config's author wrote.
+   */
+  private guardedLookup(grant: Grant): net.LookupFunction {
+    return ((hostname: string, options: dns.LookupOptions, callback: (...args: unknown[]) => void) => {
+      this.lookupAll(hostname).then(
+        (list) => {
+          const own = isLoopbackHost(grant.host) ? undefined : ownAddresses();
+          const why = own && list.map((a) => refusedAddress(a.address, own, grant.private)).find(Boolean);
+          if (why) {
+            const hint = why.private ? ', which a name reaches only when its grant says "private": true' : '';
+            const words = `${grant.host}:${grant.port} was refused: it resolves to ${why.words}${hint} (sandbox.network)`;
+            return callback(new RefusedName(words));
+          }
+          if (options.all) return callback(null, list);
+          callback(null, list[0].address, list[0].family);
+        },
+        (err: Error) => callback(err),
+      );
+    }) as net.LookupFunction;
+  }
+
+  private async lookupAll(hostname: string): Promise<dns.LookupAddress[]> {
+    const { resolver } = this;
+    if (!resolver) return dns.promises.lookup(hostname, { all: true });
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
+    const list = [
+      ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
+      ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
+    ];
+    if (list.length) return list;
+    throw v4.status === 'rejected' ? v4.reason : new Error(`${hostname} has no address`);
+  }
 }
 
 function refuse(inside: Duplex, target: string): void {
   inside.end(`HTTP/1.1 403 Forbidden\r\n\r\noz0: ${target} is not granted to this sandbox (sandbox.network)\n`);
-}
-
-/** dns.lookup, refusing a granted name outside the node that resolves to one of the node's own addresses. */
-function guardedLookup(grant: Grant): net.LookupFunction {
-  return ((hostname: string, options: dns.LookupOptions, callback: (...args: unknown[]) => void) => {
-    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err);
-      const list = addresses as dns.LookupAddress[];
-      if (!isLoopbackHost(grant.host) && list.some((a) => isInternalAddress(a.address))) {
-        return callback(new Error(`${hostname} resolves to an address of the node itself, which is not granted`));
-      }
-      if (options.all) return callback(null, list);
-      callback(null, list[0].address, list[0].family);
-    });
-  }) as net.LookupFunction;
 }

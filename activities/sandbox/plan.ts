@@ -15,7 +15,10 @@
  *   the link's target (`Can't create file at …/bin/python`). So every path is resolved as the kernel would, link by
  *   link; each link on its way is shown as the same link (already there inside a bound folder, made with `--symlink`
  *   elsewhere), its end is bound at its real place, and a bind that a bound folder already shows the same way is left
- *   out.
+ *   out;
+ * - a path resolved here and bound by its name later could be swapped for a link in between (by a sandbox that may
+ *   write where it is): the caller resolves and checks grants once (./grants.ts) and hands the resolutions in, and
+ *   each node folder or file is bound through a descriptor it opened (`pin`: `--bind-fd`, `--ro-bind-fd`).
  */
 import path from 'node:path';
 
@@ -40,6 +43,8 @@ export interface SandboxPlan {
   read: string[];
   /** Read-write: `sandbox.write`, absolute. */
   write: string[];
+  /** Resolutions of `read`, `write` and `cwd` the caller made (and checked), by path: taken as they are. */
+  resolved?: ReadonlyMap<string, ResolvedPath>;
   /** Never visible, even inside a granted folder: the node's config, state folder, key stores. */
   hidden: string[];
   /** I3: `none` — its own network with only loopback; `host` — the node's. */
@@ -106,9 +111,14 @@ export function within(inner: string, outer: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }
 
-/** The `bwrap` arguments, then `--`, then the program (dropped to its user, behind its forwarder). */
-export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
+/**
+ * The `bwrap` arguments, then `--`, then the program (dropped to its user, behind its forwarder). `pin` gives the
+ * descriptor (its number in bwrap) a node folder or file of a grant or the sandbox's own folder is bound through;
+ * without it, they are bound by name.
+ */
+export function bwrapArgs(plan: SandboxPlan, probe: PathProbe, pin?: (real: string) => number): string[] {
   const args: string[] = [];
+  const resolve = (p: string) => plan.resolved?.get(p) ?? resolvePath(p, probe);
   /** Mount points so far: a folder of the node read-only (`ro`) or read-write (`rw`), or an empty one (`tmpfs`). */
   const mounts = new Map<string, 'ro' | 'rw' | 'tmpfs'>([['/', 'tmpfs']]);
   const made = new Set<string>(['/']);
@@ -128,8 +138,14 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
     // --proc, --dev and --tmpfs name only where they mount.
     if (['--proc', '--dev', '--tmpfs'].includes(flag)) args.push(flag, target);
     else args.push(flag, source, target);
-    mounts.set(target, flag === '--tmpfs' ? 'tmpfs' : flag === '--ro-bind' ? 'ro' : 'rw');
+    mounts.set(target, flag === '--tmpfs' ? 'tmpfs' : flag.startsWith('--ro-bind') ? 'ro' : 'rw');
     made.add(target);
+  };
+  /** A node folder or file at its real place, through its descriptor when there is one. */
+  const bindReal = (mode: 'ro' | 'rw', real: string) => {
+    const fd = pin?.(real);
+    if (fd === undefined) mount(mode === 'ro' ? '--ro-bind' : '--bind', real);
+    else mount(mode === 'ro' ? '--ro-bind-fd' : '--bind-fd', String(fd), real);
   };
   /** Whether the node's own file at `p` shows in the sandbox (a bound folder holds it). */
   const shown = (p: string) => mounts.get(holder(p)) !== 'tmpfs';
@@ -174,7 +190,7 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
     [plan.write, 'rw'],
   ] as const) {
     for (const p of paths) {
-      const { real, links } = resolvePath(p, probe);
+      const { real, links } = resolve(p);
       grants.set(real, { mode, links: [...(grants.get(real)?.links ?? []), ...links] });
     }
   }
@@ -182,7 +198,7 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
     const { mode } = grants.get(real)!;
     if (mode === 'ro' && SYSTEM_PATHS.some((s) => within(real, s))) continue;
     if (mounts.get(holder(real)) === mode) continue;
-    mount(mode === 'ro' ? '--ro-bind' : '--bind', real);
+    bindReal(mode, real);
   }
   // Once every grant is bound, so a link is made only where no bound folder shows the node's own.
   showLinks([...grants.values()].flatMap((g) => g.links));
@@ -197,9 +213,9 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe): string[] {
       masked.push(hidden);
     } else if (kind.kind !== 'missing') args.push('--ro-bind', '/dev/null', hidden);
   }
-  const own = resolvePath(plan.cwd, probe);
+  const own = resolve(plan.cwd);
   showLinks(own.links);
-  mount('--bind', own.real);
+  bindReal('rw', own.real);
   if (plan.runDir) mount('--ro-bind', plan.runDir, RUN_DIR);
   for (const m of masked) args.push('--remount-ro', m);
   if (plan.seccompFd !== undefined) args.push('--seccomp', String(plan.seccompFd));

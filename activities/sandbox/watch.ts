@@ -6,6 +6,7 @@
  * what it held is let go: its network, its control groups, what it left in its write grants (handed over), its uid.
  */
 import type { ChildProcess } from 'node:child_process';
+import type { SandboxNetwork } from './network';
 import type { Logger } from '../../common/logger';
 import { stopGroup } from '../../common/process-group';
 import type { Started } from '../../common/process-group';
@@ -29,6 +30,8 @@ export interface Watched {
   disk: DiskScope;
   who: string;
   logger: Logger;
+  /** I3: its network, whose refusals the attempt's note tells. */
+  network?: SandboxNetwork;
   /** Lets go of what the sandbox held beyond its limits (its network, its write grants, its uid), once it is gone. */
   release(): Promise<void>;
 }
@@ -89,6 +92,7 @@ export function watchSandbox(w: Watched): Started {
     child,
     isolated: true,
     stoppedFor: () => breach,
+    refusedSince: (since) => w.network?.refusedSince(since) ?? [],
     stop: async (graceMs, stdinGraceMs) => {
       await stopGroup(child, graceMs, stdinGraceMs, true);
       await cleanup();

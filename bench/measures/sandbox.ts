@@ -77,7 +77,7 @@ export async function measureSandbox(opts: SandboxOptions) {
     // Starts, one pair at a time, the first pair a warm-up (page cache, bwrap's first run).
     for (let i = -1; i < opts.starts; i++) {
       for (const kind of inTurn(i)) {
-        const job = `start-${kind}-${i}`;
+        const job = { tenant: 'bench', jobId: `start-${kind}-${i}` };
         const t = performance.now();
         const lease = await pools[kind].acquire('box', job);
         // Until its first answer: once the pool knows the server speaks 2026-07-28 (from the warm-up's
@@ -91,8 +91,8 @@ export async function measureSandbox(opts: SandboxOptions) {
     }
     // Calls on one open server each, in blocks of 50 taken in turn.
     const leases = {
-      isolated: await pools.isolated.acquire('box', 'calls'),
-      plain: await pools.plain.acquire('box', 'calls'),
+      isolated: await pools.isolated.acquire('box', { tenant: 'bench', jobId: 'calls' }),
+      plain: await pools.plain.acquire('box', { tenant: 'bench', jobId: 'calls' }),
     };
     for (let done = -50; done < opts.calls; done += 50) {
       for (const kind of kinds) {

@@ -406,7 +406,7 @@ test.each([
     expect(session.calls[0].attempts.at(-1)).toMatchObject({ outcome: 'cancelled' });
     expect(seenOf(session).calls[0].rejected).toBeDefined();
     expect(seenOf(session).protocol).toBe(protocol === 'legacy' ? '2025-11-25' : '2026-07-28');
-    if (server === 'box') expect(node.pool.hasSandbox(jobId)).toBe(false);
+    if (server === 'box') expect(node.pool.hasSandbox({ tenant, jobId })).toBe(false);
   },
 );
 

@@ -21,6 +21,8 @@ import { Isolation } from '../../activities/sandbox';
 import { findBwrap } from '../../activities/sandbox/bwrap';
 import { koffi } from '../../activities/sandbox/ffi';
 import { ServerPool } from '../../activities/pool';
+import { sandboxFolderName } from '../../activities/sandbox/folders';
+import type { JobRef } from '../../activities/sandbox/folders';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { callsOf, isSessionTrace } from '../../model/job';
@@ -81,6 +83,7 @@ interface Report {
     cwd: string;
     siblings: string[];
     interfaces: string[];
+    dirFds: string[];
   };
 }
 
@@ -156,9 +159,9 @@ function victim(config: LoadedConfig): Promise<WorkflowHandle> {
 }
 
 /** The folder of a job's sandboxed server on a node. */
-function sandboxFolder(config: LoadedConfig, node: Oz0Node, server: string, jobId: string): string {
+function sandboxFolder(config: LoadedConfig, node: Oz0Node, server: string, owner: JobRef): string {
   const root = path.resolve(config.baseDir, config.node.stateDir, 'sandboxes', node.identity.queue.replace(/\//g, '_'));
-  return path.join(root, `sandbox:${server}@${jobId}`.replace(/[^A-Za-z0-9_.-]/g, '_'));
+  return path.join(root, sandboxFolderName(owner, server));
 }
 
 /** Tries to connect to 127.0.0.1:port from the node's side until stopped; resolves whether it ever got through. */
@@ -202,7 +205,7 @@ async function escapeFrom(server: 'box' | 'plug', config: LoadedConfig, node: Oz
   const target = await victim(config);
   await eventually(async () => ((await target.query<JobTrace>('trace')).status === 'running' ? true : undefined));
   // Its sandbox is there to be looked for (another job's folder, I2).
-  const otherFolder = sandboxFolder(config, node, 'vic', target.workflowId);
+  const otherFolder = sandboxFolder(config, node, 'vic', { tenant: 'beta', jobId: target.workflowId });
   await eventually(() => (fs.existsSync(otherFolder) ? true : undefined), 30_000, "the other job's sandbox");
   fs.writeFileSync(path.join(otherFolder, 'private.txt'), "the other job's own");
   const stateFile = path.join(path.resolve(config.baseDir, config.node.stateDir), 'node-secret.txt');
@@ -348,6 +351,8 @@ test('I1-I3, I5: a hostile sandboxed server reaches nothing its config does not 
   expect(facts.processes).toBeLessThanOrEqual(3);
   expect(facts.hostname).toBe('oz0-sandbox');
   expect(facts.interfaces).toEqual(['lo']);
+  // I2: the descriptors its grants were bound through stayed with bwrap.
+  expect(facts.dirFds).toEqual([]);
   // Another job's folder is not even listed beside its own.
   expect(facts.siblings).toEqual([path.basename(facts.cwd)]);
   // I5: only its config's environment (and, with a grant outside the node, the proxy's address).
@@ -503,7 +508,9 @@ test('I6: a node that cannot isolate refuses to start a sandboxed server, naming
   // A pool on such a node refuses the sandboxed server with those words; nothing starts.
   const broken = new Isolation(config, logger, undefined, noBwrap());
   const pool = new ServerPool({ config, logger, isolation: broken, sandboxRoot: tmpDir() });
-  await expect(pool.acquire('box', 'job-1')).rejects.toThrow(/box.*cannot start: bubblewrap is not installed/);
+  await expect(pool.acquire('box', { tenant: 'acme', jobId: 'job-1' })).rejects.toThrow(
+    /box.*cannot start: bubblewrap is not installed/,
+  );
   await pool.close();
   // I8: a node that can isolate says how at start, in one line: which bwrap, its version and where it came from.
   const lines = new Isolation(config, logger).startupLines();
@@ -525,15 +532,16 @@ test('I6: a node that cannot isolate refuses to start a sandboxed server, naming
   } as LoadedConfig;
   expect(new Isolation(greedy, logger).startupLines()).toContainEqual({
     level: 'error',
-    text: `server "box" cannot start: servers.box.sandbox.read[2]: ${stateDir} is the node's config, state folder or a key store, which no sandbox may see`,
+    text: `server "box" cannot start: servers.box.sandbox.read[2]: ${stateDir} is the node's state folder (node.stateDir), which no sandbox may see`,
   });
   const none = new Isolation({ ...config, node: { ...config.node, isolation: 'none' } }, logger).startupLines();
   expect(none[0]).toMatchObject({ level: 'warn', text: expect.stringContaining('unisolated') });
 });
 
-test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, inside its write grant, is named at start with both fields and refused, not left to EACCES; a file of its own there starts (the control)', async () => {
+test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, beside its write grant, is named at start with both fields and refused, not left to EACCES; a file of its own in its grant starts (the control)', async () => {
+  // The key store beside the grant, not in it: a write grant that holds one is refused by itself (grants.test.ts).
   const shared = writableDir('oz0-clash-');
-  const keys = path.join(shared, 'keys.db');
+  const keys = path.join(writableDir('oz0-keys-'), 'keys.db');
   const own = path.join(shared, 'own.log');
   fs.writeFileSync(keys, '');
   fs.chmodSync(keys, 0o666);
@@ -545,7 +553,7 @@ test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, ins
   });
   const config = temporal.config({
     servers: {
-      // A plugin keeps its keys in the shared folder (its env names the file: the node hides it from every sandbox).
+      // A plugin keeps its keys beside the shared folder (its env names the file: the node hides it from every sandbox).
       keys: { command: 'node', args: [fixture('probe-server.js')], env: { KEYS_DB: keys } },
       box: probe({ PROBE_LOG: keys }),
       mine: probe({ PROBE_LOG: own }),
@@ -562,10 +570,12 @@ test('I2 (issue 32.7): a sandbox whose own env names a plugin’s key store, ins
   // At run time the sandbox is refused with the same words; nothing ran, so the key store is as it was.
   const pool = new ServerPool({ config, logger, sandboxRoot: tmpDir() });
   try {
-    await expect(pool.acquire('box', uniqueId('job'))).rejects.toThrow(clash('servers.box.env.PROBE_LOG'));
+    await expect(pool.acquire('box', { tenant: 'acme', jobId: uniqueId('job') })).rejects.toThrow(
+      clash('servers.box.env.PROBE_LOG'),
+    );
     expect(fs.readFileSync(keys, 'utf8')).toBe('');
     // The control: the same server with a file of its own in its write grant starts, and writes it from inside.
-    const lease = await pool.acquire('mine', uniqueId('job'));
+    const lease = await pool.acquire('mine', { tenant: 'acme', jobId: uniqueId('job') });
     lease.release();
     expect(fs.readFileSync(own, 'utf8')).toContain('"event":"process start"');
   } finally {

@@ -9,6 +9,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { LoadedConfig } from '../../common/config';
 import type { JobSpec } from '../../model/schemas';
@@ -100,7 +101,9 @@ describe('I4, without a writable control group (node.limitsBy: "rlimit")', () =>
     });
     const pool = new ServerPool({ config, logger, sandboxRoot: tmpDir() });
     try {
-      await expect(pool.acquire('box', uniqueId('job'))).rejects.toThrow(/CPU time: without a control group/);
+      await expect(pool.acquire('box', { tenant: 'acme', jobId: uniqueId('job') })).rejects.toThrow(
+        /CPU time: without a control group/,
+      );
     } finally {
       await pool.close();
     }
@@ -172,23 +175,61 @@ describe.each([
   });
 });
 
-test('I4 (cgroup v1): a quarter of a core is a quarter: the same burner at sandbox.cpus 0.25 gets far less than at 1 (the control: the machine had more to give)', async () => {
+test('I4 (cgroup v1): a quarter of a core is a quarter: a burner at sandbox.cpus 0.25 gets no more, held back by the kernel at its quota (the control: the same burner at 1 has a whole core’s quota)', async () => {
   const quarter = limitsConfig({ cpus: 0.25 });
   const whole = limitsConfig({ cpus: 1 });
   const [a, b] = [await createNode({ config: quarter, logger }), await createNode({ config: whole, logger })];
-  const [small, big] = await a.runUntil(() =>
-    b.runUntil(() =>
-      Promise.all([
-        // Eight threads each: the kernel shares a busy machine by thread, so the whole core's burner still gets more
-        // than a quarter of one when other work keeps both cores busy (with four, the control failed at load 8 to 15).
-        call(quarter, 'box.burn', { threads: 8, ms: 4000 }),
-        call(whole, 'box.burn', { threads: 8, ms: 4000 }),
-      ]),
-    ),
-  );
+  // What the kernel holds each burner's sandbox to, read from its control group while it burns: on a busy machine a
+  // comparison of what each got says more of the machine than of the limit (a control group competes as one).
+  const groups = new Map<number, { throttled: number }>();
+  let burning = true;
+  const watch = (async () => {
+    while (burning) {
+      for (const p of hostProcesses(`${fixture('hostile.js')} server`)) {
+        const group = cpuGroupOf(p.pid);
+        if (group)
+          groups.set(group.quotaUs, {
+            throttled: Math.max(group.throttled, groups.get(group.quotaUs)?.throttled ?? 0),
+          });
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  const [small, big] = await a
+    .runUntil(() =>
+      b.runUntil(() =>
+        Promise.all([
+          call(quarter, 'box.burn', { threads: 8, ms: 4000 }),
+          call(whole, 'box.burn', { threads: 8, ms: 4000 }),
+        ]),
+      ),
+    )
+    .finally(() => (burning = false));
+  await watch;
   expect(small.value!.cores).toBeLessThanOrEqual(0.35);
-  expect(big.value!.cores).toBeGreaterThan(small.value!.cores * 1.5);
+  expect(big.value!.cores).toBeLessThanOrEqual(1.1);
+  // A quarter of each 100 ms period, and the kernel throttled it there; the whole core's sandbox had all of each.
+  expect(groups.get(25_000)?.throttled).toBeGreaterThan(0);
+  expect(groups.has(100_000)).toBe(true);
 });
+
+/** A process's CPU control group (cgroup v1): its quota per 100 ms period and how often the kernel throttled it. */
+function cpuGroupOf(pid: number): { quotaUs: number; throttled: number } | undefined {
+  try {
+    const line = fs
+      .readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+      .split('\n')
+      .find((l) => l.split(':')[1]?.split(',').includes('cpu'));
+    if (!line) return undefined;
+    const [, controllers, where] = line.split(':');
+    const dir = path.join('/sys/fs/cgroup', controllers, where);
+    const quotaUs = Number(fs.readFileSync(path.join(dir, 'cpu.cfs_quota_us'), 'utf8'));
+    const throttled = Number(/^nr_throttled (\d+)$/m.exec(fs.readFileSync(path.join(dir, 'cpu.stat'), 'utf8'))?.[1]);
+    return quotaUs > 0 ? { quotaUs, throttled } : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 (root ? test : test.skip)(
   'I1: two sandboxes run as uids of their own: neither can signal the other where no PID namespace parts them; each can signal its own (the control)',

@@ -103,7 +103,7 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
         expect(events.map((r) => r.event)).toEqual(['hold', 'cancelled', 'released', 'exit']);
         expect(events[2].held).toEqual([]);
         expect(hostProcesses(pythonExample('bookshop'))).toEqual([]);
-        expect(node.pool.hasSandbox(handle.workflowId)).toBe(false);
+        expect(node.pool.hasSandbox({ tenant: 'acme', jobId: handle.workflowId })).toBe(false);
       });
     },
   );

@@ -90,6 +90,7 @@ test('H1/H7: a harness whose script is missing ends its session with an error re
       route: new CancelRoute(200),
       killGraceMs: 100,
       sessionRoot: path.join(dir, 'sessions'),
+      harnesses: undefined as never,
     },
     { jobId: 'j', tenant: 'acme', harness: 'refunds', session: 's1', sessionRun: 1, input: null },
   );

@@ -4,7 +4,8 @@
  */
 import { bwrapArgs, resolvePath } from '../../activities/sandbox/plan';
 import type { PathKind, SandboxPlan } from '../../activities/sandbox/plan';
-import { isInternalAddress, isLoopbackHost, parseGrant } from '../../activities/sandbox/network';
+import { grantOf, isLoopbackHost, parseGrant } from '../../activities/sandbox/network';
+import { refusedAddress } from '../../activities/sandbox/addresses';
 import { keyed, ownGroups } from '../../activities/sandbox/limits';
 
 /** A merged-/usr system: /bin, /lib… are symlinks; /etc and /usr folders; the rest as listed. */
@@ -356,17 +357,44 @@ describe('I3: network grants', () => {
     expect(isLoopbackHost(host)).toBe(loopback);
   });
 
-  test.each<[string, boolean]>([
-    ['127.0.0.1', true],
-    ['::ffff:127.0.0.1', true],
-    ['0.0.0.0', true],
-    ['169.254.169.254', true],
-    ['::1', true],
-    ['fe80::1', true],
-    ['93.184.216.34', false],
-    ['2606:2800:220:1::1', false],
-  ])('a granted name resolving to %s is refused as the node’s own (DNS rebinding): %s', (address, internal) => {
-    expect(isInternalAddress(address)).toBe(internal);
+  test('a grant with "private": true, and one without', () => {
+    expect(grantOf({ to: 'db.internal:5432', private: true })).toEqual({
+      host: 'db.internal',
+      port: 5432,
+      private: true,
+    });
+    expect(grantOf('api.example.com:443')).toEqual({ host: 'api.example.com', port: 443 });
+  });
+
+  const own = new Set(['10.0.2.15', 'fd00::15']);
+  test.each<[string, string | undefined, string | undefined]>([
+    ['127.0.0.1', '127.0.0.1, a loopback address', undefined],
+    ['::ffff:127.0.0.1', '::ffff:127.0.0.1 (127.0.0.1), a loopback address', undefined],
+    ['::1', '::1, a loopback address', undefined],
+    ['0.0.0.0', '0.0.0.0, the unspecified address', undefined],
+    ['::', '::, the unspecified address', undefined],
+    ['169.254.169.254', '169.254.169.254, a link-local address (where cloud metadata services answer)', undefined],
+    ['fe80::1', 'fe80::1, a link-local address (where cloud metadata services answer)', undefined],
+    ['224.0.0.1', '224.0.0.1, a multicast address', undefined],
+    ['ff02::1', 'ff02::1, a multicast address', undefined],
+    ['255.255.255.255', '255.255.255.255, the broadcast address', undefined],
+    ['10.0.0.7', '10.0.0.7, a private address (RFC 1918)', 'allowed'],
+    ['172.16.5.4', '172.16.5.4, a private address (RFC 1918)', 'allowed'],
+    ['192.168.1.1', '192.168.1.1, a private address (RFC 1918)', 'allowed'],
+    ['::ffff:10.0.0.1', '::ffff:10.0.0.1 (10.0.0.1), a private address (RFC 1918)', 'allowed'],
+    ['100.100.100.200', '100.100.100.200, a shared address (100.64.0.0/10, RFC 6598)', 'allowed'],
+    ['fd00:ec2::254', 'fd00:ec2::254, a unique local address (fc00::/7)', 'allowed'],
+    ['64:ff9b::a00:1', '64:ff9b::a00:1 (10.0.0.1), a private address (RFC 1918)', 'allowed'],
+    ['2002:a00:1::1', '2002:a00:1::1, a 6to4 address (it leads to any IPv4 address)', undefined],
+    ['10.0.2.15', '10.0.2.15, an address of the node itself', undefined],
+    ['::ffff:10.0.2.15', '::ffff:10.0.2.15 (10.0.2.15), an address of the node itself', undefined],
+    ['fd00::15', 'fd00::15, an address of the node itself', undefined],
+    ['93.184.216.34', undefined, 'allowed'],
+    ['2606:2800:220:1::1', undefined, 'allowed'],
+  ])('I3: a granted name resolving to %s: %s', (address, refused, withPrivate) => {
+    expect(refusedAddress(address, own)?.words).toBe(refused);
+    // `"private": true` lets a name reach the private ranges, never the node's own or loopback.
+    expect(refusedAddress(address, own, true) === undefined ? 'allowed' : undefined).toBe(withPrivate);
   });
 });
 
