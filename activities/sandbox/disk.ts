@@ -98,8 +98,9 @@ export async function diskBytes(scope: DiskScope, stopAt: number): Promise<numbe
 }
 
 /**
- * Hands what `uid` owns in a write grant to the grant folder's owner, keeping each file's group and mode (the
- * sandboxes' shared group, group-writable: the next sandbox of the server still writes it), so a uid leased again
+ * Hands what `uid` owns in a write grant to the grant folder's owner, keeping each file's group and mode, made
+ * group-writable where its maker could write it (the sandboxes' shared group: the next sandbox of the server still
+ * writes it), so a uid leased again
  * later owns nothing an earlier sandbox left there. The kernel clears a set-user-ID bit on the way. Links are changed
  * themselves, never what they point at.
  */
@@ -112,7 +113,10 @@ export async function handOver(grant: string, uid: number): Promise<void> {
   }
   const owner = top.isDirectory() ? top : await fs.promises.lstat(path.dirname(grant)).catch(() => top);
   const give = async (p: string, stat: fs.Stats) => {
-    if (stat.uid === uid) await fs.promises.lchown(p, owner.uid, -1).catch(() => undefined);
+    if (stat.uid !== uid) return;
+    await fs.promises.lchown(p, owner.uid, -1).catch(() => undefined);
+    if (stat.mode & 0o200 && !(stat.mode & 0o020) && (stat.isFile() || stat.isDirectory()))
+      await groupWritable(p, stat);
   };
   await give(grant, top);
   if (!top.isDirectory()) return;
@@ -127,5 +131,24 @@ export async function handOver(grant: string, uid: number): Promise<void> {
       await give(p, stat);
       if (stat.isDirectory() && stat.dev === top.dev) stack.push(p);
     }
+  }
+}
+
+/**
+ * What its maker could write stays writable by the next sandbox of the shared group: a program may make its files
+ * 0644 whatever the umask (SQLite does), and the server's next sandbox, under another uid, could then only read its
+ * own store. Through a descriptor opened without following a link and checked to be the same file, so that another
+ * sandbox writing in the grant cannot swap in a link to a file of the node's between the check and the change.
+ */
+async function groupWritable(p: string, stat: fs.Stats): Promise<void> {
+  let handle: fs.promises.FileHandle | undefined;
+  try {
+    handle = await fs.promises.open(p, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    const now = await handle.stat();
+    if (now.dev === stat.dev && now.ino === stat.ino) await handle.chmod((now.mode & 0o7777) | 0o020);
+  } catch {
+    // gone, or not a file this node may open: left as it is
+  } finally {
+    await handle?.close();
   }
 }
