@@ -1,7 +1,6 @@
 /** `oz0 plugin test SERVER [--drill]`: the drill (plugin/drill) as a command. */
 import type { Command } from 'commander';
 import type { PluginTestReport } from '../../plugin/drill/report';
-import { perTenant } from '../../common/config';
 import { UsageError, config, print, serverArg, withConfig } from './common';
 import type { ConfigOpts } from './common';
 
@@ -26,6 +25,7 @@ export function registerPluginCommands(program: Command): void {
         opts: ConfigOpts & { drill?: boolean; drillFile?: string; tenant?: string; json?: boolean },
       ) => {
         const cfg = await config(opts);
+        const { perTenant } = await import('../../common/config.js');
         if (!Object.hasOwn(cfg.servers, server))
           throw new UsageError(`the config (${cfg.source}) has no server named "${server}"`);
         const target = cfg.servers[server];
