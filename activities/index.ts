@@ -26,7 +26,7 @@ import type { Client } from '@temporalio/client';
 import { runHarness } from './harness/run';
 import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
-import type { CallDeps } from './call/attempt';
+import type { CallDeps } from './call/deps';
 import type { JobSpec } from '../model/schemas';
 
 export interface ActivityDeps extends CallDeps {
@@ -167,4 +167,4 @@ export function createActivities(deps: ActivityDeps): Activities {
 }
 
 export type { Activities };
-export type { NodeIdentity } from './call/attempt';
+export type { NodeIdentity } from './call/deps';

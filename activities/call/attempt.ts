@@ -13,75 +13,30 @@
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
-import type { Logger } from '../../common/logger';
-import { IDEMPOTENCY_KEY_META, RESUME_META } from '../../model/protocol';
 import type { CallProgressState, Outcome, Progress } from '../../model/schemas';
 import { splitTool } from '../../model/checks';
 import { FailureType } from '../../model/activities';
 import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
-import type { PolicyGate } from '../policy/gate';
-import {
-  AskedForInput,
-  OutcomeUnknown,
-  TaskGone,
-  cancelTask,
-  challengeWords,
-  hiddenFunctions,
-  hiddenWhy,
-  makeCall,
-} from '../../mcp';
+import { AskedForInput, TaskGone, cancelTask, makeCall } from '../../mcp';
 import type { TenantCredential } from '../../mcp';
 import { authorizationEndOf, authorizationVerdict } from './authorized';
-import type { AuthorizationVerdict } from './authorized';
+import { functionOf, listingFailure, notAuthorized, refusalNotes, refusedBeforeLease } from './listing';
+import type { CallDeps } from './deps';
 import { perTenant } from '../../common/config';
 import type { TaskSeen } from '../../mcp';
-import type { Lease, ServerConnection, ServerPool } from '../pool';
-import type { CallRelay } from './relay';
+import type { Lease, ServerConnection } from '../pool';
 import { AttemptWatch } from '../observe/attempt';
-import type { NodeMetrics } from '../observe/metrics';
 import { Pulse } from '../heartbeats';
-import type { CancelRoute } from '../heartbeats';
 import { IGNORED_TOKEN, progressed, readPriorState } from './resume';
 import type { ProgressNote } from './resume';
-import { requestPlan } from './plan';
+import { requestOf, requestPlan } from './plan';
 import type { RequestPlan } from './plan';
 import { attemptLimitMs } from './verdicts';
-import { AsksPerson, checkPolicy, questionOf } from './policy-check';
-import {
-  AttemptEnd,
-  Unsent,
-  lineOf,
-  outputOf,
-  settleAnswer,
-  settleStop,
-  settleTaskGone,
-  settleUnknown,
-} from './settle';
+import { AsksPerson, asksPerson, checkPolicy } from './policy-check';
+import { AttemptEnd, lineOf, outputOf, settleAnswer, settleStop, settleTaskGone, settleUnknown } from './settle';
 import type { AttemptFacts, Ending } from './settle';
 import { hearStops } from './stops';
 import type { StopCause } from './stops';
-
-export interface NodeIdentity {
-  /** Human-readable name of this node, e.g. `host/1234`. */
-  id: string;
-  /** This node's own task queue (sandbox clean-up, sessions). */
-  queue: string;
-}
-
-export interface CallDeps {
-  pool: ServerPool;
-  gate: PolicyGate;
-  /** A first attempt may use a policy read this recent; a retry always reads it anew (B6). */
-  policyMaxAgeMs: number;
-  logger: Logger;
-  node: NodeIdentity;
-  /** How cancels reach this node, and so how often a running attempt heartbeats (./heartbeats.ts). */
-  route: CancelRoute;
-  /** Live sessions' calls on this node: their callers stop them and hear their progress through it (H5, H6). */
-  relay: CallRelay;
-  /** O1: the node's series, when it serves them. */
-  metrics?: NodeMetrics;
-}
 
 /** I6: the trace's word for a call on a sandboxed server that ran as a plain process. */
 export const UNISOLATED = 'ran unisolated (node.isolation: "none")';
@@ -196,13 +151,7 @@ class Attempt {
       this.state.sandboxQueues = [...(this.state.sandboxQueues ?? []), deps.node.queue];
       this.beat(true);
     }
-    const tool = tools.find((t) => t.name === fn);
-    if (!tool) {
-      // Perhaps listed only to clients that offer what oz0 does not (sampling, elicitation, roots): say so.
-      const needs = (await hiddenFunctions(deps.pool, server, tools, input.tenant).catch(() => undefined))?.get(fn);
-      const why = `server "${server}" has no function "${fn}"${needs ? `: ${hiddenWhy(needs)}` : ''}`;
-      throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
-    }
+    const tool = await functionOf(deps.pool, server, fn, tools, input.tenant);
     this.watch.listed(true, true);
     const { kind } = connection;
     const { approved } = await checkPolicy(deps, { input, attempt: this.n, server, tools, remote: kind === 'remote' });
@@ -215,50 +164,25 @@ class Attempt {
     return { connection, fn, tool, ...plan };
   }
 
-  /** A lease on the call's server, and its listing. */
+  /** A lease on the call's server, and its listing (./listing.ts says how they end when they cannot be had). */
   private async list(server: string): Promise<{ connection: ServerConnection; tools: Tool[] }> {
     const { deps, input } = this;
-    const config = deps.pool.serverConfig(server);
-    if (!config) {
-      const why = `this node has no server named "${server}"`;
-      throw new AttemptEnd('failed', why, { type: FailureType.unknownTool, retryable: false });
-    }
-    // R1: a tenant without credentials for a server that takes each tenant's own is refused before anything is sent.
-    const missing = deps.pool.credentials.missing(server, input.tenant);
-    if (missing) {
-      const failure = { type: FailureType.refused, retryable: false, message: `${input.tool}: refused: ${missing}` };
-      throw new AttemptEnd('refused', missing, failure);
-    }
-    if (perTenant(config)) this.credential = deps.pool.credentials.of(server, input.tenant);
+    const refused = refusedBeforeLease(deps.pool, server, input);
+    if (refused) throw refused;
+    if (perTenant(deps.pool.serverConfig(server)!)) this.credential = deps.pool.credentials.of(server, input.tenant);
     this.watch.listed(true, false);
     try {
-      const { connection } = (this.lease = await deps.pool.acquire(server, {
-        tenant: input.tenant,
-        jobId: input.jobId,
-      }));
+      const { connection } = (this.lease = await deps.pool.acquire(server, this.owner()));
       // A remote listing is read anew for every call, so a change is caught even without list_changed (A2).
       return { connection, tools: await connection.listTools(connection.kind === 'remote') };
     } catch (err) {
-      const end = authorizationEndOf(err, this.credential);
-      if (end) throw this.notAuthorized(authorizationVerdict(end, input.tool, this.last));
-      const message = (err as Error).message;
-      if (err instanceof OutcomeUnknown) {
-        // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
-        const failure = { type: FailureType.attemptFailed, retryable: false, message: `${input.tool}: ${message}` };
-        throw new AttemptEnd('failed', `outcome unknown: ${message}`, failure);
-      }
-      throw new Unsent(`the server was not reachable: ${message}`, `server "${server}" was not reachable: ${message}`);
+      throw listingFailure(err, this.credential, input, this.last);
     }
   }
 
-  /**
-   * R4: the tenant's authorization failed, before anything of the call was made: busy (its authorization server), or
-   * failed, saying which. A refused credential is forgotten: the next call starts again from the server's challenge.
-   */
-  private notAuthorized(verdict: AuthorizationVerdict): AttemptEnd {
-    this.credential?.refusals(this.input.key);
-    if (verdict.outcome !== 'busy') this.credential?.oauth?.forget();
-    return new AttemptEnd(verdict.outcome, verdict.note, verdict.failure, { unsent: true });
+  /** The job whose call this is, of its tenant: a sandboxed server is that job's own. */
+  private owner() {
+    return { tenant: this.input.tenant, jobId: this.input.jobId };
   }
 
   // ---- send: the request, its stop, its progress ----
@@ -276,16 +200,7 @@ class Attempt {
     const unwatch = progressToken ? p.connection.watchProgress(progressToken, (n) => this.onProgress(n, p)) : undefined;
     // O2-O3: the MCP client span; its traceparent goes in _meta, so the server's spans are its children.
     const mcp = this.watch.toolsCall(p.fn, p.connection);
-    const request = {
-      name: p.fn,
-      arguments: input.args,
-      _meta: {
-        ...mcp.meta,
-        [IDEMPOTENCY_KEY_META]: input.key,
-        ...(progressToken ? { progressToken } : {}),
-        ...(p.resume ? { [RESUME_META]: p.resume } : {}),
-      },
-    };
+    const request = requestOf(p, input, { ...mcp.meta, ...(progressToken ? { progressToken } : {}) });
     // The request never outlives the attempt's own limit; never the SDK's 60 s default.
     const timeoutMs = Math.max(1, remaining) + 5000;
     const signal = this.controller.signal;
@@ -305,7 +220,7 @@ class Attempt {
         }),
       );
       mcp.end(result);
-      this.noteRefusals();
+      this.notes.push(...refusalNotes(this.credential, input.key));
       return result;
     } catch (err) {
       mcp.end(undefined, err, this.stopCause?.outcome);
@@ -314,17 +229,6 @@ class Attempt {
     } finally {
       unwatch?.();
       clearTimeout(limit);
-    }
-  }
-
-  /**
-   * R2, K1: the server refused the call's request before it ran it (401 for a token it no longer takes, 403 for a
-   * scope it lacked): a new token was taken and the same request sent again within this attempt, under the same key.
-   */
-  private noteRefusals(): void {
-    for (const c of this.credential?.refusals(this.input.key) ?? []) {
-      const why = c.status === 403 ? 'a token with the scopes it asked for' : 'a new token';
-      this.notes.push(`the server refused the request before running it${challengeWords(c)}: sent again with ${why}`);
     }
   }
 
@@ -389,7 +293,9 @@ class Attempt {
     // R4: refused before the server ran it (a token that could not be had, a 401 or 403 past a new token); not so
     // once a task was made, which the next attempt follows.
     const end = this.state.task ? undefined : authorizationEndOf(err, this.credential);
-    if (end) return this.notAuthorized(authorizationVerdict(end, this.input.tool, this.last)).ending;
+    if (end)
+      return notAuthorized(authorizationVerdict(end, this.input.tool, this.last), this.credential, this.input.key)
+        .ending;
     // I4: the server's sandbox went past a limit and was stopped: said by name, not as a closed connection.
     const limit = this.lease?.connection.stoppedFor();
     const message = limit ? `its sandbox was stopped: past ${limit}` : ((err as Error).message ?? String(err));
@@ -402,11 +308,7 @@ class Attempt {
     const { connection } = this.lease ?? {};
     const task = this.state.task;
     if (ending.cancelTask && task && connection) this.notes.push(await cancelTask(connection, task));
-    if (ending.stopSandbox && connection)
-      await this.deps.pool.stopSandbox(connection.server, {
-        tenant: this.input.tenant,
-        jobId: this.input.jobId,
-      });
+    if (ending.stopSandbox && connection) await this.deps.pool.stopSandbox(connection.server, this.owner());
     if (ending.forgetTask) this.state.task = undefined;
     if (ending.unsent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
     // I3: a destination its sandbox's network refused while it ran is said too (the server may only see a 502).
@@ -427,18 +329,9 @@ class Attempt {
     });
   }
 
-  /** A4: the job asks a person; a live session's caller hears that the call waits, and the command that answers. */
+  /** A4: the job asks a person (./policy-check.ts); a live session's caller hears that the call waits. */
   private asks(pattern: string): CallAsks {
-    const { input, deps } = this;
-    if (input.relay) {
-      const words = `waiting for a person's yes (${pattern}: confirm): oz0 call approve ${input.jobId} ${this.ctx.info.activityId}`;
-      deps.relay.waiting(input.jobId, input.relay.callId, words);
-    }
-    return {
-      asks: questionOf(pattern, input.args),
-      node: deps.node.id,
-      ...(this.state.sandboxQueues ? { sandboxQueues: this.state.sandboxQueues } : {}),
-    };
+    return asksPerson(this.deps, this.input, pattern, this.ctx.info.activityId, this.state.sandboxQueues);
   }
 
   /**

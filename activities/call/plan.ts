@@ -6,7 +6,7 @@
 import type { Tool } from '@modelcontextprotocol/client';
 import { taskPlan, taskSupportOf } from '../../mcp';
 import type { ServerConnection } from '../../mcp';
-import { declaresResume } from '../../model/protocol';
+import { IDEMPOTENCY_KEY_META, RESUME_META, declaresResume } from '../../model/protocol';
 import type { CallProgressState, ResumeRequest } from '../../model/schemas';
 import { FailureType } from '../../model/activities';
 import type { CallInput } from '../../model/activities';
@@ -80,4 +80,14 @@ export function requestPlan(input: {
     takesTokens: kind === 'remote' && resumes,
     notes,
   };
+}
+
+/** The `tools/call` request: the function, its arguments, and `_meta` with the call's key (K1) and its resume (P3). */
+export function requestOf(
+  p: { fn: string; resume?: ResumeRequest },
+  input: CallInput,
+  meta: Record<string, unknown>,
+): { name: string; arguments: Record<string, unknown>; _meta: Record<string, unknown> } {
+  const resume = p.resume ? { [RESUME_META]: p.resume } : {};
+  return { name: p.fn, arguments: input.args, _meta: { ...meta, [IDEMPOTENCY_KEY_META]: input.key, ...resume } };
 }

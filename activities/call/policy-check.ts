@@ -12,6 +12,7 @@ import { listingDigest, verdict } from '../../model/policy-rules';
 import type { Verdict } from '../../model/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
 import { AttemptEnd, Unsent } from './settle';
+import type { CallRelay } from './relay';
 
 /** A question shows this much of a call's arguments (JSON); the rest is cut. */
 export const QUESTION_ARGS_CHARS = 2000;
@@ -122,4 +123,22 @@ async function question(gate: PolicyGate, call: CheckedCall): Promise<Verdict> {
   if (pattern) throw new AsksPerson(pattern);
   await gate.forgetQuestion(input.tenant, question);
   return now;
+}
+
+/**
+ * A4: what the job is told when the call waits for a person's yes; a live session's caller hears that it waits, and
+ * the command that answers it.
+ */
+export function asksPerson(
+  deps: { node: { id: string }; relay: CallRelay },
+  input: CallInput,
+  pattern: string,
+  activityId: string,
+  sandboxQueues: string[] | undefined,
+): CallAsks {
+  if (input.relay) {
+    const words = `waiting for a person's yes (${pattern}: confirm): oz0 call approve ${input.jobId} ${activityId}`;
+    deps.relay.waiting(input.jobId, input.relay.callId, words);
+  }
+  return { asks: questionOf(pattern, input.args), node: deps.node.id, ...(sandboxQueues ? { sandboxQueues } : {}) };
 }

@@ -1,0 +1,29 @@
+/** What an attempt runs with: the node's pool, policy gate, identity, cancel route, live sessions and series. */
+import type { Logger } from '../../common/logger';
+import type { PolicyGate } from '../policy/gate';
+import type { ServerPool } from '../pool';
+import type { CancelRoute } from '../heartbeats';
+import type { NodeMetrics } from '../observe/metrics';
+import type { CallRelay } from './relay';
+
+export interface NodeIdentity {
+  /** Human-readable name of this node, e.g. `host/1234`. */
+  id: string;
+  /** This node's own task queue (sandbox clean-up, sessions). */
+  queue: string;
+}
+
+export interface CallDeps {
+  pool: ServerPool;
+  gate: PolicyGate;
+  /** A first attempt may use a policy read this recent; a retry always reads it anew (B6). */
+  policyMaxAgeMs: number;
+  logger: Logger;
+  node: NodeIdentity;
+  /** How cancels reach this node, and so how often a running attempt heartbeats (./heartbeats.ts). */
+  route: CancelRoute;
+  /** Live sessions' calls on this node: their callers stop them and hear their progress through it (H5, H6). */
+  relay: CallRelay;
+  /** O1: the node's series, when it serves them. */
+  metrics?: NodeMetrics;
+}
