@@ -82,7 +82,8 @@ describe('I4, without a writable control group (node.limitsBy: "rlimit")', () =>
     const node = await createNode({ config, logger });
     const [folder, tmp, under] = await node.runUntil(() =>
       Promise.all([
-        call(config, 'box.diskfill', { mib: 256 }),
+        // 4 MiB every 20 ms: past the limit well within the time the node takes to read it (every 250 ms or so).
+        call(config, 'box.diskfill', { mib: 256, paceMs: 20 }),
         call(config, 'box.diskfill', { where: '/tmp', mib: 256 }),
         call(config, 'box.diskfill', { mib: 8 }),
       ]),

@@ -153,7 +153,8 @@ describe.each(['2025-11-25', '2026-07-28'] as const)('the MCP Python SDK on MCP 
             true,
           ),
         },
-        tools: { 'find.search': { timeoutSeconds: 4, maxAttempts: 2 } },
+        // Long enough for the second attempt to start a fresh sandboxed Python on a loaded machine (seconds).
+        tools: { 'find.search': { timeoutSeconds: 8, maxAttempts: 2 } },
       });
       const { trace } = await runJob(temporal, config, {
         tenant: 'acme',
