@@ -1,5 +1,5 @@
 'use strict';
-// The order files start in: the longest first, so the two workers end together instead of one waiting on a file it
+// The order files start in: the longest first, so the workers end together instead of one waiting on a file it
 // started last. Jest orders by the durations it cached from the last run; a fresh clone (CI) has none, and jest's
 // fallback, file size, starts a short file of long waits (a node killed, a package installed) near the end. There,
 // the files below go first by the seconds they took (a run on 2 cores), then the other integration files by size,
@@ -7,29 +7,49 @@
 const Sequencer = require('@jest/test-sequencer').default;
 const path = require('node:path');
 
-/** Seconds each slow integration file took (2 cores, loaded); rounded, for order only. */
+/** Seconds each integration file took on a fresh clone (2 cores, load 2-4, three workers); rounded, for order only. */
 const MEASURED = {
-  'harness-nodes': 220,
-  sessions: 200,
-  harness: 195,
-  python: 185,
-  cli: 135,
-  protocols: 110,
-  busy: 110,
-  'confirm-sessions': 100,
-  stops: 100,
-  drill: 95,
-  tasks: 95,
-  demo: 90,
-  observability: 85,
-  policy: 85,
-  confirm: 70,
-  package: 70,
-  jobs: 70,
-  'confirm-nodes': 60,
-  progress: 60,
-  'task-extension': 60,
-  'web-ui': 50,
+  'harness-nodes': 153,
+  sessions: 132,
+  harness: 122,
+  python: 102,
+  limits: 73,
+  'node-restart': 72,
+  tasks: 65,
+  'job-ends': 59,
+  stops: 57,
+  protocols: 54,
+  drill: 53,
+  demo: 52,
+  policy: 50,
+  grants: 46,
+  jobs: 46,
+  observability: 45,
+  confirm: 41,
+  isolation: 41,
+  'task-extension': 40,
+  'confirm-nodes': 40,
+  'last-words': 36,
+  progress: 31,
+  busy: 29,
+  'web-ui': 28,
+  'confirm-sessions': 27,
+  conformance: 23,
+  'gateway-flood': 23,
+  cli: 21,
+  keys: 21,
+  package: 21,
+  'fresh-machine': 18,
+  'credentials-secrets': 18,
+  'credentials-failures': 17,
+  credentials: 17,
+  servers: 17,
+  nodes: 14,
+  'sandbox-venv': 14,
+  'job-folders': 13,
+  'key-store': 12,
+  'cli-start': 9,
+  'cancel-push': 8,
 };
 
 function estimate(test) {
