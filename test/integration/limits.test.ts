@@ -14,6 +14,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import type { LoadedConfig } from '../../common/config';
 import type { JobSpec } from '../../model/schemas';
 import { Isolation } from '../../activities/sandbox';
+import { keyed, ownGroups } from '../../activities/sandbox/limits';
 import { ServerPool } from '../../activities/pool';
 import { createNode } from '../../worker/node';
 import { callsOf } from '../../model/job';
@@ -217,15 +218,11 @@ test('I4 (cgroup v1): a quarter of a core is a quarter: a burner at sandbox.cpus
 /** A process's CPU control group (cgroup v1): its quota per 100 ms period and how often the kernel throttled it. */
 function cpuGroupOf(pid: number): { quotaUs: number; throttled: number } | undefined {
   try {
-    const line = fs
-      .readFileSync(`/proc/${pid}/cgroup`, 'utf8')
-      .split('\n')
-      .find((l) => l.split(':')[1]?.split(',').includes('cpu'));
-    if (!line) return undefined;
-    const [, controllers, where] = line.split(':');
-    const dir = path.join('/sys/fs/cgroup', controllers, where);
+    const where = ownGroups(fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8')).get('cpu');
+    if (where === undefined) return undefined;
+    const dir = path.join('/sys/fs/cgroup', 'cpu', where);
     const quotaUs = Number(fs.readFileSync(path.join(dir, 'cpu.cfs_quota_us'), 'utf8'));
-    const throttled = Number(/^nr_throttled (\d+)$/m.exec(fs.readFileSync(path.join(dir, 'cpu.stat'), 'utf8'))?.[1]);
+    const throttled = keyed(fs.readFileSync(path.join(dir, 'cpu.stat'), 'utf8'), 'nr_throttled');
     return quotaUs > 0 ? { quotaUs, throttled } : undefined;
   } catch {
     return undefined;
