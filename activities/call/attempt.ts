@@ -13,29 +13,24 @@
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
-import type { CallProgressState, Outcome, Progress } from '../../model/schemas';
 import { splitTool } from '../../model/checks';
 import { FailureType } from '../../model/activities';
 import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
 import { AskedForInput, TaskGone, cancelTask, makeCall } from '../../mcp';
 import type { TenantCredential } from '../../mcp';
-import { authorizationEndOf, authorizationVerdict } from './authorized';
-import { functionOf, listingFailure, notAuthorized, refusalNotes, refusedBeforeLease } from './listing';
+import { functionOf, listingFailure, notAuthorizedBy, refusalNotes, refusedBeforeLease } from './listing';
 import type { CallDeps } from './deps';
 import { perTenant } from '../../common/config';
-import type { TaskSeen } from '../../mcp';
 import type { Lease, ServerConnection } from '../pool';
 import { AttemptWatch } from '../observe/attempt';
-import { Pulse } from '../heartbeats';
-import { IGNORED_TOKEN, progressed, readPriorState } from './resume';
+import { Carried } from './carried';
 import type { ProgressNote } from './resume';
 import { requestOf, requestPlan } from './plan';
 import type { RequestPlan } from './plan';
-import { attemptLimitMs } from './verdicts';
 import { AsksPerson, asksPerson, checkPolicy } from './policy-check';
-import { AttemptEnd, lineOf, outputOf, settleAnswer, settleStop, settleTaskGone, settleUnknown } from './settle';
+import { AttemptEnd, outputOf, settleAnswer, settleStop, settleTaskGone, settleUnknown } from './settle';
 import type { AttemptFacts, Ending } from './settle';
-import { hearStops } from './stops';
+import { hearStops, hearTimeLimit } from './stops';
 import type { StopCause } from './stops';
 
 /** I6: the trace's word for a call on a sandboxed server that ran as a plain process. */
@@ -59,11 +54,8 @@ class Attempt {
   private readonly last: boolean;
   /** C6: the attempt's clock starts when it got its slot on the node, i.e. now. */
   private readonly startedAt = Date.now();
-  /** What the heartbeat carries: the call, its progress and the attempts so far, for the UI and the next attempt. */
-  private readonly state: CallProgressState;
-  private progress?: Progress;
-  /** P5: how this attempt started (resumed, or started over and why), and tokens it ignored. */
-  private readonly notes: string[] = [];
+  /** The call's state, which the heartbeats carry, and this attempt's line in the trace (./carried.ts). */
+  private readonly carried: Carried;
   /** One request per attempt, so one stop: a fresh controller (a shared signal would leak listeners). */
   private readonly controller = new AbortController();
   private stopCause?: StopCause;
@@ -77,49 +69,38 @@ class Attempt {
   private credential?: TenantCredential;
   /** O1-O3: this attempt's series and spans. */
   private readonly watch: AttemptWatch;
-  private pulse?: Pulse;
 
   constructor(
     private readonly deps: CallDeps,
     private readonly input: CallInput,
   ) {
     this.last = this.n >= input.maxAttempts;
-    this.state = { ...readPriorState(this.ctx.info.heartbeatDetails, this.n), tool: input.tool, key: input.key };
     this.watch = new AttemptWatch(deps.metrics, input, this.n);
+    this.carried = new Carried(this.ctx, deps.route.pace(this.ctx.info.heartbeatTimeoutMs), input);
   }
 
   /** The attempt, and what it tells observability when it ends: its outcome, and whether a next attempt follows. */
   async run(): Promise<CallOutput | CallAsks> {
     try {
       const out = await this.attempt();
-      this.watch.ended('asks' in out ? undefined : this.outcome(), true);
+      this.watch.ended('asks' in out ? undefined : this.carried.outcome(), true);
       return out;
     } catch (err) {
       const retried = err instanceof ApplicationFailure && !err.nonRetryable && !this.last;
-      this.watch.ended(this.outcome() ?? 'failed', !retried);
+      this.watch.ended(this.carried.outcome() ?? 'failed', !retried);
       throw err;
     }
   }
 
-  /** This attempt's outcome, as its line in the trace says. */
-  private outcome(): Outcome | undefined {
-    const line = this.state.attempts.at(-1);
-    return line?.attempt === this.n ? line.outcome : undefined;
-  }
-
   /** The phases, with the attempt's stops (job cancel, kill switch, its session's caller) heard around them. */
   private async attempt(): Promise<CallOutput | CallAsks> {
-    const { ctx } = this;
-    // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
-    // a word is read as lost. A call that runs longer than its pace's idle period beats from then on.
-    this.pulse = new Pulse(ctx, this.deps.route.pace(ctx.info.heartbeatTimeoutMs), () => this.state);
     // C5: heard before the policy is read, so a kill switch thrown from here on stops this call too.
-    const unhear = hearStops({ ...this.deps, ctx }, this.input, (why) => this.stop(why));
+    const unhear = hearStops({ ...this.deps, ctx: this.ctx }, this.input, (why) => this.stop(why));
     try {
       return await this.phases();
     } finally {
       unhear();
-      this.pulse?.stop();
+      this.carried.stopBeating();
       this.lease?.release();
     }
   }
@@ -143,22 +124,18 @@ class Attempt {
     const { deps, input } = this;
     const { server, fn } = splitTool(input.tool);
     const { connection, tools } = await this.list(server);
-    this.state.protocol = connection.protocol;
+    this.carried.served(connection, deps.node.queue);
     // I6: a sandboxed server that is not isolated is said on every attempt it serves.
-    if (connection.kind === 'sandbox' && !connection.isolated) this.notes.push(UNISOLATED);
-    if (connection.kind === 'sandbox' && !this.state.sandboxQueues?.includes(deps.node.queue)) {
-      // Said at once, in a heartbeat: a node cut off before its answer arrives still gets its sandbox stopped.
-      this.state.sandboxQueues = [...(this.state.sandboxQueues ?? []), deps.node.queue];
-      this.beat(true);
-    }
+    if (connection.kind === 'sandbox' && !connection.isolated) this.carried.note(UNISOLATED);
     const tool = await functionOf(deps.pool, server, fn, tools, input.tenant);
     this.watch.listed(true, true);
     const { kind } = connection;
     const { approved } = await checkPolicy(deps, { input, attempt: this.n, server, tools, remote: kind === 'remote' });
     const stopped = this.stopCause !== undefined;
-    const plan = requestPlan({ call: input, attempt: this.n, tool, connection, approved, prior: this.state, stopped });
+    const prior = this.carried.state;
+    const plan = requestPlan({ call: input, attempt: this.n, tool, connection, approved, prior, stopped });
     ({ again: this.again, readOnly: this.readOnly } = plan);
-    this.notes.push(...plan.notes);
+    this.carried.note(...plan.notes);
     // A7: a live session's caller that heard the call wait for a person hears now that it goes on.
     if (input.relay) deps.relay.waiting(input.jobId, input.relay.callId, undefined);
     return { connection, fn, tool, ...plan };
@@ -189,11 +166,7 @@ class Attempt {
 
   private async send(p: Prepared): Promise<CallToolResult> {
     const { input } = this;
-    const remaining = attemptLimitMs(input.timeoutSeconds) - (Date.now() - this.startedAt);
-    const limit = setTimeout(
-      () => this.stop({ outcome: 'timeout', text: `oz0: time limit: ${input.timeoutSeconds} s less its margin` }),
-      Math.max(0, remaining),
-    );
+    const limit = hearTimeLimit(input.timeoutSeconds, this.startedAt, (why) => this.stop(why));
     // P1: a call that may be made again asks for progress, under a token of its own; so does one whose live session's
     // caller asked for it (H6), and one that runs as a task, which a later attempt follows too.
     const progressToken = this.again || input.relay?.progress || p.asTask ? `oz0:${input.key}:${this.n}` : undefined;
@@ -202,7 +175,7 @@ class Attempt {
     const mcp = this.watch.toolsCall(p.fn, p.connection);
     const request = requestOf(p, input, { ...mcp.meta, ...(progressToken ? { progressToken } : {}) });
     // The request never outlives the attempt's own limit; never the SDK's 60 s default.
-    const timeoutMs = Math.max(1, remaining) + 5000;
+    const timeoutMs = Math.max(1, limit.remainingMs) + 5000;
     const signal = this.controller.signal;
     this.sent = true;
     try {
@@ -212,15 +185,15 @@ class Attempt {
           tool: p.tool,
           params: request,
           asTask: p.asTask,
-          priorTask: this.state.task,
+          priorTask: this.carried.state.task,
           ttlMs: input.timeoutSeconds * input.maxAttempts * 1000,
           signal,
           timeoutMs,
-          onTask: (task) => this.onTask(task, p.connection.protocol),
+          onTask: (task) => this.carried.taskSeen(task, p.connection.protocol),
         }),
       );
       mcp.end(result);
-      this.notes.push(...refusalNotes(this.credential, input.key));
+      this.carried.note(...refusalNotes(this.credential, input.key));
       return result;
     } catch (err) {
       mcp.end(undefined, err, this.stopCause?.outcome);
@@ -228,7 +201,7 @@ class Attempt {
       throw err;
     } finally {
       unwatch?.();
-      clearTimeout(limit);
+      limit.unhear();
     }
   }
 
@@ -241,20 +214,8 @@ class Attempt {
 
   /** P1, P3: a progress notification for this attempt's request: in the heartbeat, and to a live session's caller. */
   private onProgress(n: ProgressNote, p: Prepared): void {
-    const news = progressed(this.progress, n, p.takesTokens);
-    if (!news) return;
-    this.progress = news.progress;
-    Object.assign(this.state, news.carried);
-    if (news.invalidToken && !this.notes.includes(IGNORED_TOKEN)) this.notes.push(IGNORED_TOKEN);
-    if (this.input.relay) this.deps.relay.report(this.input.jobId, this.input.relay.callId, this.progress);
-    this.beat();
-  }
-
-  /** The call's task, made or found, and each status after: in the heartbeat at once, for the next attempt. */
-  private onTask(task: TaskSeen, protocol: string): void {
-    if (!this.state.task) this.notes.push(`task ${task.taskId}`);
-    this.state.task = { id: task.taskId, status: task.status, protocol: this.state.task?.protocol ?? protocol };
-    this.beat(true);
+    const progress = this.carried.progressed(n, p.takesTokens);
+    if (progress && this.input.relay) this.deps.relay.report(this.input.jobId, this.input.relay.callId, progress);
   }
 
   /**
@@ -262,27 +223,22 @@ class Attempt {
    * answer: the call ends with an error result that names it, and a task left waiting for the answer is cancelled.
    */
   private async asked(err: AskedForInput, p: Prepared): Promise<CallToolResult> {
-    this.notes.push(err.note());
-    const task = this.state.task;
+    this.carried.note(err.note());
+    const task = this.carried.state.task;
     if (task && task.status !== 'completed' && task.status !== 'failed' && task.status !== 'cancelled') {
-      this.notes.push(await cancelTask(p.connection, task));
+      this.carried.note(await cancelTask(p.connection, task));
     }
     return err.result();
-  }
-
-  /** Something the heartbeat carries changed: it goes out within the pace's carry period, or now. */
-  private beat(now = false): void {
-    this.pulse?.beat(now);
   }
 
   // ---- settle: the outcome (./settle.ts decides it), its record, what Temporal is told ----
 
   /** What settle reads of this attempt. */
   private facts(): AttemptFacts {
-    const { input, state } = this;
+    const { input, again, last, sent, readOnly } = this;
+    const task = this.carried.state.task !== undefined;
     const sandbox = this.lease?.connection.kind === 'sandbox';
-    const { again, last, sent, readOnly } = this;
-    return { tool: input.tool, key: input.key, again, last, sent, task: state.task !== undefined, readOnly, sandbox };
+    return { tool: input.tool, key: input.key, again, last, sent, task, readOnly, sandbox };
   }
 
   /** No answer for the job: prepare ended the attempt, a stop cut the request, or the request failed. */
@@ -292,10 +248,8 @@ class Attempt {
     if (err instanceof TaskGone) return settleTaskGone(err.message, this.facts());
     // R4: refused before the server ran it (a token that could not be had, a 401 or 403 past a new token); not so
     // once a task was made, which the next attempt follows.
-    const end = this.state.task ? undefined : authorizationEndOf(err, this.credential);
-    if (end)
-      return notAuthorized(authorizationVerdict(end, this.input.tool, this.last), this.credential, this.input.key)
-        .ending;
+    const refused = this.carried.state.task ? undefined : notAuthorizedBy(err, this.credential, this.input, this.last);
+    if (refused) return refused.ending;
     // I4: the server's sandbox went past a limit and was stopped: said by name, not as a closed connection.
     const limit = this.lease?.connection.stoppedFor();
     const message = limit ? `its sandbox was stopped: past ${limit}` : ((err as Error).message ?? String(err));
@@ -306,40 +260,29 @@ class Attempt {
   /** Carries out the ending: its steps, this attempt's line in the trace, then the answer or what Temporal is told. */
   private async end(ending: Ending): Promise<CallOutput> {
     const { connection } = this.lease ?? {};
-    const task = this.state.task;
-    if (ending.cancelTask && task && connection) this.notes.push(await cancelTask(connection, task));
+    const { state } = this.carried;
+    if (ending.cancelTask && state.task && connection) this.carried.note(await cancelTask(connection, state.task));
     if (ending.stopSandbox && connection) await this.deps.pool.stopSandbox(connection.server, this.owner());
-    if (ending.forgetTask) this.state.task = undefined;
-    if (ending.unsent) this.state.unsent = [...(this.state.unsent ?? []), this.n];
     // I3: a destination its sandbox's network refused while it ran is said too (the server may only see a 502).
-    const refused = connection?.refusedSince(this.startedAt) ?? [];
-    const line = lineOf(this.n, ending, [...this.notes, ...refused], this.progress);
-    this.state.attempts = [...this.state.attempts, line];
-    if ('answer' in ending) return outputOf(ending.answer, this.state, this.deps.node.id);
-    if ('cancelled' in ending) throw new CancelledFailure(ending.note, [this.state]);
+    this.carried.ended(ending, connection?.refusedSince(this.startedAt) ?? []);
+    if ('answer' in ending) return outputOf(ending.answer, state, this.deps.node.id);
+    if ('cancelled' in ending) throw new CancelledFailure(ending.note, [state]);
     const { type, retryable, message, nextRetryDelayMs } = ending.failure;
     if (type === FailureType.busy) this.watch.busyWait(nextRetryDelayMs);
-    if (retryable) this.handOn();
+    // P2: the next attempt reads what this one left from the last heartbeat: it goes out now.
+    if (retryable) this.carried.handOn();
     throw ApplicationFailure.create({
       type,
       message: message ?? ending.note,
       nonRetryable: !retryable,
       nextRetryDelay: nextRetryDelayMs,
-      details: [this.state],
+      details: [state],
     });
   }
 
   /** A4: the job asks a person (./policy-check.ts); a live session's caller hears that the call waits. */
   private asks(pattern: string): CallAsks {
-    return asksPerson(this.deps, this.input, pattern, this.ctx.info.activityId, this.state.sandboxQueues);
-  }
-
-  /**
-   * The next attempt reads what this one left from the last heartbeat (P2): the record goes out in one, now (the
-   * failure that ends the attempt carries it too, as its details).
-   */
-  private handOn(): void {
-    this.pulse?.stop();
-    this.ctx.heartbeat(this.state);
+    const { sandboxQueues } = this.carried.state;
+    return asksPerson(this.deps, this.input, pattern, this.ctx.info.activityId, sandboxQueues);
   }
 }

@@ -33,8 +33,8 @@ export function listingFailure(
   input: CallInput,
   last: boolean,
 ): AttemptEnd {
-  const end = authorizationEndOf(err, credential);
-  if (end) return notAuthorized(authorizationVerdict(end, input.tool, last), credential, input.key);
+  const refused = notAuthorizedBy(err, credential, input, last);
+  if (refused) return refused;
   const message = (err as Error).message;
   if (err instanceof OutcomeUnknown) {
     // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
@@ -45,11 +45,22 @@ export function listingFailure(
   return new Unsent(`the server was not reachable: ${message}`, `server "${server}" was not reachable: ${message}`);
 }
 
+/** R4: the end of an attempt whose failure (of its lease, its listing or its request) says its authorization failed. */
+export function notAuthorizedBy(
+  err: unknown,
+  credential: TenantCredential | undefined,
+  input: Pick<CallInput, 'tool' | 'key'>,
+  last: boolean,
+): AttemptEnd | undefined {
+  const end = authorizationEndOf(err, credential);
+  return end && notAuthorized(authorizationVerdict(end, input.tool, last), credential, input.key);
+}
+
 /**
  * R4: the tenant's authorization failed, before anything of the call was made: busy (its authorization server), or
  * failed, saying which. A refused credential is forgotten: the next call starts again from the server's challenge.
  */
-export function notAuthorized(
+function notAuthorized(
   verdict: AuthorizationVerdict,
   credential: TenantCredential | undefined,
   key: string,

@@ -1,7 +1,7 @@
 /**
- * What stops an attempt's request, and how the attempt hears it (C1-C5, H5): its job cancelled or its node shutting
- * down (Temporal's cancellation, read from its details), a kill switch (the tenant's policy), and a live session's
- * caller. The time limit is the attempt's own (./attempt.ts, send). The first cause wins; settle reads it.
+ * What stops an attempt's request, and how the attempt hears it (C1-C6, H5): its job cancelled or its node shutting
+ * down (Temporal's cancellation, read from its details), a kill switch (the tenant's policy), a live session's
+ * caller, and the attempt's own time limit. The first cause wins; settle reads it.
  */
 import type { Context } from '@temporalio/activity';
 import type { ActivityCancellationDetails } from '@temporalio/common';
@@ -9,6 +9,7 @@ import type { Outcome } from '../../model/schemas';
 import type { CallInput } from '../../model/activities';
 import type { PolicyGate } from '../policy/gate';
 import type { CallRelay } from './relay';
+import { attemptLimitMs } from './verdicts';
 
 /** Why an attempt's request was stopped, in the trace's words; the first cause wins. */
 export interface StopCause {
@@ -57,4 +58,21 @@ export function hearStops(
     unrelay?.();
     unregister();
   };
+}
+
+/**
+ * C6: the attempt's own time limit, counted from when it got its slot on the node (`startedAt`), is a stop when it
+ * passes. Returns the time left now, and the function that stops hearing it (send calls it once the request ended).
+ */
+export function hearTimeLimit(
+  timeoutSeconds: number,
+  startedAt: number,
+  stop: (why: StopCause) => void,
+): { remainingMs: number; unhear: () => void } {
+  const remainingMs = attemptLimitMs(timeoutSeconds) - (Date.now() - startedAt);
+  const limit = setTimeout(
+    () => stop({ outcome: 'timeout', text: `oz0: time limit: ${timeoutSeconds} s less its margin` }),
+    Math.max(0, remainingMs),
+  );
+  return { remainingMs, unhear: () => clearTimeout(limit) };
 }
