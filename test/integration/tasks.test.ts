@@ -121,13 +121,16 @@ test('tasks: a cancelled job sends tasks/cancel for its running task (C1, C2)', 
       args: [{ tenant, steps: [research] }],
     });
     const key = `${handle.workflowId}/c1`;
-    await eventually(() => receivedFor(remoteLog, key).calls[0], 30_000, 'the tools/call');
-    await new Promise((r) => setTimeout(r, 500));
+    const call = await eventually(() => receivedFor(remoteLog, key).calls[0], 30_000, 'the tools/call');
+    // Cancelled once the node holds the task: its first tasks/get says it has the task id.
+    const polled = await eventually(
+      () => readReceived(remoteLog).find((r) => r.method === 'tasks/get' && r.session === call.session),
+      30_000,
+      'the first tasks/get',
+    );
     await handle.cancel();
     await expect(handle.result()).rejects.toThrow();
     const all = readReceived(remoteLog);
-    const call = all.find((r) => r.method === 'tools/call' && r.key === key)!;
-    const polled = all.find((r) => r.method === 'tasks/get' && r.session === call.session)!;
     const cancel = all.find((r) => r.method === 'tasks/cancel' && r.taskId === polled.taskId);
     expect(cancel).toBeDefined();
     expect(cancel!.t as number).toBeGreaterThan(call.t as number);
