@@ -90,7 +90,10 @@ export function withContext(headers: Headers, span: Pick<OpenSpan, 'context'>): 
 
 function hex(bytes: number): string {
   let out = '';
-  for (let i = 0; i < bytes; i++) out += Math.floor(Math.random() * 256).toString(16).padStart(2, '0');
+  for (let i = 0; i < bytes; i++)
+    out += Math.floor(Math.random() * 256)
+      .toString(16)
+      .padStart(2, '0');
   return out;
 }
 
@@ -192,7 +195,11 @@ class Inbound implements WorkflowInboundCallsInterceptor {
     }
     const run = this.spans.open(`RunWorkflow:${info.workflowType}`, contextOf(input.headers), attributes);
     this.spans.run = run;
-    return this.spans.within(run, () => next(input), (err) => err instanceof ContinueAsNew);
+    return this.spans.within(
+      run,
+      () => next(input),
+      (err) => err instanceof ContinueAsNew,
+    );
   }
 
   handleUpdate(input: UpdateInput, next: Next<WorkflowInboundCallsInterceptor, 'handleUpdate'>): Promise<unknown> {
@@ -257,9 +264,7 @@ class Outbound implements WorkflowOutboundCallsInterceptor {
     next: Next<WorkflowOutboundCallsInterceptor, 'getLogAttributes'>,
   ): Record<string, unknown> {
     const span = this.spans.current();
-    return span
-      ? next({ trace_id: span.context.traceId, span_id: span.context.spanId, ...input })
-      : next(input);
+    return span ? next({ trace_id: span.context.traceId, span_id: span.context.spanId, ...input }) : next(input);
   }
 }
 
