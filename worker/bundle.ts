@@ -18,12 +18,13 @@ const WORKFLOWS_DIR = path.join(__dirname, '..', 'workflows');
 const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }));
 
 /**
- * O2: tracing's workflow side (Temporal's OpenTelemetry interceptors, workflows/tracing.ts) goes only into the
- * bundle of a node that traces. It is not free when it exports nothing: its context manager's AsyncLocalStorage and
- * a span for every run, Update, query and step held by each cached job cost a node 430 to 580 MiB at 500 running
- * calls (`npm run bench -- --only memory`: 916 MiB against 490, then 1,014 against 432). Both bundles make the same
- * commands — the interceptors add headers, which replay does not compare — so a job moves between traced and
- * untraced nodes freely (T5): test/unit/replay.test.ts replays every recorded history, traced or not, under both.
+ * O2: tracing's workflow side (workflows/tracing.ts) goes only into the bundle of a node that traces: it puts each
+ * span's context in the headers of what the workflow schedules, bytes a node that exports nothing need not send. It
+ * is oz0's own, not Temporal's OpenTelemetry interceptors, whose context manager, tracer and open spans in every
+ * cached job cost a node ~570 MiB at 500 running calls (`npm run bench -- --only memory`: 1,005 MiB against 440).
+ * Both bundles make the same commands — the interceptors add headers, which replay does not compare — so a job moves
+ * between traced and untraced nodes freely (T5): test/unit/replay.test.ts replays every recorded history, traced
+ * (by Temporal's interceptors, before issue 36) or not, under both.
  */
 function bundleCode(traced: boolean): Promise<{ code: string }> {
   return bundleWorkflowCode({

@@ -1,7 +1,7 @@
 /**
  * One node: a worker process with three Temporal workers — the shared queue (jobs and their calls), the node's
  * own queue (its sandboxes and sessions) and the namespace's policy queue (tenants' policy workflows) — over one
- * server pool.
+ * server pool; the two that run workflows share one workflow thread.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,6 +21,7 @@ import { policyTargetOf } from '../common/policy-client';
 import { Client } from '@temporalio/client';
 import type { LoadedConfig } from '../common/config';
 import { workflowBundle } from './bundle';
+import { SharedWorkflowThread } from './workflow-thread';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
 import { TemporalPinoLogger } from '../common/logger';
 import type { Logger } from '../common/logger';
@@ -222,7 +223,9 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     // O2: each attempt's span, and the sink of the workflows' spans.
     ...tracingWorkerOptions(),
   };
-  const shared = await Worker.create({
+  // Issue 36.3: the jobs' workflows and the tenants' policy workflows run on one workflow thread (one isolate).
+  const workflowThread = new SharedWorkflowThread();
+  const shared = await workflowThread.createWorker({
     ...common,
     taskQueue: config.temporal.taskQueue,
     workflowBundle: await workflowBundle(tracingOn()),
@@ -232,7 +235,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const policy =
     config.temporal.policyTaskQueue === config.temporal.taskQueue
       ? undefined
-      : await Worker.create({
+      : await workflowThread.createWorker({
           connection,
           namespace: config.temporal.namespace,
           identity: name,

@@ -18,6 +18,7 @@ import { bareBundleCode } from '../bare/worker';
 import type { BareWorkerOptions } from '../bare/worker';
 import { descendants, killTree, startWorker, stderrLine } from '../../worker/processes';
 import { summarizeHeap, takeHeapSnapshot } from '../heap';
+import { otlpSink } from './observability';
 import type { HeapSummary } from '../heap';
 
 export interface MemoryOptions {
@@ -87,17 +88,27 @@ async function footprint(
   }
 }
 
-/** The oz0 node: an `oz0 worker` process; its jobs are cancelled at the end, so every call is stopped for real. */
+/**
+ * The oz0 node: an `oz0 worker` process; its jobs are cancelled at the end, so every call is stopped for real.
+ * Traced (O5's memory bound), it exports its spans over OTLP to `otlp`, an endpoint that takes them and drops them.
+ */
 async function measureOz0(
   env: BenchEnv,
   calls: number,
   heapDir?: string,
+  otlp?: string,
 ): Promise<Footprint & { cancelAllSeconds: number }> {
-  const taskQueue = 'oz0-memory';
-  const log = path.join(env.dir, 'memory-oz0-received.jsonl');
+  const name = otlp ? 'oz0-traced' : 'oz0';
+  const taskQueue = `${name}-memory`;
+  const log = path.join(env.dir, `memory-${name}-received.jsonl`);
   const file = writeBenchConfig(env, taskQueue, { node: { slots: calls + 100 } }, { OZ0_RECEIVED_LOG: log });
   const workers: ChildProcess[] = [];
-  const { proc } = await startWorker(file, 'bench-memory', workers, heapDir ? { env: heapFlags(heapDir) } : {});
+  const traced: Record<string, string> = otlp
+    ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlp, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' }
+    : {};
+  const { proc } = await startWorker(file, `bench-memory-${name}`, workers, {
+    env: { ...traced, ...(heapDir ? heapFlags(heapDir) : {}) },
+  });
   let cancelAllSeconds = NaN;
   try {
     const jobs: Awaited<ReturnType<BenchEnv['client']['workflow']['start']>>[] = [];
@@ -188,6 +199,8 @@ export async function measureMemory(env: BenchEnv, opts: MemoryOptions) {
   const bare = await measureBare(env, opts.calls, heapDir);
   const oz0 = await measureOz0(env, opts.calls, heapDir);
   if (oz0.heap && bare.heap) printHeaps(oz0.heap, bare.heap, oz0.runningMiB, bare.runningMiB);
+  const sink = await otlpSink();
+  const traced = await measureOz0(env, opts.calls, undefined, sink.url).finally(() => sink.close());
   const rows: Row[] = [
     {
       measure: `(f) node peak memory, ${opts.calls} calls at once`,
@@ -197,8 +210,16 @@ export async function measureMemory(env: BenchEnv, opts: MemoryOptions) {
       target: '≤ bare + 60 MiB',
       met: oz0.peakMiB <= bare.peakMiB + 60,
     },
+    {
+      measure: `(O5) the same node tracing (spans over OTLP), ${opts.calls} calls at once`,
+      figure:
+        `${fixed(traced.peakMiB, 0)} MiB (idle ${fixed(traced.idleMiB, 0)}; ${fixed(sink.bytes() / 1024)} KiB of spans); ` +
+        `untraced ${fixed(oz0.peakMiB, 0)} MiB`,
+      target: '≤ untraced + 60 MiB',
+      met: traced.peakMiB <= oz0.peakMiB + 60,
+    },
   ];
-  return { rows, data: { ...opts, oz0, bare } };
+  return { rows, data: { ...opts, oz0, traced, bare } };
 }
 
 /** The two main threads' heaps side by side, by what holds the most in oz0's. */

@@ -21,7 +21,7 @@ export interface ObservabilityOptions {
 }
 
 /** An OTLP/HTTP endpoint that accepts every export (200) and keeps nothing but a count of its bytes. */
-async function otlpSink(): Promise<{ url: string; bytes: () => number; close(): Promise<void> }> {
+export async function otlpSink(): Promise<{ url: string; bytes: () => number; close(): Promise<void> }> {
   let bytes = 0;
   const server = http.createServer((req, res) => {
     req.on('data', (c: Buffer) => (bytes += c.length));
