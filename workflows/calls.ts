@@ -9,6 +9,7 @@ import {
   TimeoutFailure,
   isCancellation,
   log,
+  patched,
   proxyActivities,
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
@@ -47,6 +48,20 @@ export interface JobContext {
   /** A4: its calls that wait for a person's yes. */
   questions: Questions;
 }
+
+/**
+ * A session's node taken for lost (T4): the job's end no longer asks its queue to stop the sandboxed servers there.
+ * A dead node picks nothing up, and the stop would only wait out its schedule-to-start time; a node that was cut off
+ * and comes back stops them itself once the job has ended (I9, activities/ended-jobs.ts). A later session placed on
+ * that node adds its queue again.
+ */
+export function forgetLostNode(ctx: JobContext, queue: string): void {
+  // T5: a history recorded before this asked every queue, the lost one too; its replay must issue the same commands.
+  if (patched(FORGET_LOST_NODES)) ctx.sandboxQueues.delete(queue);
+}
+
+/** The patch (Temporal's versioning) under which a job stops asking a lost node to stop its sandboxes. */
+const FORGET_LOST_NODES = 'forget-lost-nodes';
 
 /** A call's place in the job: its number in the whole job and its activity id in this run (`c1`, `c2`, …). */
 export interface Placed {

@@ -201,7 +201,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   }
 }
 
-/** Stops the job's sandboxed servers on every node that started one; a lost node has nothing to stop. */
+/** Stops the job's sandboxed servers on every node that started one and was not lost since (forgetLostNode). */
 async function stopSandboxes(jobId: string, tenant: string, queues: Set<string>): Promise<void> {
   await CancellationScope.nonCancellable(async () => {
     await Promise.all(

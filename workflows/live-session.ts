@@ -20,7 +20,7 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../model/activities';
 import type { ExternalSession, HarnessSession } from '../model/schemas';
-import { errorResult, makeCall, placeCall } from './calls';
+import { errorResult, forgetLostNode, makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
 import { matchesAny, sessionInputProblem, splitTool } from '../model/checks';
 import { FailureType } from '../model/activities';
@@ -460,6 +460,7 @@ export class LiveSessions {
   /** T4/H8: after a lost run, the job stops unless every call it made may be made again, and the next run starts. */
   private afterLost(live: LiveRun, why: string, run: number): void {
     live.trace.runs[live.trace.runs.length - 1].ended = `lost: ${why}`;
+    forgetLostNode(live.ctx, live.node.queue);
     // A call still waiting for a person's yes has sent nothing: it is withdrawn, not lost.
     const risky = live.made.find((c) => !live.mayRetry(c.tool) && !live.ctx.questions.waits(c.key));
     if (risky) throw mayHaveRun(live.session, why, risky);

@@ -16,7 +16,7 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../model/activities';
 import type { CallStep } from '../model/schemas';
-import { makeCall, placeCall } from './calls';
+import { forgetLostNode, makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
 import { FailureType } from '../model/activities';
 import type { StepTrace } from '../model/job';
@@ -139,6 +139,7 @@ export async function runScriptedSession(
     await leased;
     const why = lost ?? (lostCall ? `node ${plan.node.id} was lost (${lostCall})` : undefined);
     if (!why) return;
+    forgetLostNode(ctx, plan.node.queue);
     // T4: a fresh session only if every call the lost one made may be made again.
     const risky = made.find((i) => !plan.mayRetry[calls[i].call]);
     if (risky !== undefined) throw mayHaveRun(session, why, { tool: calls[risky].call, key: keys[risky] });
