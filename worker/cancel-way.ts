@@ -27,6 +27,8 @@ export interface CancelWayOptions {
   nodeQueue: string;
   route: CancelRoute;
   logger: Logger;
+  /** Aborted when the node shuts down: the probe stops waiting, so a node stopped right after its start exits now. */
+  signal: AbortSignal;
 }
 
 /** Reads the namespace's capabilities: the SDK polls for worker commands only where both are on. */
@@ -45,11 +47,15 @@ export async function findCancelWay(opts: CancelWayOptions): Promise<void> {
       why =
         'the server does not take worker commands (its namespace capability workerCommands is off: frontend.WorkerCommandsEnabled)';
     } else {
-      for (let n = 1; n <= PROBES && pushedIn === undefined; n++) pushedIn = await probe(opts, n);
+      for (let n = 1; n <= PROBES && pushedIn === undefined && !opts.signal.aborted; n++) {
+        pushedIn = await probe(opts, n);
+      }
       why =
         pushedIn !== undefined
           ? `the server pushed a probe's cancel in ${pushedIn} ms`
-          : `the server takes worker commands but pushed no cancel within ${PROBE_WAIT_MS / 1000} s (system.enableCancelActivityWorkerCommand off?)`;
+          : opts.signal.aborted
+            ? 'the node stopped before its probe ended'
+            : `the server takes worker commands but pushed no cancel within ${PROBE_WAIT_MS / 1000} s (system.enableCancelActivityWorkerCommand off?)`;
     }
   } catch (err) {
     why = `the probe failed: ${(err as Error).message}`;
@@ -89,20 +95,30 @@ async function probe(opts: CancelWayOptions, n: number): Promise<number | undefi
       args: [opts.nodeQueue, PROBE_WAIT_MS],
       workflowExecutionTimeout: '1m',
     });
-    if (!(await within(running, 30_000))) return undefined;
+    if (!(await within(running, 30_000, opts.signal))) return undefined;
     const from = Date.now();
     await handle.cancel();
-    const arrived = await within(cancelled, PROBE_WAIT_MS);
+    const arrived = await within(cancelled, PROBE_WAIT_MS, opts.signal);
     return arrived ? Date.now() - from : undefined;
   } finally {
     route.probe = undefined;
   }
 }
 
-function within(p: Promise<void>, ms: number): Promise<boolean> {
+/** Whether `p` settles within `ms`; false at once when `signal` is (or gets) aborted. */
+function within(p: Promise<void>, ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
   let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
   return Promise.race([
     p.then(() => true),
-    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
-  ]).finally(() => clearTimeout(timer));
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+      onAbort = () => resolve(false);
+      signal.addEventListener('abort', onAbort, { once: true });
+    }),
+  ]).finally(() => {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort!);
+  });
 }

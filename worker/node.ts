@@ -258,8 +258,10 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   );
 
   let stopping: Promise<void> | undefined;
+  const probing = new AbortController();
   const shutdown = () => {
     stopping ??= (async () => {
+      probing.abort();
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
     })();
     return stopping;
@@ -274,6 +276,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       nodeQueue: identity.queue,
       route,
       logger: logger.child({ node: name }),
+      signal: probing.signal,
     });
     endedJobs.start();
     try {
