@@ -194,6 +194,8 @@ test('C6: the time limit counts from when the attempt got its slot: a call that 
   );
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
+    // The server is started first, as in C1, so neither timed call's clock holds a spawn (a loaded machine's seconds).
+    await (await start(config, { tenant: 'acme', steps: [{ call: 'probe.probe' }] })).result();
     const spec: JobSpec = { tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 3000 } }] };
     const traces: JobTrace[] = await Promise.all(
       [start(config, spec), start(config, spec)].map(async (h) => (await h).result()),
