@@ -4,7 +4,8 @@
  * (`node.isolation: "none"`), in one run, the two interleaved so the machine's noise falls on both. Measured on the
  * node's pool, without Temporal: the difference is the sandbox's alone. And a harness's start, whose network is its own
  * and needs a forwarder inside: with the one the node runs (oz0's native one where Go is), with the Node.js one for
- * comparison, and plain, the three interleaved.
+ * comparison, in the same sandbox with nothing led in (no forwarder: the sandbox's own share) and plain, the four
+ * interleaved.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -75,14 +76,16 @@ export async function measureSandbox(opts: SandboxOptions) {
   // The forwarder a node runs (built now where Go is and it is not built yet), and the Node.js one to compare.
   const forwarder = provideForwarder();
   const nodeForwarder = nodeForwarderOf('the comparison');
-  const harnessKinds = ['isolated', 'node-forwarder', 'plain'] as const;
+  // And the same sandbox with nothing led in (no gateway, so no forwarder): what the forwarder itself adds.
+  const harnessKinds = ['isolated', 'node-forwarder', 'no-forwarder', 'plain'] as const;
   type HarnessKind = (typeof harnessKinds)[number];
-  const harness: Record<HarnessKind, number[]> = { isolated: [], 'node-forwarder': [], plain: [] };
+  const harness: Record<HarnessKind, number[]> = { isolated: [], 'node-forwarder': [], 'no-forwarder': [], plain: [] };
   // One Isolation per kind, as a node has: its check (a probe sandbox, the limits' mode) is paid once, in the warm-up,
   // not in every harness's start.
   const isolations: Record<HarnessKind, Isolation> = {
     isolated: new Isolation(configFor('bwrap', dir), logger, undefined, undefined, forwarder),
     'node-forwarder': new Isolation(configFor('bwrap', dir), logger, undefined, undefined, nodeForwarder),
+    'no-forwarder': new Isolation(configFor('bwrap', dir), logger, undefined, undefined, forwarder),
     plain: new Isolation(configFor('none', dir), logger),
   };
   try {
@@ -130,7 +133,10 @@ export async function measureSandbox(opts: SandboxOptions) {
           cwd,
           env: {},
           grants: defaultGrants(),
-          gateway: { port: 40_000 + (i % 1000), accept: (socket: Duplex) => socket.destroy() },
+          gateway:
+            kind === 'no-forwarder'
+              ? undefined
+              : { port: 40_000 + (i % 1000), accept: (socket: Duplex) => socket.destroy() },
         });
         await new Promise((resolve) => started.child.once('exit', resolve));
         const ms = performance.now() - t;
@@ -151,10 +157,12 @@ export async function measureSandbox(opts: SandboxOptions) {
   const harnessStart = {
     isolated: spread(harness.isolated),
     nodeForwarder: spread(harness['node-forwarder']),
+    noForwarder: spread(harness['no-forwarder']),
     plain: spread(harness.plain),
   };
   const extraHarness = harnessStart.isolated.p50 - harnessStart.plain.p50;
   const extraNodeHarness = harnessStart.nodeForwarder.p50 - harnessStart.plain.p50;
+  const extraBare = harnessStart.noForwarder.p50 - harnessStart.plain.p50;
   const rows: Row[] = [
     {
       measure: '(I1) every sandbox’s seccomp filter, built once per node (koffi, libseccomp, Docker’s profile)',
@@ -182,6 +190,10 @@ export async function measureSandbox(opts: SandboxOptions) {
       measure: '(I7) the same with the Node.js forwarder, interleaved with it, for comparison',
       figure: `+${fixed(extraNodeHarness, 1)} ms (${fixed(harnessStart.nodeForwarder.p50, 1)} ms)`,
     },
+    {
+      measure: '(I7) the same sandbox with nothing led in (no forwarder), interleaved: what the sandbox alone costs',
+      figure: `+${fixed(extraBare, 1)} ms (${fixed(harnessStart.noForwarder.p50, 1)} ms)`,
+    },
   ];
   return {
     rows,
@@ -195,6 +207,7 @@ export async function measureSandbox(opts: SandboxOptions) {
       harnessStart,
       extraHarness,
       extraNodeHarness,
+      extraBare,
     },
   };
 }
