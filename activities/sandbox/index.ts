@@ -14,7 +14,6 @@ import os from 'node:os';
 import path from 'node:path';
 import type { LoadedConfig, SandboxConfig } from '../../common/config';
 import type { Logger } from '../../common/logger';
-import { projectRoot } from '../../common/paths';
 import { resolveCommand, spawnGroup, startGroup } from '../../common/process-group';
 import type { Started } from '../../common/process-group';
 import { bwrapBindsFds, bwrapVersion, findBwrap } from './bwrap';
@@ -25,6 +24,8 @@ import { nodeGaps, sandboxGaps } from './holds';
 import type { NodeLimits } from './holds';
 import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
+import { describeForwarder, forwarderCommand, provideForwarder } from './native-forwarder';
+import type { Forwarder } from './native-forwarder';
 import { SandboxNetwork, grantOf, parseGrant } from './network';
 import { bwrapArgs, resolvePath, within } from './plan';
 import type { PathKind, ResolvedPath, SandboxPlan } from './plan';
@@ -114,6 +115,8 @@ export class Isolation {
     private readonly metrics?: NodeMetrics,
     /** I8: the bwrap to run, as the node found or installed it (worker/bubblewrap.ts); found here by default. */
     private bwrap?: BwrapFound,
+    /** I3, I7: the forwarder a sandbox whose network is its own runs; provided (built) on first need by default. */
+    private forwarder?: Forwarder,
   ) {
     if (process.getuid?.() === 0) this.uids = new UidLeases(config.node.sandboxUids);
   }
@@ -156,6 +159,20 @@ export class Isolation {
         bindsFds: bwrapBindsFds(bwrap.path),
       },
     });
+  }
+
+  /** I7: the forwarder this node's sandboxes run (oz0's native one, built now if need be), found once. */
+  forwarderInUse(): Forwarder {
+    return (this.forwarder ??= provideForwarder({ log: (line) => this.logger.info(line) }));
+  }
+
+  /** Whether any sandbox of this node's config has a network of its own, led through a forwarder. */
+  private needsForwarder(): boolean {
+    // A harness's gateway is always led in; a server's network only when it is granted hosts.
+    if (Object.keys(this.config.harnesses).length > 0) return true;
+    return Object.values(this.config.servers).some(
+      (s) => 'command' in s && s.sandbox && s.sandbox.network !== 'host' && s.sandbox.network.length > 0,
+    );
   }
 
   /** What this node's limits are held by, for ./holds.ts. */
@@ -212,6 +229,13 @@ export class Isolation {
       if (this.config.node.limits === 'best-effort') {
         for (const gap of limits.gaps)
           lines.push({ level: 'warn', text: `sandbox limits, best-effort (node.limits): ${gap}` });
+      }
+      if (this.needsForwarder()) {
+        const forwarder = this.forwarderInUse();
+        lines.push({
+          level: forwarder.kind === 'native' ? 'info' : 'warn',
+          text: `sandbox networks: ${describeForwarder(forwarder)}`,
+        });
       }
       if (!status.bwrap!.bindsFds) {
         lines.push({
@@ -305,7 +329,7 @@ export class Isolation {
         network: req.grants.network === 'host' ? 'host' : 'none',
         dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
         runDir: network?.runDir,
-        forwarder: network && { node: process.execPath, script: forwarderScript(), listeners: network.listeners },
+        forwarder: network && { command: forwarderCommand(this.forwarderInUse()), listeners: network.listeners },
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
         seccompFd: 3,
         passwdFd: dropTo ? 4 : undefined,
@@ -313,7 +337,7 @@ export class Isolation {
         shmBytes: sized ? req.grants.memoryMiB * 1024 * 1024 : undefined,
         inside: [...(dropTo ? SHARED_UMASK : []), ...limits.inside],
       };
-      if (plan.forwarder) plan.read.push(plan.forwarder.node, plan.forwarder.script);
+      if (plan.forwarder) plan.read.push(...plan.forwarder.command);
       // Handed to bwrap at 3, 4, …: the filter, the passwd naming its uid, then the descriptors of what it binds.
       const data = [sandboxFilter().bpf, ...(dropTo ? [Buffer.from(this.passwdFor(dropTo, req.cwd))] : [])];
       const bound = (pins = new PinnedPaths(3 + data.length));
@@ -545,13 +569,6 @@ function probePath(p: string): PathKind {
   } catch {
     return { kind: 'missing' };
   }
-}
-
-/** The forwarder's compiled script (the sources run under ts-jest, the node from dist/). */
-function forwarderScript(): string {
-  return __filename.endsWith('.ts')
-    ? path.join(projectRoot(), 'dist', 'activities', 'sandbox', 'forwarder.js')
-    : path.join(__dirname, 'forwarder.js');
 }
 
 /**

@@ -55,8 +55,11 @@ export interface SandboxPlan {
   runDir?: string;
   /** bwrap sets PWD; the program gets only its config's environment (I5), so `env -u PWD` (this path) runs it. */
   env?: string;
-  /** A forwarder inside (node, its script): it listens on loopback ports and leads each to a socket, then runs the program. */
-  forwarder?: { node: string; script: string; listeners: Listener[] };
+  /**
+   * A forwarder inside (its command: oz0's native binary, or node and its script): it listens on loopback ports and
+   * leads each to a socket, then runs the program.
+   */
+  forwarder?: { command: string[]; listeners: Listener[] };
   /** I1: the file descriptor bwrap reads the seccomp filter from (`--seccomp`), applied just before the program. */
   seccompFd?: number;
   /** I1: the file descriptor of an /etc/passwd that names the sandbox's own uid (programs look their user up). */
@@ -235,8 +238,8 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe, pin?: (real: stri
   }
   if (plan.inside?.length) args.push(...plan.inside);
   if (plan.forwarder) {
-    const { node, script, listeners } = plan.forwarder;
-    args.push(node, script, ...listeners.map((l) => `${l.port}=${RUN_DIR}/${l.socket}`), '--');
+    const { command, listeners } = plan.forwarder;
+    args.push(...command, ...listeners.map((l) => `${l.port}=${RUN_DIR}/${l.socket}`), '--');
   }
   if (plan.env) args.push(plan.env, '-u', 'PWD');
   args.push(plan.command, ...plan.args);

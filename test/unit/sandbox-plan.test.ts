@@ -106,8 +106,7 @@ describe('I1: namespaces and the user the sandbox runs as', () => {
       plan({
         runDir: '/tmp/oz0-net-1',
         forwarder: {
-          node: '/usr/bin/node',
-          script: '/srv/oz0/forwarder.js',
+          command: ['/usr/bin/node', '/srv/oz0/forwarder.js'],
           listeners: [
             { port: 41000, socket: 'gateway.sock' },
             { port: 3128, socket: 'proxy.sock' },

@@ -1,0 +1,3 @@
+module oz0/forwarder
+
+go 1.22
