@@ -26,6 +26,12 @@ RUN npm rebuild better-sqlite3
 COPY . .
 RUN npm run build
 
+# The native forwarder a sandbox with a network of its own runs before its program (docs/isolation.md#network):
+# built here with Go's own pinned image, into .tools/forwarder/<digest of native/forwarder>/ with its sha256, which
+# a node checks and runs without Go of its own (the Node.js forwarder costs each harness's start 40 ms and more).
+COPY --from=golang:1.26.8-bookworm /usr/local/go /usr/local/go
+RUN OZ0_GO=/usr/local/go/bin/go npm run forwarder:build
+
 # Runtime dependencies only. The Temporal core bridge ships prebuilt binaries for five platforms and
 # its Rust sources: keep the one this image runs on (releases/<uname -m>-unknown-linux-gnu).
 RUN npm prune --omit=dev --no-audit --no-fund \
@@ -53,6 +59,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/examples/jobs ./examples/jobs
+COPY --from=build /app/native ./native
+COPY --from=build /app/.tools/forwarder ./.tools/forwarder
 
 # node.stateDir of deploy/oz0.cluster.json: sandbox folders and the example servers' state. The config
 # itself is mounted read-only, so nothing may be written beside it. /var/lib/oz0/ledger is where
