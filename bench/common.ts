@@ -110,9 +110,15 @@ export function table(rows: Row[]): string {
 }
 
 /** Writes `bench/results/<name>-<when>.json` and returns its path. */
-export function writeResults(name: string, data: object): string {
+/** bench/results/, made when missing. */
+export function resultsDir(): string {
   const dir = path.join(projectRoot(), 'bench', 'results');
   fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+export function writeResults(name: string, data: object): string {
+  const dir = resultsDir();
   const when = new Date().toISOString();
   const file = path.join(dir, `${name}-${when.replace(/[:.]/g, '-')}.json`);
   fs.writeFileSync(file, `${JSON.stringify({ when, ...data }, null, 2)}\n`);

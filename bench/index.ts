@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,cancel,long,memory,gateway,sandbox,observability,cli,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,payloads,cancel,long,memory,gateway,sandbox,observability,cli,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -22,10 +22,12 @@ import { measureThroughput } from './measures/throughput';
 import { measureSandbox } from './measures/sandbox';
 import { measureObservability } from './measures/observability';
 import { measureCli } from './measures/cli';
+import { measurePayloads } from './measures/payloads';
 
 const MEASURES = [
   'cost',
   'throughput',
+  'payloads',
   'cancel',
   'long',
   'memory',
@@ -44,6 +46,8 @@ const OptionsSchema = z.strictObject({
     .optional(),
   only: listOption('measure', MEASURES),
   heap: z.boolean().default(false),
+  cpuProf: z.boolean().default(false),
+  obsParts: z.boolean().default(false),
 });
 
 async function main(): Promise<void> {
@@ -57,6 +61,8 @@ async function main(): Promise<void> {
         'memory: heap snapshots of both workers with every call running, summed (its peaks not quoted)',
       ),
     )
+    .addOption(new Option('--cpu-prof', 'observability: the workers under --cpu-prof, their profiles summed'))
+    .addOption(new Option('--obs-parts', 'observability: also a worker with metrics only and one with tracing only'))
     .addOption(
       new Option(
         '--temporal <host:port>',
@@ -66,7 +72,7 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap } = parsed.data!;
+  const { quick, temporal, heap, cpuProf, obsParts } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -77,8 +83,9 @@ async function main(): Promise<void> {
     memory: { calls: quick ? 100 : 500, heap },
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
-    observability: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 },
+    observability: { ...(quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 }), cpuProf, parts: obsParts },
     cli: { rounds: quick ? 3 : 10 },
+    payloads: { calls: quick ? 20 : 100 },
   };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
@@ -104,11 +111,13 @@ async function main(): Promise<void> {
                     ? await measureSandbox(settings.sandbox)
                     : name === 'observability'
                       ? await measureObservability(env, settings.observability)
-                      : name === 'cli'
-                        ? await measureCli(env, settings.cli)
-                        : name === 'default'
-                          ? await onDefaultServer(settings.cost)
-                          : await measureMemory(env, settings.memory);
+                      : name === 'payloads'
+                        ? await measurePayloads(env, settings.payloads)
+                        : name === 'cli'
+                          ? await measureCli(env, settings.cli)
+                          : name === 'default'
+                            ? await onDefaultServer(settings.cost)
+                            : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -12,6 +12,8 @@ export interface WorkerOptions {
   env?: Record<string, string>;
   /** A process group of its own, so a Ctrl-C at the terminal reaches only the script that stops it in order. */
   detached?: boolean;
+  /** Node's own flags for the process (e.g. `--cpu-prof`, which NODE_OPTIONS does not take). */
+  nodeFlags?: string[];
 }
 
 /**
@@ -26,7 +28,9 @@ export async function startWorker(
 ): Promise<{ proc: ChildProcess; exited: Promise<number | null> }> {
   if (opts.logFile) fs.mkdirSync(path.dirname(opts.logFile), { recursive: true });
   const log = opts.logFile ? fs.openSync(opts.logFile, 'a') : undefined;
-  const proc = spawn(path.join(projectRoot(), 'bin', 'oz0'), ['worker', '--config', file, '--name', name], {
+  const oz0 = [path.join(projectRoot(), 'bin', 'oz0'), 'worker', '--config', file, '--name', name];
+  const [command, ...args] = opts.nodeFlags?.length ? [process.execPath, ...opts.nodeFlags, ...oz0] : oz0;
+  const proc = spawn(command, args, {
     stdio: ['ignore', log ?? 'ignore', 'pipe'],
     env: { ...process.env, OZ0_LOG_LEVEL: 'info', ...opts.env },
     detached: opts.detached,

@@ -3,21 +3,31 @@
  * own task queues: one with both on (`OZ0_METRICS_PORT`, scraped every second as Prometheus would, and
  * `OTEL_EXPORTER_OTLP_ENDPOINT` to an OTLP/HTTP endpoint of this run that takes every export and drops it), one with
  * both off. Jobs of sequential echo calls alternate between them, round by round, so both see the same machine.
- * Processes, not nodes in this one: tracing is once per process.
+ * Processes, not nodes in this one: tracing is once per process. Beside each call's time, each worker's CPU per
+ * call (every thread of its process, from /proc), steadier than wall time on a shared machine; with `cpuProf`, both
+ * run under `--cpu-prof` and their profiles are summed (bench/cpu-profile.ts), after a clean stop that writes them.
  */
 import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import fs from 'node:fs';
+import path from 'node:path';
 import { killTree, startWorker } from '../../worker/processes';
 import { freePort } from '../../worker/dev-server';
-import { fixed, mean } from '../common';
+import { cpuSeconds, fixed, mean, resultsDir } from '../common';
 import type { Row } from '../common';
+import { profilesIn, summarizeProfile } from '../cpu-profile';
+import type { ProfileSummary } from '../cpu-profile';
 import { echoSteps, writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
 
 export interface ObservabilityOptions {
   calls: number;
   rounds: number;
+  /** Run the workers under `--cpu-prof` and sum their profiles. */
+  cpuProf?: boolean;
+  /** Two more workers, one with metrics only and one with tracing only: what each costs apart. */
+  parts?: boolean;
 }
 
 /** An OTLP/HTTP endpoint that accepts every export (200) and keeps nothing but a count of its bytes. */
@@ -39,31 +49,50 @@ export async function otlpSink(): Promise<{ url: string; bytes: () => number; cl
   };
 }
 
+type Variant = 'on' | 'off' | 'metrics' | 'traces';
+
 export async function measureObservability(env: BenchEnv, opts: ObservabilityOptions) {
   const sink = await otlpSink();
-  const port = await freePort();
+  const variants: Variant[] = opts.parts ? ['on', 'off', 'metrics', 'traces'] : ['on', 'off'];
   const workers: ChildProcess[] = [];
-  const perCall: Record<'on' | 'off', number[]> = { on: [], off: [] };
+  const exits: Array<Promise<number | null>> = [];
+  const ports: number[] = [];
+  const nodes = {} as Record<Variant, { queue: string; pid: number; spawned: number }>;
+  const perCall = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<Variant, number[]>;
+  const cpuPerCall = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<Variant, number[]>;
+  let measuredFrom = 0;
+  const profDir = opts.cpuProf ? path.join(resultsDir(), `cpu-prof-${Date.now()}`) : undefined;
   let scrapes = 0;
   let scraper: NodeJS.Timeout | undefined;
   try {
-    const start = async (name: 'on' | 'off', extra: Record<string, string>) => {
+    for (const name of variants) {
       const taskQueue = `oz0-obs-${name}`;
       const file = writeBenchConfig(env, taskQueue, { jobs: { continueAsNewAfterCalls: 10_000 } });
-      await startWorker(file, `bench-obs-${name}`, workers, { env: { OZ0_LOG_LEVEL: 'warn', ...extra } });
-      return taskQueue;
-    };
-    const on = await start('on', {
-      OZ0_METRICS_PORT: String(port),
-      OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
-    });
-    const off = await start('off', {});
+      const extra: Record<string, string> = {};
+      if (name === 'on' || name === 'metrics') {
+        const port = await freePort();
+        ports.push(port);
+        extra.OZ0_METRICS_PORT = String(port);
+      }
+      if (name === 'on' || name === 'traces') {
+        extra.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
+        extra.OTEL_EXPORTER_OTLP_PROTOCOL = 'http/protobuf';
+      }
+      const spawned = performance.now();
+      const { proc, exited } = await startWorker(file, `bench-obs-${name}`, workers, {
+        env: { OZ0_LOG_LEVEL: 'warn', ...extra },
+        nodeFlags: profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, name)}`] : [],
+      });
+      nodes[name] = { queue: taskQueue, pid: proc.pid!, spawned };
+      exits.push(exited);
+    }
     scraper = setInterval(() => {
-      fetch(`http://127.0.0.1:${port}/metrics`)
-        .then((r) => r.text())
-        .then(() => scrapes++)
-        .catch(() => undefined);
+      for (const port of ports) {
+        fetch(`http://127.0.0.1:${port}/metrics`)
+          .then((r) => r.text())
+          .then(() => scrapes++)
+          .catch(() => undefined);
+      }
     }, 1000);
     const steps = echoSteps(opts.calls);
     const job = async (taskQueue: string, n: number) =>
@@ -74,42 +103,86 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
           args: [{ tenant: 'bench', steps: steps.slice(0, n) }],
         })
       ).result();
-    // Warm both: bundles, server processes, the SDK's exporter.
-    await job(on, 10);
-    await job(off, 10);
+    // Warm them all: bundles, server processes, the SDK's exporter.
+    for (const name of variants) await job(nodes[name].queue, 10);
+    measuredFrom = performance.now();
     for (let r = 0; r < opts.rounds; r++) {
-      // Alternating which goes first, so neither always runs on a machine the other just warmed.
-      const order: Array<['on' | 'off', string]> =
-        r % 2 === 0
-          ? [
-              ['on', on],
-              ['off', off],
-            ]
-          : [
-              ['off', off],
-              ['on', on],
-            ];
-      for (const [name, queue] of order) {
+      // Rotating which goes first, so none always runs on a machine another just warmed.
+      const order = variants.map((_, i) => variants[(i + r) % variants.length]);
+      if (r % 2 === 1) order.reverse();
+      for (const name of order) {
+        const { queue, pid } = nodes[name];
         const t = performance.now();
+        const cpu = cpuSeconds(pid);
         await job(queue, opts.calls);
         perCall[name].push((performance.now() - t) / opts.calls);
+        cpuPerCall[name].push(((cpuSeconds(pid) - cpu) * 1000) / opts.calls);
       }
+    }
+    if (profDir) {
+      // A clean stop (the node drains, then exits) is what makes V8 write the profiles.
+      for (const w of workers) w.kill('SIGTERM');
+      await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, 30_000))]);
     }
   } finally {
     clearInterval(scraper);
     for (const w of workers) if (w.pid) killTree(w.pid);
     await sink.close();
   }
-  const onMs = mean(perCall.on);
-  const offMs = mean(perCall.off);
-  const ratio = onMs / offMs;
+  const ms = (v: Variant) => mean(perCall[v]);
+  const cpu = (v: Variant) => mean(cpuPerCall[v]);
+  const ratio = ms('on') / ms('off');
+  const profiles = profDir
+    ? profileRows(
+        profDir,
+        Object.fromEntries(variants.map((v) => [v, measuredFrom - nodes[v].spawned])) as Record<Variant, number>,
+      )
+    : undefined;
   const rows: Row[] = [
     {
       measure: '(O5) one call: metrics and tracing on / both off',
-      figure: `${fixed(ratio, 3)} (${fixed(onMs, 2)} / ${fixed(offMs, 2)} ms; ${scrapes} scrapes, ${fixed(sink.bytes() / 1024)} KiB of spans)`,
+      figure: `${fixed(ratio, 3)} (${fixed(ms('on'), 2)} / ${fixed(ms('off'), 2)} ms; ${scrapes} scrapes, ${fixed(sink.bytes() / 1024)} KiB of spans)`,
       target: '≤ 1.03',
       met: ratio <= 1.03,
     },
+    ...variants
+      .filter((v) => v !== 'off')
+      .map((v) => ({
+        measure: `(O5) the node's CPU per call: ${v === 'on' ? 'both' : `${v} only`} / off`,
+        figure: `${fixed(cpu(v) / cpu('off'), 3)} (${fixed(cpu(v), 2)} / ${fixed(cpu('off'), 2)} ms${v === 'on' ? '' : `; a call ${fixed(ms(v) / ms('off'), 3)} ×`}), for the record`,
+      })),
   ];
-  return { rows, data: { ...opts, msPerCall: perCall, on: onMs, off: offMs, ratio, scrapes, spanBytes: sink.bytes() } };
+  return {
+    rows,
+    data: {
+      ...opts,
+      msPerCall: perCall,
+      cpuMsPerCall: cpuPerCall,
+      on: ms('on'),
+      off: ms('off'),
+      ratio,
+      scrapes,
+      spanBytes: sink.bytes(),
+      ...(profiles ? { profiles } : {}),
+    },
+  };
+}
+
+/**
+ * Each worker's profiles (one per thread) from the measured rounds on (`fromMs` after each one's start), summed and
+ * printed: what the traced node spends its time on.
+ */
+function profileRows(dir: string, fromMs: Partial<Record<Variant, number>>): Record<string, ProfileSummary[]> {
+  const out: Record<string, ProfileSummary[]> = {};
+  for (const [name, from] of Object.entries(fromMs)) {
+    out[name] = profilesIn(path.join(dir, name)).map((f) => summarizeProfile(f, 25, from));
+    for (const s of out[name]) {
+      process.stderr.write(
+        `${name}: ${path.basename(s.file)}, ${fixed(s.busyMs, 0)} ms busy of ${fixed(s.totalMs, 0)}\n`,
+      );
+      for (const m of s.modules.slice(0, 12)) process.stderr.write(`  ${fixed(m.ms).padStart(8)} ms  ${m.what}\n`);
+    }
+  }
+  if (!fs.existsSync(dir)) process.stderr.write(`observability: no profiles in ${dir}\n`);
+  return out;
 }
