@@ -126,15 +126,48 @@ export function writeResults(name: string, data: object): string {
 }
 
 /** CPU seconds (user + system, every thread) a process has used so far, from /proc; 0 once it is gone. */
-export function cpuSeconds(pid: number): number {
+export function cpuSeconds(pid: number, file = `/proc/${pid}/stat`): number {
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = fs.readFileSync(file, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // utime and stime are fields 14 and 15 of the line, in clock ticks (USER_HZ, 100 on Linux).
     return (Number(fields[11]) + Number(fields[12])) / 100;
   } catch {
     return 0;
   }
+}
+
+/** A process's CPU seconds so far by thread kind: its main thread, the Temporal core's threads, the other threads. */
+export interface ThreadCpu {
+  main: number;
+  core: number;
+  other: number;
+}
+
+/**
+ * CPU seconds by thread, from /proc/PID/task: the main thread (JS: activities, spans, scrapes), the Temporal core's
+ * Rust threads (`tokio-…`, `workflow-proces…`, `temporal-real-s…`), and the others, all named `node`: the SDK's
+ * workflow threads (the workflows' JS), V8's GC helpers and libuv's pool.
+ */
+export function threadCpu(pid: number): ThreadCpu {
+  const out: ThreadCpu = { main: 0, core: 0, other: 0 };
+  let tasks: string[] = [];
+  try {
+    tasks = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tasks) {
+    try {
+      const comm = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const seconds = cpuSeconds(Number(tid), `/proc/${pid}/task/${tid}/stat`);
+      const kind = Number(tid) === pid ? 'main' : comm === 'node' ? 'other' : 'core';
+      out[kind] += seconds;
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -14,7 +14,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { killTree, startWorker } from '../../worker/processes';
 import { freePort } from '../../worker/dev-server';
-import { cpuSeconds, fixed, mean, resultsDir } from '../common';
+import { cpuSeconds, fixed, mean, resultsDir, threadCpu } from '../common';
+import type { ThreadCpu } from '../common';
 import type { Row } from '../common';
 import { profilesIn, summarizeProfile } from '../cpu-profile';
 import type { ProfileSummary } from '../cpu-profile';
@@ -60,6 +61,10 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
   const nodes = {} as Record<Variant, { queue: string; pid: number; spawned: number }>;
   const perCall = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<Variant, number[]>;
   const cpuPerCall = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<Variant, number[]>;
+  const threads = Object.fromEntries(variants.map((v) => [v, { main: 0, core: 0, other: 0 }])) as Record<
+    Variant,
+    ThreadCpu
+  >;
   let measuredFrom = 0;
   const profDir = opts.cpuProf ? path.join(resultsDir(), `cpu-prof-${Date.now()}`) : undefined;
   let scrapes = 0;
@@ -114,9 +119,12 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
         const { queue, pid } = nodes[name];
         const t = performance.now();
         const cpu = cpuSeconds(pid);
+        const before = threadCpu(pid);
         await job(queue, opts.calls);
         perCall[name].push((performance.now() - t) / opts.calls);
         cpuPerCall[name].push(((cpuSeconds(pid) - cpu) * 1000) / opts.calls);
+        const after = threadCpu(pid);
+        for (const k of Object.keys(before) as Array<keyof ThreadCpu>) threads[name][k] += after[k] - before[k];
       }
     }
     if (profDir) {
@@ -131,6 +139,11 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
   }
   const ms = (v: Variant) => mean(perCall[v]);
   const cpu = (v: Variant) => mean(cpuPerCall[v]);
+  // ms per call by thread kind, over every measured round.
+  const split = (v: Variant) =>
+    Object.entries(threads[v])
+      .map(([k, s]) => `${k} ${fixed((s * 1000) / (opts.calls * opts.rounds), 2)}`)
+      .join(', ');
   const ratio = ms('on') / ms('off');
   const profiles = profDir
     ? profileRows(
@@ -151,6 +164,10 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
         measure: `(O5) the node's CPU per call: ${v === 'on' ? 'both' : `${v} only`} / off`,
         figure: `${fixed(cpu(v) / cpu('off'), 3)} (${fixed(cpu(v), 2)} / ${fixed(cpu('off'), 2)} ms${v === 'on' ? '' : `; a call ${fixed(ms(v) / ms('off'), 3)} ×`}), for the record`,
       })),
+    ...variants.map((v) => ({
+      measure: `(O5) the node's CPU per call by thread, ${v}`,
+      figure: `${split(v)} ms`,
+    })),
   ];
   return {
     rows,
@@ -158,6 +175,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       ...opts,
       msPerCall: perCall,
       cpuMsPerCall: cpuPerCall,
+      threadSeconds: threads,
       on: ms('on'),
       off: ms('off'),
       ratio,
