@@ -184,15 +184,31 @@ export function runtimeMetricsOptions(): Pick<TelemetryOptions, 'metrics'> {
   };
 }
 
-/** The SDK's series as its runtime serves them; empty when it has none (or is slow: a scrape never waits long). */
-async function runtimeMetricsText(): Promise<string> {
-  if (runtimeMetricsPort === undefined) return '';
-  try {
-    const res = await fetch(`http://127.0.0.1:${runtimeMetricsPort}/metrics`, { signal: AbortSignal.timeout(2000) });
-    return res.ok ? await res.text() : '';
-  } catch {
-    return '';
-  }
+/** One kept-alive connection to the runtime's endpoint: a scrape costs a request, not a connection and fetch's streams. */
+const runtimeAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+/**
+ * The SDK's series as its runtime serves them; empty when it has none (or is slow: a scrape never waits long). By
+ * node:http, not fetch: fetch's WHATWG streams were most of a scrape's 2.4 ms of CPU (issue 36.2).
+ */
+function runtimeMetricsText(): Promise<string> {
+  const port = runtimeMetricsPort;
+  if (port === undefined) return Promise.resolve('');
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/metrics', agent: runtimeAgent, timeout: 2000 }, (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        resolve('');
+        return;
+      }
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      res.on('error', () => resolve(''));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(''));
+  });
 }
 
 export interface MetricsServer {
