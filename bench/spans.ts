@@ -1,8 +1,11 @@
 /**
  * What a call's three spans (its step, its attempt, its `tools/call`, with oz0's attributes) and their OTLP/protobuf
- * export cost the main thread alone, in a warm loop: the floor under observability's cost on a node (issue 36.2).
- * `node dist/bench/spans.js` (after `npm run build`); spans go to an endpoint of its own that drops them.
+ * export cost the main thread alone, in a warm loop: the floor under observability's cost on a node (issue 36.2). And
+ * what tracing's context manager costs every other `await` on that thread: a second AsyncLocalStorage beside the one
+ * Temporal's activities already run in. `node dist/bench/spans.js` (after `npm run build`); spans go to an endpoint of
+ * its own that drops them.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
@@ -21,7 +24,25 @@ const attributes = (i: number) => ({
   [SpanAttr.genAiOperation]: 'execute_tool',
 });
 
+/** CPU µs per 1,000 awaits (half on a promise, half on the next turn of the loop) inside `run`. */
+async function awaits(run: (fn: () => Promise<void>) => Promise<void>): Promise<number> {
+  const work = async () => {
+    for (let i = 0; i < 500; i++) {
+      await Promise.resolve(i);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  };
+  for (let i = 0; i < 20; i++) await run(work);
+  const before = process.cpuUsage();
+  for (let i = 0; i < 200; i++) await run(work);
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / 200;
+}
+
 async function main(): Promise<void> {
+  // Temporal's activity context is an AsyncLocalStorage already; before the SDK below adds its own.
+  const activity = new AsyncLocalStorage<object>();
+  const plain = await awaits((fn) => activity.run({}, fn));
   const sink = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => res.writeHead(200).end());
@@ -64,6 +85,11 @@ async function main(): Promise<void> {
     const used = process.cpuUsage(before);
     process.stdout.write(`round ${round}: ${((used.user + used.system) / n).toFixed(0)} µs of CPU a call\n`);
   }
+  const key = Symbol('oz0');
+  const traced = await awaits((fn) => activity.run({}, () => context.with(context.active().setValue(key, 1), fn)));
+  process.stdout.write(
+    `1,000 awaits: ${plain.toFixed(0)} µs of CPU in an activity's context, ${traced.toFixed(0)} with tracing's too\n`,
+  );
   await sdk.shutdown();
   sink.close();
 }
