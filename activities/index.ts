@@ -9,14 +9,13 @@ import { toolsOf } from '../model/job';
 import type {
   Activities,
   CallAsks,
+  CallInput,
   CallOutput,
-  CallRequest,
   HarnessInput,
   HarnessOutcome,
   JobSettings,
   SessionPlan,
 } from '../model/activities';
-import { callOf } from '../model/activities';
 import { JobSpecError, parseJobSpec } from '../model/schemas';
 import { listingDigest } from '../model/policy-rules';
 import { splitTool } from '../model/checks';
@@ -41,8 +40,7 @@ export interface ActivityDeps extends CallDeps {
 export function createActivities(deps: ActivityDeps): Activities {
   return {
     /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
-    async callTool(request: CallRequest): Promise<CallOutput | CallAsks> {
-      const input = callOf(request, Context.current().info.workflowExecution?.workflowId);
+    async callTool(input: CallInput): Promise<CallOutput | CallAsks> {
       // H4: a live session's answer goes to Temporal from here, then at once to its caller (./call/durable.ts).
       return completeDurably(deps, input, await callToolAttempt(deps, input));
     },

@@ -47,25 +47,6 @@ export interface CallInput {
   confirmTimeoutSeconds?: number;
 }
 
-/**
- * One call as the workflow sends it: without what the node knows itself (issue 36.7: every byte of it is in the job's
- * history once per call). The job's id is the calling workflow's; a call outside a session says no session; a wait for
- * a person of the default length (A6) is not said.
- */
-export type CallRequest = Omit<CallInput, 'jobId' | 'session'> & { jobId?: string; session?: string };
-
-/** The call a node makes of a request from the workflow `workflowId` (a request from an older oz0 has it all). */
-export function callOf(request: CallRequest, workflowId: string | undefined): CallInput {
-  const jobId = request.jobId ?? workflowId;
-  if (jobId === undefined) throw new Error('callTool: the request names no jobId and no workflow made it');
-  return {
-    ...request,
-    jobId,
-    session: request.session ?? null,
-    confirmTimeoutSeconds: request.confirmTimeoutSeconds ?? DEFAULT_CONFIRM_TIMEOUT_SECONDS,
-  };
-}
-
 /** A4: an attempt found that the call waits for a person's yes, and sent nothing. */
 export interface CallAsks {
   asks: {
@@ -139,7 +120,7 @@ export interface JobSettings {
 /** The node's activities (activities/index.ts `createActivities`), as the workflows call them. */
 export interface Activities {
   /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
-  callTool(input: CallRequest): Promise<CallOutput | CallAsks>;
+  callTool(input: CallInput): Promise<CallOutput | CallAsks>;
   /** Checks a job's input against the spec's schema and resolves the settings of the tools it names; or why not. */
   resolveJobSettings(input: unknown): Promise<JobSettings | { badSpec: string }>;
   /** Opens a session on the node (T4), or describes a live session's new tool: hints, settings, the node's queue. */

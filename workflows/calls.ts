@@ -16,7 +16,7 @@ import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../model/activities';
 import type { AttemptRecord, CallProgressState, CallStep } from '../model/schemas';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from '../model/activities';
-import type { CallInput, CallRequest, JobSettings, ToolSettings } from '../model/activities';
+import type { CallInput, JobSettings, ToolSettings } from '../model/activities';
 import type { QuestionTrace, StepTrace, ToolResult } from '../model/job';
 import { callSummary } from '../model/details';
 import type { RunningCall } from '../model/details';
@@ -161,16 +161,16 @@ export async function makeCall(
     return end;
   };
   const confirmTimeoutSeconds = settings.confirmTimeoutSeconds ?? DEFAULT_CONFIRM_TIMEOUT_SECONDS;
-  // The job's id, no session and the default wait for a person go without saying (callOf, issue 36.7).
-  const input: CallRequest = {
+  const input: CallInput = {
+    jobId: ctx.jobId,
     tenant: ctx.tenant,
     tool,
     args: call.args ?? {},
     key,
-    ...(place.session !== null ? { session: place.session } : {}),
+    session: place.session,
     timeoutSeconds: settings.timeoutSeconds,
     maxAttempts: settings.maxAttempts,
-    ...(confirmTimeoutSeconds !== DEFAULT_CONFIRM_TIMEOUT_SECONDS ? { confirmTimeoutSeconds } : {}),
+    confirmTimeoutSeconds,
     ...(place.relay ? { relay: place.relay } : {}),
   };
   let question: QuestionTrace | undefined;

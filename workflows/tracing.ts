@@ -36,7 +36,7 @@ import type {
 } from '@temporalio/workflow';
 import type { Headers } from '@temporalio/common';
 import type { OpenTelemetrySinks, SerializableSpan } from '@temporalio/interceptors-opentelemetry/lib/workflow';
-import type { CallRequest } from '../model/activities';
+import type { CallInput } from '../model/activities';
 import { SpanAttr } from '../model/spans';
 
 /** Where Temporal's interceptors carry a span's context (W3C `traceparent`, `tracestate`) in headers. */
@@ -218,10 +218,9 @@ class Inbound implements WorkflowInboundCallsInterceptor {
 /** Names the call on its step's span: the tool, its key, its tenant. */
 function stepAttributes(input: ActivityInput): Attributes {
   if (input.activityType !== 'callTool') return {};
-  const call = input.args[0] as CallRequest;
+  const call = input.args[0] as CallInput;
   return {
-    // A call says its job's id only when it came from an older oz0: it is the workflow's (callOf).
-    [SpanAttr.job]: call.jobId ?? workflowInfo().workflowId,
+    [SpanAttr.job]: call.jobId,
     [SpanAttr.tenant]: call.tenant,
     [SpanAttr.tool]: call.tool,
     [SpanAttr.key]: call.key,

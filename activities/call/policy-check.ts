@@ -6,7 +6,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/client';
 import { redactSecrets } from '../../common/logger';
-import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from '../../model/activities';
+import { FailureType } from '../../model/activities';
 import type { CallAsks, CallInput } from '../../model/activities';
 import { listingDigest, verdict } from '../../model/policy-rules';
 import type { Verdict } from '../../model/policy-rules';
@@ -106,7 +106,7 @@ async function policyVerdict(deps: PolicyDeps, call: CheckedCall): Promise<Verdi
  */
 async function question(gate: PolicyGate, call: CheckedCall): Promise<Verdict> {
   const { input } = call;
-  const until = Date.now() + (input.confirmTimeoutSeconds ?? DEFAULT_CONFIRM_TIMEOUT_SECONDS) * 1000;
+  const until = Date.now() + (input.confirmTimeoutSeconds ?? 0) * 1000;
   const question = { jobId: input.jobId, key: input.key, tool: input.tool, until };
   let policy: PolicyRead;
   try {
