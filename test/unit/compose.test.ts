@@ -416,7 +416,7 @@ describe('Dockerfile and .dockerignore', () => {
     expect(users[users.length - 1]).not.toMatch(/^(root|0)(:|$)/);
   });
 
-  test('the final stage copies only package.json, node_modules, dist, bin and examples/jobs from the build stage', () => {
+  test('the final stage copies only package.json, node_modules, dist, bin, examples/jobs and the native forwarder (its sources and its build) from the build stage', () => {
     const copies = finalStage.filter((i) => i.op === 'COPY' || i.op === 'ADD').map((i) => i.args);
     expect(copies.length).toBeGreaterThan(0);
     const sources = copies.map((c) => {
@@ -424,9 +424,24 @@ describe('Dockerfile and .dockerignore', () => {
       return c.split(/\s+/).filter((w) => !w.startsWith('--'))[0];
     });
     expect(sources.sort()).toEqual(
-      ['/app/bin', '/app/dist', '/app/examples/jobs', '/app/node_modules', '/app/package.json'].sort(),
+      [
+        '/app/bin',
+        '/app/dist',
+        '/app/examples/jobs',
+        '/app/node_modules',
+        '/app/package.json',
+        '/app/native',
+        '/app/.tools/forwarder',
+      ].sort(),
     );
-    for (const c of copies) expect(c).not.toMatch(/(^|[\s/])(test|\.tools)(\/|\s|$)/);
+    // Of .tools only the forwarder's build: never the Temporal CLI, the Python venv or a downloaded bwrap.
+    for (const c of copies) expect(c).not.toMatch(/(^|[\s/])(test|\.tools(?!\/forwarder(\s|$)))(\/|\s|$)/);
+  });
+
+  test('the build stage builds the native forwarder with a pinned Go image', () => {
+    const text = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+    expect(text).toMatch(/^COPY --from=golang:\d+\.\d+\.\d+-bookworm \/usr\/local\/go \/usr\/local\/go$/m);
+    expect(text).toMatch(/^RUN OZ0_GO=\/usr\/local\/go\/bin\/go npm run forwarder:build$/m);
   });
 
   test('the image runs the CLI: ENTRYPOINT node dist/client/cli/index.js, CMD worker', () => {
