@@ -19,6 +19,8 @@ import { startHttpExample } from '../../worker/processes';
 
 export interface CancelOptions {
   cancels: number;
+  /** Jobs cancelled at once (the target's figure is for 10). */
+  batch: number;
   calls: number;
   tenants: number;
 }
@@ -102,9 +104,9 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
 
       for (const transport of ['stdio', 'http']) {
         const values: number[] = (latencies[`cancel_${transport}`] = []);
-        for (let done = 0; done < opts.cancels; done += 10) {
+        for (let done = 0; done < opts.cancels; done += opts.batch) {
           const batch = await Promise.all(
-            Array.from({ length: Math.min(10, opts.cancels - done) }, () => startSleep(`${transport}.sleep`)),
+            Array.from({ length: Math.min(opts.batch, opts.cancels - done) }, () => startSleep(`${transport}.sleep`)),
           );
           await until(
             'the calls to start',
@@ -163,7 +165,7 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
     return {
       measure: `(c) cancel → notification, ${t === 'http' ? 'Streamable HTTP' : 'stdio'}`,
       figure:
-        `p50 ${fixed(s.p50, 0)} ms, p99 ${fixed(s.p99, 0)} ms (n=${s.n}; p50 of its parts: ` +
+        `p50 ${fixed(s.p50, 0)} ms, p99 ${fixed(s.p99, 0)} ms (n=${s.n}, ${opts.batch} at once; p50 of its parts: ` +
         `cancel recorded ${p50('request')}, workflow task to the activity's cancel ${p50('workflow')} ` +
         `(to a node ${p50('dispatch')}, on it ${p50('task')}), ` +
         `the cancel's way to the node (${env.cancels}) and the notification ${p50('heartbeat')} ms)`,
