@@ -48,6 +48,7 @@ const OptionsSchema = z.strictObject({
   heap: z.boolean().default(false),
   cpuProf: z.boolean().default(false),
   obsParts: z.boolean().default(false),
+  cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
 });
 
 async function main(): Promise<void> {
@@ -65,6 +66,12 @@ async function main(): Promise<void> {
     .addOption(new Option('--obs-parts', 'observability: also a worker with metrics only and one with tracing only'))
     .addOption(
       new Option(
+        '--cancel-batch <n>',
+        "cancel: jobs cancelled at once (10, the target's; 1 shows a cancel's own time, without the queue)",
+      ),
+    )
+    .addOption(
+      new Option(
         '--temporal <host:port>',
         'measure on this Temporal (e.g. npm run cluster) instead of a dev server',
       ).env('OZ0_BENCH_TEMPORAL'),
@@ -72,13 +79,16 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap, cpuProf, obsParts } = parsed.data!;
+  const { quick, temporal, heap, cpuProf, obsParts, cancelBatch } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
     cost: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 16, rounds: 5 },
-    cancel: quick ? { cancels: 20, calls: 100, tenants: 20 } : { cancels: 100, calls: 100, tenants: 20 },
+    cancel: {
+      ...(quick ? { cancels: 20, calls: 100, tenants: 20 } : { cancels: 100, calls: 100, tenants: 20 }),
+      batch: cancelBatch,
+    },
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
     memory: { calls: quick ? 100 : 500, heap },
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },

@@ -13,7 +13,8 @@ import { Connection } from '@temporalio/client';
  * Dynamic config every dev server oz0 starts gets; the same values are in deploy/temporal/dynamicconfig.yaml, for
  * clusters (a test checks).
  * - The history shard reads its transfer, timer and visibility queues at most 20 times a second by default, which
- *   made every call wait up to 50 ms for the next read — the floor under every figure (issue 18).
+ *   made every call wait up to 50 ms for the next read — the floor under every figure (issue 18). Its outbound
+ *   queue too, which carries the worker commands below (issue 36).
  * - Worker commands (issue 26): the server pushes an activity's cancel to the worker that runs it, on its process's
  *   control queue, instead of leaving it for the answer to the activity's next heartbeat. Off by default in 1.32.
  */
@@ -21,6 +22,7 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, number | boolean> = {
   'history.transferProcessorMaxPollRPS': 1000,
   'history.timerProcessorMaxPollRPS': 1000,
   'history.visibilityProcessorMaxPollRPS': 1000,
+  'history.outboundProcessorMaxPollRPS': 1000,
   'system.enableCancelActivityWorkerCommand': true,
   'frontend.WorkerCommandsEnabled': true,
 };

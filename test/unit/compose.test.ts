@@ -499,7 +499,7 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
       expect({ key, entries }).toEqual({ key, entries: expect.arrayContaining([expect.objectContaining({})]) });
       for (const entry of entries as object[]) expect(Object.keys(entry)).toContain('value');
     }
-    for (const queue of ['transfer', 'timer', 'visibility']) {
+    for (const queue of ['transfer', 'timer', 'visibility', 'outbound']) {
       const [entry] = dynamicConfig[`history.${queue}ProcessorMaxPollRPS`] as Array<{ value: number }>;
       expect({ queue, rps: entry.value }).toEqual({ queue, rps: expect.any(Number) });
       expect(entry.value).toBeGreaterThan(20); // the server's default, a 50 ms floor per call on a quiet shard
