@@ -20,7 +20,7 @@ import type { Oz0Node } from '../../worker/node';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
-import { fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { sandboxed, writableDir } from '../helpers/sandbox';
 
 const temporal = useTemporal();
@@ -132,9 +132,11 @@ test('I2: a folder flipped to a link to the config folder and back, as fast as i
     const starts: Array<Awaited<ReturnType<typeof readThrough>>> = [];
     let done = false;
     void flipping.finally(() => (done = true));
-    // Give the flipping a moment to start, then start the reader, a fresh sandbox each job, until it ends.
-    await new Promise((r) => setTimeout(r, 1500));
-    const byName = raceByName(node, inner, files.secret);
+    // Once the folder has been seen as a link (the writer's sandbox is flipping it), start the reader, a fresh sandbox
+    // each job, until the flipping ends. A fixed wait was not enough: on a fresh clone's busy run the control's 200
+    // tries all ran before the writer's sandbox had started.
+    await eventually(() => (seenFlipping(inner) ? true : undefined), 60_000, 'the folder flipping');
+    const byName = raceByName(node, inner, files.secret, () => done);
     while (!done && starts.length < 12) starts.push(await readThrough(config, inner));
     await flipping;
     return { starts, byName: await byName };
@@ -161,16 +163,25 @@ test('I2: a folder flipped to a link to the config folder and back, as fast as i
   }
 });
 
+/** Whether the folder is, right now, not the folder it was: a link, or moved aside mid-swap. */
+function seenFlipping(dir: string): boolean {
+  try {
+    return fs.lstatSync(dir).isSymbolicLink();
+  } catch {
+    return true;
+  }
+}
+
 /**
- * The control: bubblewrap run by the node's side 200 times with the grant bound by its name (`--ro-bind inner inner`),
- * reading the secret through it, while the folder flips: how many reads got through.
+ * The control: bubblewrap run by the node's side with the grant bound by its name (`--ro-bind inner inner`), reading
+ * the secret through it, while the folder flips, until a read gets through, the flipping ends, or 1,000 tries.
  */
-async function raceByName(node: Oz0Node, inner: string, secret: string) {
+async function raceByName(node: Oz0Node, inner: string, secret: string, flippingEnded: () => boolean) {
   const bwrap = node.pool.isolation.check().bwrap!.path;
   const system = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib'];
   let leaked = 0;
   let tries = 0;
-  for (; tries < 200 && leaked === 0; tries++) {
+  for (; tries < 1000 && leaked === 0 && !flippingEnded(); tries++) {
     const out = spawnSync(
       bwrap,
       [
