@@ -92,12 +92,11 @@ const failures = new Map<string, string>();
  */
 export function provideForwarder(opts: ForwarderLookup = {}): Forwarder {
   const root = opts.root ?? projectRoot();
-  const fallback = nodeForwarder;
   let sources: Map<string, Buffer>;
   try {
     sources = forwarderSources(root);
   } catch (err) {
-    return fallback(`the native forwarder's sources are not here (${(err as Error).message})`);
+    return nodeForwarder(`the native forwarder's sources are not here (${(err as Error).message})`);
   }
   const dir = forwarderDir(root, sourceDigest(sources));
   const problem = builtCopyProblem(dir);
@@ -110,7 +109,7 @@ export function provideForwarder(opts: ForwarderLookup = {}): Forwarder {
       failures.set(dir, (err as Error).message);
     }
   }
-  return failures.has(dir) ? fallback(failures.get(dir)!) : native(dir);
+  return failures.has(dir) ? nodeForwarder(failures.get(dir)!) : native(dir);
 }
 
 function native(dir: string): Forwarder {
