@@ -375,10 +375,26 @@ export function detectLimits(tag: string, choice: LimitsChoice = 'auto'): Limits
   return new Rlimits(why);
 }
 
-/** Folders of groups that nodes no longer running left behind (a node killed outright cannot remove its own). */
-export function removeStaleGroups(alive: (pid: number) => boolean): void {
+/**
+ * Folders of groups that nodes no longer running left behind (a node killed outright cannot remove its own). Every
+ * node starting sweeps, and nodes start side by side: a folder another node removed first is simply passed over.
+ */
+export function removeStaleGroups(alive: (pid: number) => boolean, parents = groupParents()): void {
+  for (const parent of parents) {
+    for (const entry of subfolders(parent)) {
+      const pid = /^oz0-node-(\d+)-\d+$/.exec(entry)?.[1];
+      if (!pid || alive(Number(pid))) continue;
+      const dir = path.join(parent, entry);
+      for (const child of subfolders(dir)) void removeGroup(path.join(dir, child));
+      void removeGroup(dir);
+    }
+  }
+}
+
+/** Where this node's groups are made: its own group in each hierarchy it is in. */
+function groupParents(): string[] {
   const own = ownGroups(read('/proc/self/cgroup'));
-  const parents = [
+  return distinct([
     ...(own.has('0') ? [path.join(CGROUP_ROOT, own.get('0')!)] : []),
     ...['memory', 'pids', 'cpuacct', 'cpu'].flatMap((c) => {
       if (!own.has(c)) return [];
@@ -388,22 +404,17 @@ export function removeStaleGroups(alive: (pid: number) => boolean): void {
         return [];
       }
     }),
-  ];
-  for (const parent of distinct(parents)) {
-    let entries: string[] = [];
-    try {
-      entries = fs.readdirSync(parent);
-    } catch {
-      continue;
-    }
-    for (const name of entries) {
-      const pid = /^oz0-node-(\d+)-\d+$/.exec(name)?.[1];
-      if (!pid || alive(Number(pid))) continue;
-      const dir = path.join(parent, name);
-      for (const child of fs.readdirSync(dir, { withFileTypes: true })) {
-        if (child.isDirectory()) void removeGroup(path.join(dir, child.name));
-      }
-      void removeGroup(dir);
-    }
+  ]);
+}
+
+/** The folders in `dir`; none when it cannot be read (gone: another node's sweep took it first). */
+function subfolders(dir: string): string[] {
+  try {
+    return fs
+      .readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
+  } catch {
+    return [];
   }
 }

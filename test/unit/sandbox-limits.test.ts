@@ -12,7 +12,7 @@ import { MIN_ENTRY_BYTES, treeBytes } from '../../activities/sandbox/disk';
 import { nodeGaps, sandboxGaps } from '../../activities/sandbox/holds';
 import type { NodeLimits } from '../../activities/sandbox/holds';
 import { parseStat, statusBytes } from '../../activities/sandbox/census';
-import { allowedCores, cpuMax } from '../../activities/sandbox/limits';
+import { allowedCores, cpuMax, removeStaleGroups } from '../../activities/sandbox/limits';
 import { bwrapArgs } from '../../activities/sandbox/plan';
 import type { PathKind, SandboxPlan } from '../../activities/sandbox/plan';
 import { REFUSED_BEYOND_DOCKER, compile, profileRules, sandboxFilterPlan } from '../../activities/sandbox/seccomp';
@@ -225,6 +225,31 @@ describe('I4: the node’s readings', () => {
       expect(await treeBytes(dir, { stopAt: 2 * MIN_ENTRY_BYTES })).toBeLessThan(all);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('I4: groups that gone nodes left behind', () => {
+  test('a starting node removes a dead node’s folder of groups, keeps a live one’s and others’, and passes over one another node removed first', () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-groups-'));
+    try {
+      for (const name of ['oz0-node-111-1/sandbox-a', 'oz0-node-222-1/sandbox-b', 'oz0-node-333-2', 'not-ours'])
+        fs.mkdirSync(path.join(parent, name), { recursive: true });
+      const asked: number[] = [];
+      removeStaleGroups(
+        (pid) => {
+          asked.push(pid);
+          // Another node's sweep, side by side with this one, takes 333's folder between the listing and the removal.
+          if (pid === 333) fs.rmSync(path.join(parent, 'oz0-node-333-2'), { recursive: true });
+          return pid === 222;
+        },
+        [parent],
+      );
+      expect(asked.sort()).toEqual([111, 222, 333]);
+      expect(fs.readdirSync(parent).sort()).toEqual(['not-ours', 'oz0-node-222-1']);
+      expect(fs.readdirSync(path.join(parent, 'oz0-node-222-1'))).toEqual(['sandbox-b']);
+    } finally {
+      fs.rmSync(parent, { recursive: true, force: true });
     }
   });
 });
