@@ -59,6 +59,25 @@ export default tseslint.config(
     },
   },
   {
+    // workflows/tracing.ts draws its span ids from the workflow's seeded Math.random: any other draw in workflow code
+    // would take different numbers on a node that traces and on one that does not, and a job moves between them (T5).
+    files: ['workflows/**/*.ts', 'model/**/*.ts'],
+    ignores: ['workflows/tracing.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        { object: 'Math', property: 'random', message: 'workflows/tracing.ts alone draws from Math.random (T5)' },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "ImportSpecifier[imported.name='uuid4']",
+          message: 'uuid4 draws from Math.random, which workflows/tracing.ts alone draws from (T5)',
+        },
+      ],
+    },
+  },
+  {
     // model/schemas.ts holds zod; the workflows take only its types.
     files: ['model/schemas.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { paths: deterministic, patterns: pure }] },
