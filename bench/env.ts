@@ -2,6 +2,8 @@
  * One dev server for a whole bench run, and the two things measured on it side by side: an oz0 node (in this
  * process, or as an `oz0 worker` process) and a bare Temporal worker whose activity makes the same MCP call.
  */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,7 +17,9 @@ import { createLogger } from '../common/logger';
 import { createNode, installRuntime } from '../worker/node';
 import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
-import { runBareWorker } from './bare/worker';
+import { bareBundleCode, runBareWorker } from './bare/worker';
+import type { BareWorkerOptions } from './bare/worker';
+import { killTree, stderrLine } from '../worker/processes';
 import { readControl } from '../deploy/local-cluster/control';
 import type { BareWorker } from './bare/worker';
 
@@ -147,6 +151,39 @@ export function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): 
     readerEnv: { READER_STATE: path.join(env.dir, `${taskQueue}.json`) },
     slots,
   });
+}
+
+/**
+ * The baseline as a process of its own (bare/worker.ts), ready to take `taskQueue`'s tasks; its bundle is built here,
+ * so no webpack runs in it. `nodeFlags` go to its node (e.g. `--cpu-prof`), `vars` to its environment.
+ */
+export async function startBareProcess(
+  env: BenchEnv,
+  taskQueue: string,
+  opts: { slots: number; readerEnv?: Record<string, string>; nodeFlags?: string[]; vars?: Record<string, string> },
+): Promise<ChildProcess> {
+  const bundlePath = path.join(env.dir, 'bare-bundle.js');
+  if (!fs.existsSync(bundlePath)) fs.writeFileSync(bundlePath, await bareBundleCode());
+  const options: BareWorkerOptions = {
+    address: env.server.address,
+    taskQueue,
+    reader: env.reader,
+    readerEnv: { READER_STATE: path.join(env.dir, `${taskQueue}-seen.json`), ...opts.readerEnv },
+    slots: opts.slots,
+    bundlePath,
+  };
+  const proc = spawn(
+    process.execPath,
+    [...(opts.nodeFlags ?? []), path.join(env.root, 'dist', 'bench', 'bare', 'worker.js'), JSON.stringify(options)],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...opts.vars } },
+  );
+  try {
+    await stderrLine(proc, /bare worker ready/, 'bare worker', 60_000);
+  } catch (err) {
+    if (proc.exitCode === null) killTree(proc.pid!);
+    throw err;
+  }
+  return proc;
 }
 
 /** `n` echo steps for an oz0 job. */

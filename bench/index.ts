@@ -48,6 +48,7 @@ const OptionsSchema = z.strictObject({
   heap: z.boolean().default(false),
   cpuProf: z.boolean().default(false),
   obsParts: z.boolean().default(false),
+  obsBare: z.boolean().default(false),
   cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
 });
 
@@ -64,6 +65,7 @@ async function main(): Promise<void> {
     )
     .addOption(new Option('--cpu-prof', 'observability: the workers under --cpu-prof, their profiles summed'))
     .addOption(new Option('--obs-parts', 'observability: also a worker with metrics only and one with tracing only'))
+    .addOption(new Option('--obs-bare', 'observability: also the bare worker as a process, the same calls'))
     .addOption(
       new Option(
         '--cancel-batch <n>',
@@ -79,7 +81,7 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap, cpuProf, obsParts, cancelBatch } = parsed.data!;
+  const { quick, temporal, heap, cpuProf, obsParts, obsBare, cancelBatch } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -93,7 +95,12 @@ async function main(): Promise<void> {
     memory: { calls: quick ? 100 : 500, heap },
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
-    observability: { ...(quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 }), cpuProf, parts: obsParts },
+    observability: {
+      ...(quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 }),
+      cpuProf,
+      parts: obsParts,
+      bare: obsBare,
+    },
     cli: { rounds: quick ? 3 : 10 },
     payloads: { calls: quick ? 20 : 100 },
   };

@@ -79,17 +79,9 @@ function deliberate(meta: LogMetadata | undefined): boolean {
 
 const METHODS = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
 
-/** Adapts pino to the Logger interface of Temporal's runtime and workers. */
-export class TemporalPinoLogger implements TemporalLogger {
-  constructor(private readonly logger: Logger) {}
-
-  log(level: LogLevel, message: string, meta?: LogMetadata): void {
-    const method =
-      level === 'WARN' && (INTENDED.some((re) => re.test(message)) || deliberate(meta))
-        ? 'debug'
-        : (METHODS[level] ?? 'info');
-    this.logger[method](meta ?? {}, message);
-  }
+/** Temporal's Logger interface: a method per level, each a `log` at that level. */
+abstract class ByLevel implements TemporalLogger {
+  abstract log(level: LogLevel, message: string, meta?: LogMetadata): void;
   trace(message: string, meta?: LogMetadata): void {
     this.log('TRACE', message, meta);
   }
@@ -104,5 +96,50 @@ export class TemporalPinoLogger implements TemporalLogger {
   }
   error(message: string, meta?: LogMetadata): void {
     this.log('ERROR', message, meta);
+  }
+}
+
+/** Adapts pino to the Logger interface of Temporal's runtime and workers. */
+export class TemporalPinoLogger extends ByLevel {
+  constructor(private readonly logger: Logger) {
+    super();
+  }
+
+  log(level: LogLevel, message: string, meta?: LogMetadata): void {
+    const method =
+      level === 'WARN' && (INTENDED.some((re) => re.test(message)) || deliberate(meta))
+        ? 'debug'
+        : (METHODS[level] ?? 'info');
+    this.logger[method](meta ?? {}, message);
+  }
+
+  /** Whether a line at `level` can reach the log at all (a WARN may still go to debug, above). */
+  enabled(level: LogLevel): boolean {
+    return this.logger.isLevelEnabled(METHODS[level] ?? 'info');
+  }
+}
+
+/**
+ * Temporal's logger as its workers see it, handing on only the lines oz0's logger may write. Where core's own logs
+ * are forwarded, the runtime gives workers a collector that takes every line at TRACE, stamps it with a native call,
+ * buffers it and hands it to oz0's logger 100 ms later, which drops every line below its level (info by default):
+ * a dozen TRACE and DEBUG lines for each call (issue 36.2). `flush` and `close` are the collector's, which the runtime calls at its end.
+ */
+export class TemporalLevelFilter extends ByLevel {
+  constructor(
+    private readonly inner: TemporalLogger & { flush?(): void; close?(): void },
+    private readonly to: TemporalPinoLogger,
+  ) {
+    super();
+  }
+
+  log(level: LogLevel, message: string, meta?: LogMetadata): void {
+    if (this.to.enabled(level)) this.inner.log(level, message, meta);
+  }
+  flush(): void {
+    this.inner.flush?.();
+  }
+  close(): void {
+    this.inner.close?.();
   }
 }

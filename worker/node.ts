@@ -23,7 +23,7 @@ import type { LoadedConfig } from '../common/config';
 import { workflowBundle } from './bundle';
 import { SharedWorkflowThread } from './workflow-thread';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
-import { TemporalPinoLogger } from '../common/logger';
+import { TemporalLevelFilter, TemporalPinoLogger } from '../common/logger';
 import type { Logger } from '../common/logger';
 import { ensureSearchAttributes } from './search-attributes';
 import { provideNodeBwrap } from './bubblewrap';
@@ -51,9 +51,10 @@ export const WORKER_HEARTBEAT_INTERVAL = '10s';
 export function installRuntime(logger: Logger): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
+  const temporalLogger = new TemporalPinoLogger(logger.child({ component: 'temporal' }));
   try {
-    Runtime.install({
-      logger: new TemporalPinoLogger(logger.child({ component: 'temporal' })),
+    const runtime = Runtime.install({
+      logger: temporalLogger,
       telemetryOptions: {
         logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} },
         ...runtimeMetricsOptions(),
@@ -65,6 +66,9 @@ export function installRuntime(logger: Logger): void {
       // oz0 owns SIGINT/SIGTERM: it drains its nodes, stops their servers, then exits.
       shutdownSignals: [],
     });
+    // Workers take the runtime's logger when they are made (all after this): lines below oz0's level go no further.
+    const mutable = runtime as { logger: Runtime['logger'] };
+    mutable.logger = new TemporalLevelFilter(runtime.logger, temporalLogger);
   } catch {
     // A runtime already exists in this process (e.g. several nodes in one test): keep it.
   }

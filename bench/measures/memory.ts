@@ -5,18 +5,15 @@
  * defaults) running as many one-activity workflows that make the same call. Peak resident memory is the kernel's
  * high-water mark (VmHWM) of each worker process; their servers are reported apart.
  */
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import { fixed, sleep, until } from '../common';
 import type { Row } from '../common';
-import { writeBenchConfig } from '../env';
+import { startBareProcess, writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
-import { bareBundleCode } from '../bare/worker';
-import type { BareWorkerOptions } from '../bare/worker';
-import { descendants, killTree, startWorker, stderrLine } from '../../worker/processes';
+import { descendants, killTree, startWorker } from '../../worker/processes';
 import { summarizeHeap, takeHeapSnapshot } from '../heap';
 import { otlpSink } from './observability';
 import type { HeapSummary } from '../heap';
@@ -150,26 +147,12 @@ async function measureOz0(
 async function measureBare(env: BenchEnv, calls: number, heapDir?: string): Promise<Footprint> {
   const taskQueue = 'bare-memory';
   const log = path.join(env.dir, 'memory-bare-received.jsonl');
-  const bundlePath = path.join(env.dir, 'bare-bundle.js');
-  fs.writeFileSync(bundlePath, await bareBundleCode());
-  const opts: BareWorkerOptions = {
-    address: env.server.address,
-    taskQueue,
-    reader: env.reader,
-    readerEnv: { OZ0_RECEIVED_LOG: log, READER_STATE: path.join(env.dir, 'memory-bare-seen.json') },
+  const proc = await startBareProcess(env, taskQueue, {
     slots: calls + 100,
-    bundlePath,
-  };
-  const proc = spawn(
-    process.execPath,
-    [path.join(env.root, 'dist', 'bench', 'bare', 'worker.js'), JSON.stringify(opts)],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, ...(heapDir ? heapFlags(heapDir) : {}) },
-    },
-  );
+    readerEnv: { OZ0_RECEIVED_LOG: log, READER_STATE: path.join(env.dir, 'memory-bare-seen.json') },
+    vars: heapDir ? heapFlags(heapDir) : {},
+  });
   try {
-    await stderrLine(proc, /bare worker ready/, 'bare worker', 60_000);
     const ids: string[] = [];
     return await footprint(
       proc.pid!,

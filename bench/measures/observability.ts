@@ -19,7 +19,7 @@ import type { ThreadCpu } from '../common';
 import type { Row } from '../common';
 import { profilesIn, summarizeProfile } from '../cpu-profile';
 import type { ProfileSummary } from '../cpu-profile';
-import { echoSteps, writeBenchConfig } from '../env';
+import { echoSteps, startBareProcess, writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
 
 export interface ObservabilityOptions {
@@ -29,6 +29,11 @@ export interface ObservabilityOptions {
   cpuProf?: boolean;
   /** Two more workers, one with metrics only and one with tracing only: what each costs apart. */
   parts?: boolean;
+  /**
+   * One more process: the bare worker (bare/worker.ts) making the same calls in one-activity-a-call workflows, so an
+   * untraced node's CPU per call reads against the baseline's (issue 36.7), both as processes of their own.
+   */
+  bare?: boolean;
 }
 
 /** An OTLP/HTTP endpoint that accepts every export (200) and keeps nothing but a count of its bytes. */
@@ -50,11 +55,16 @@ export async function otlpSink(): Promise<{ url: string; bytes: () => number; cl
   };
 }
 
-type Variant = 'on' | 'off' | 'metrics' | 'traces';
+type Variant = 'on' | 'off' | 'metrics' | 'traces' | 'bare';
 
 export async function measureObservability(env: BenchEnv, opts: ObservabilityOptions) {
   const sink = await otlpSink();
-  const variants: Variant[] = opts.parts ? ['on', 'off', 'metrics', 'traces'] : ['on', 'off'];
+  const variants: Variant[] = [
+    'on',
+    'off',
+    ...(opts.parts ? (['metrics', 'traces'] as const) : []),
+    ...(opts.bare ? (['bare'] as const) : []),
+  ];
   const workers: ChildProcess[] = [];
   const exits: Array<Promise<number | null>> = [];
   const ports: number[] = [];
@@ -72,6 +82,15 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
   try {
     for (const name of variants) {
       const taskQueue = `oz0-obs-${name}`;
+      const nodeFlags = profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, name)}`] : [];
+      if (name === 'bare') {
+        const spawned = performance.now();
+        const proc = await startBareProcess(env, taskQueue, { slots: 100, nodeFlags });
+        workers.push(proc);
+        exits.push(new Promise((resolve) => proc.once('exit', resolve)));
+        nodes[name] = { queue: taskQueue, pid: proc.pid!, spawned };
+        continue;
+      }
       const file = writeBenchConfig(env, taskQueue, { jobs: { continueAsNewAfterCalls: 10_000 } });
       const extra: Record<string, string> = {};
       if (name === 'on' || name === 'metrics') {
@@ -86,7 +105,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       const spawned = performance.now();
       const { proc, exited } = await startWorker(file, `bench-obs-${name}`, workers, {
         env: { OZ0_LOG_LEVEL: 'warn', ...extra },
-        nodeFlags: profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, name)}`] : [],
+        nodeFlags,
       });
       nodes[name] = { queue: taskQueue, pid: proc.pid!, spawned };
       exits.push(exited);
@@ -101,13 +120,15 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
     }, 1000);
     const steps = echoSteps(opts.calls);
     const job = async (taskQueue: string, n: number) =>
-      (
-        await env.client.workflow.start('job', {
-          taskQueue,
-          workflowId: env.id(`obs-${taskQueue}`),
-          args: [{ tenant: 'bench', steps: steps.slice(0, n) }],
-        })
-      ).result();
+      taskQueue === nodes.bare?.queue
+        ? env.client.workflow.execute('bareJob', { taskQueue, workflowId: env.id('obs-bare'), args: [n] })
+        : (
+            await env.client.workflow.start('job', {
+              taskQueue,
+              workflowId: env.id(`obs-${taskQueue}`),
+              args: [{ tenant: 'bench', steps: steps.slice(0, n) }],
+            })
+          ).result();
     // Warm them all: bundles, server processes, the SDK's exporter.
     for (const name of variants) await job(nodes[name].queue, 10);
     measuredFrom = performance.now();
@@ -159,11 +180,19 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       met: ratio <= 1.03,
     },
     ...variants
-      .filter((v) => v !== 'off')
+      .filter((v) => v !== 'off' && v !== 'bare')
       .map((v) => ({
         measure: `(O5) the node's CPU per call: ${v === 'on' ? 'both' : `${v} only`} / off`,
         figure: `${fixed(cpu(v) / cpu('off'), 3)} (${fixed(cpu(v), 2)} / ${fixed(cpu('off'), 2)} ms${v === 'on' ? '' : `; a call ${fixed(ms(v) / ms('off'), 3)} ×`}), for the record`,
       })),
+    ...(opts.bare
+      ? [
+          {
+            measure: "(36.7) the untraced node's CPU per call / the bare worker's",
+            figure: `${fixed(cpu('off') / cpu('bare'), 3)} (${fixed(cpu('off'), 2)} / ${fixed(cpu('bare'), 2)} ms; a call ${fixed(ms('off') / ms('bare'), 3)} ×), for the record`,
+          },
+        ]
+      : []),
     ...variants.map((v) => ({
       measure: `(O5) the node's CPU per call by thread, ${v}`,
       figure: `${split(v)} ms`,

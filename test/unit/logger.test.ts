@@ -1,5 +1,5 @@
 import type pino from 'pino';
-import { createLogger, TemporalPinoLogger } from '../../common/logger';
+import { createLogger, TemporalLevelFilter, TemporalPinoLogger } from '../../common/logger';
 import type { Logger } from '../../common/logger';
 
 /** A logger whose every line is kept in `lines`, so a test can read exactly what would reach the log. */
@@ -88,4 +88,44 @@ test('the Temporal adapter keeps the SDK’s levels, and logs its warnings about
     [40, 'Workflow task failed'],
     [50, 'boom'],
   ]);
+});
+
+describe("Temporal's worker lines at oz0's level (issue 36.2)", () => {
+  it('hands on only what the logger would write, and the collector its flush and close', () => {
+    const { logger, lines } = capture('info');
+    const to = new TemporalPinoLogger(logger);
+    const handed: string[] = [];
+    const calls: string[] = [];
+    const collector = {
+      log: (level: string, message: string) => {
+        handed.push(`${level} ${message}`);
+        to.log(level as 'INFO', message);
+      },
+      trace() {},
+      debug() {},
+      info() {},
+      warn() {},
+      error() {},
+      flush: () => void calls.push('flush'),
+      close: () => void calls.push('close'),
+    };
+    const filtered = new TemporalLevelFilter(collector, to);
+    filtered.trace('Got activity task');
+    filtered.debug('Activity started');
+    filtered.info('Worker state changed');
+    filtered.warn('Activity failed');
+    filtered.flush();
+    filtered.close();
+    expect(handed).toEqual(['INFO Worker state changed', 'WARN Activity failed']);
+    expect(lines.map((l) => (JSON.parse(l) as { msg: string }).msg)).toEqual([
+      'Worker state changed',
+      'Activity failed',
+    ]);
+    expect(calls).toEqual(['flush', 'close']);
+    // A logger at trace hands on everything.
+    const all = new TemporalLevelFilter(collector, new TemporalPinoLogger(capture('trace').logger));
+    handed.length = 0;
+    all.trace('Got activity task');
+    expect(handed).toEqual(['TRACE Got activity task']);
+  });
 });
