@@ -9,7 +9,6 @@ import { toolsOf } from '../model/job';
 import type {
   Activities,
   CallAsks,
-  CallElsewhere,
   CallInput,
   CallOutput,
   HarnessInput,
@@ -30,9 +29,6 @@ import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/deps';
 import type { JobSpec } from '../model/schemas';
 
-/** Issue 36.6's experiment switch (bench/README.md, "The gateway: activities or local activities"); read per job. */
-export const LOCAL_LIVE_CALLS = 'OZ0_EXPERIMENT_LOCAL_LIVE_CALLS';
-
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
   /** Temporal, for a live session's call that completes itself (H4, ./call/durable.ts). */
@@ -44,9 +40,7 @@ export interface ActivityDeps extends CallDeps {
 export function createActivities(deps: ActivityDeps): Activities {
   return {
     /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
-    async callTool(input: CallInput): Promise<CallOutput | CallAsks | CallElsewhere> {
-      // Issue 36.6's experiment: a local activity runs where the job's workflow task runs, maybe not the session's node.
-      if (input.onNode !== undefined && input.onNode !== deps.node.queue) return { elsewhere: deps.node.queue };
+    async callTool(input: CallInput): Promise<CallOutput | CallAsks> {
       // H4: a live session's answer goes to Temporal from here, then at once to its caller (./call/durable.ts).
       return completeDurably(deps, input, await callToolAttempt(deps, input));
     },
@@ -79,7 +73,6 @@ export function createActivities(deps: ActivityDeps): Activities {
             return [name, { timeoutSeconds, tools: patterns }];
           }),
         ),
-        ...(process.env[LOCAL_LIVE_CALLS] === '1' ? { localLiveCalls: true as const } : {}),
       };
     },
 

@@ -50,7 +50,6 @@ const OptionsSchema = z.strictObject({
   obsParts: z.boolean().default(false),
   obsBare: z.boolean().default(false),
   cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
-  gatewayLocal: z.boolean().default(false),
 });
 
 async function main(): Promise<void> {
@@ -75,12 +74,6 @@ async function main(): Promise<void> {
     )
     .addOption(
       new Option(
-        '--gateway-local',
-        "gateway: also the live calls as local activities (issue 36.6's experiment), alternating with the other two",
-      ),
-    )
-    .addOption(
-      new Option(
         '--temporal <host:port>',
         'measure on this Temporal (e.g. npm run cluster) instead of a dev server',
       ).env('OZ0_BENCH_TEMPORAL'),
@@ -88,7 +81,7 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap, cpuProf, obsParts, obsBare, cancelBatch, gatewayLocal } = parsed.data!;
+  const { quick, temporal, heap, cpuProf, obsParts, obsBare, cancelBatch } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -100,7 +93,7 @@ async function main(): Promise<void> {
     },
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
     memory: { calls: quick ? 100 : 500, heap },
-    gateway: { ...(quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 }), local: gatewayLocal },
+    gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
     observability: {
       ...(quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 }),

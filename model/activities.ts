@@ -45,13 +45,6 @@ export interface CallInput {
   confirmed?: { key: string; by: string; at: string };
   /** A6: how long its question may wait, so its policy workflow can forget one never said to have ended. */
   confirmTimeoutSeconds?: number;
-  /** Issue 36.6's experiment: run as a local activity, only on the node of this queue (the session's). */
-  onNode?: string;
-}
-
-/** Issue 36.6's experiment: a local activity of a live call found itself on another node than its session's. */
-export interface CallElsewhere {
-  elsewhere: string;
 }
 
 /** A4: an attempt found that the call waits for a person's yes, and sent nothing. */
@@ -122,18 +115,12 @@ export interface JobSettings {
   maxCallsPerSession: number;
   /** The time limits of the harnesses the spec names (H1, H7). */
   harnesses: Record<string, { timeoutSeconds: number; tools: string[] }>;
-  /**
-   * Issue 36.6, an experiment, off unless the node has `OZ0_EXPERIMENT_LOCAL_LIVE_CALLS=1`: a live session's call that
-   * may be made again runs as a local activity when the job's workflow task runs on the session's node. Not taken:
-   * bench/README.md, "The gateway: activities or local activities", says which rules it breaks.
-   */
-  localLiveCalls?: true;
 }
 
 /** The node's activities (activities/index.ts `createActivities`), as the workflows call them. */
 export interface Activities {
   /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
-  callTool(input: CallInput): Promise<CallOutput | CallAsks | CallElsewhere>;
+  callTool(input: CallInput): Promise<CallOutput | CallAsks>;
   /** Checks a job's input against the spec's schema and resolves the settings of the tools it names; or why not. */
   resolveJobSettings(input: unknown): Promise<JobSettings | { badSpec: string }>;
   /** Opens a session on the node (T4), or describes a live session's new tool: hints, settings, the node's queue. */

@@ -11,7 +11,6 @@ import {
   log,
   patched,
   proxyActivities,
-  proxyLocalActivities,
 } from '@temporalio/workflow';
 import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../model/activities';
@@ -89,11 +88,6 @@ export interface CallPlace {
   relay?: CallInput['relay'];
   /** The tool's settings, when the job's settings do not have them (a live session's tools). */
   settings?: ToolSettings;
-  /**
-   * Issue 36.6's experiment (JobSettings.localLiveCalls): a local activity, when the job's workflow task runs on the
-   * session's node (`taskQueue`); else, and for a call that gets one attempt, an activity on that queue as always.
-   */
-  local?: boolean;
   /** Puts the call's step in the trace: once, when it ended, before a job cancel is thrown on. */
   record(step: StepTrace): void;
 }
@@ -124,10 +118,14 @@ export async function makeCall(
 ): Promise<CallEnd> {
   const tool = call.call;
   const settings = ctx.settings.tools[tool] ?? place.settings ?? UNKNOWN_TOOL_SETTINGS;
-  const common = {
+  const { callTool } = proxyActivities<Activities>({
+    activityId: placed.activityId,
+    // A session's calls run on its node's own queue (T4); any other call on the shared one.
+    ...(place.taskQueue ? { taskQueue: place.taskQueue } : {}),
     summary: callSummary(tool, key, ctx.jobId),
     // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
     startToCloseTimeout: `${settings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
+    heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
     retry: {
       maximumAttempts: settings.maxAttempts,
       initialInterval: '1s',
@@ -138,17 +136,7 @@ export async function makeCall(
     },
     // Said explicitly: the job must not show CANCELED before the call has really stopped (C4).
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  };
-  const { callTool } = proxyActivities<Activities>({
-    ...common,
-    activityId: placed.activityId,
-    // A session's calls run on its node's own queue (T4); any other call on the shared one.
-    ...(place.taskQueue ? { taskQueue: place.taskQueue } : {}),
-    heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
   });
-  // Issue 36.6's experiment: the same call as a local activity, on the node that runs this workflow task.
-  let local = place.local === true && place.taskQueue !== undefined;
-  const callLocally = local ? proxyLocalActivities<Activities>(common).callTool : undefined;
   const base = {
     n: placed.n,
     tool,
@@ -184,19 +172,12 @@ export async function makeCall(
     maxAttempts: settings.maxAttempts,
     confirmTimeoutSeconds,
     ...(place.relay ? { relay: place.relay } : {}),
-    ...(local ? { onNode: place.taskQueue } : {}),
   };
   let question: QuestionTrace | undefined;
   let waiting = false;
   try {
     for (;;) {
-      const out = local ? await callLocally!(input) : await callTool(input);
-      if ('elsewhere' in out) {
-        // This workflow task runs on another node than the session's: its sandboxes and its gateway are there.
-        local = false;
-        delete input.onNode;
-        continue;
-      }
+      const out = await callTool(input);
       for (const queue of out.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);
       if ('asks' in out) {
         // A4: nothing was sent; the call waits for a person's yes before its first attempt.

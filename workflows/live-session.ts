@@ -267,8 +267,6 @@ export class LiveSessions {
           cancelledBy: () => running.cancelledBy,
           relay: { callId: input.callId, progress: input.progress === true },
           settings: plan.settings[tool],
-          // Issue 36.6's experiment: only a call that may be made again (a local activity may run twice).
-          local: ctx.settings.localLiveCalls === true && plan.mayRetry[tool] === true,
           record: settle,
         });
         // A call that ended while it waited for a person sent nothing: it counts as not made (H8).

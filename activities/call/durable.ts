@@ -43,9 +43,8 @@ export function completeDurably(
   out: CallOutput | CallAsks,
 ): CallOutput | CallAsks {
   const relay = input.relay;
-  const { taskToken, isLocal } = Context.current().info;
-  // A local activity (issue 36.6's experiment) has no task of its own to complete: its Update answers.
-  if (!relay || 'asks' in out || isLocal) return out;
+  if (!relay || 'asks' in out) return out;
+  const { taskToken } = Context.current().info;
   // After the worker has taken the CompleteAsyncError below: the activity is then ours to complete.
   let settle!: () => void;
   const sent = new Promise<void>((resolve) => (settle = resolve));
