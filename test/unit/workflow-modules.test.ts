@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { BUNDLE_FILE, TRACED_BUNDLE_FILE } from '../../worker/bundle';
+import { BUNDLE_FILE, TRACED_BUNDLE_FILE, latin1 } from '../../worker/bundle';
 
 const ROOT = path.join(__dirname, '..', '..');
 
@@ -57,4 +57,23 @@ test.each([BUNDLE_FILE, TRACED_BUNDLE_FILE])('T5: %s preloads the workflows modu
   expect(code).toMatch(
     /exports\.preloadModules = function preloadModules\(\) \{\s*__webpack_require__\([^)]*workflows\/index\.js"\)/,
   );
+});
+
+test.each([BUNDLE_FILE, TRACED_BUNDLE_FILE])('T5: %s is Latin-1 only, so V8 keeps it one byte a character', (file) => {
+  expect(fs.readFileSync(file, 'utf8')).not.toMatch(/[\u0100-\uffff]/);
+});
+
+test('T5: a character past Latin-1 in the bundle becomes an escape that means the same', () => {
+  const source =
+    "const a = `- … and ${2} more`; const b = 'x → y'; // — c\nconst r = /[—]/.test('—'); exports.v = [a, b, r];";
+  const escaped = latin1(source);
+  expect(escaped).not.toMatch(/[\u0100-\uffff]/);
+  expect(escaped).toContain('\\u2026');
+  const run = (code: string) => {
+    const m = { exports: {} as { v?: unknown } };
+    new Function('exports', code)(m.exports);
+    return m.exports.v;
+  };
+  expect(run(escaped)).toEqual(['- … and 2 more', 'x → y', true]);
+  expect(run(escaped)).toEqual(run(source));
 });
