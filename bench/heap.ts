@@ -1,13 +1,16 @@
 /**
  * What a heap snapshot holds (issue 26.4), summed by what V8 calls each object: its constructor for an object, else
- * its kind (string, code, array, closure, …). The memory measure takes one of an `oz0 worker` and one of the bare
- * worker at the same point (every call running), with `--heap`: `--heapsnapshot-signal`, then SIGUSR2. A snapshot
- * is of the process's main thread; the workflow threads' isolates and native memory (the SDK's core, its buffers)
- * are the rest of the resident memory, which the measure reports beside it.
+ * its kind (string, code, array, closure, …). The memory measure takes one of every thread of an `oz0 worker` and of
+ * the bare worker at the same point (every call running), with `--heap`: through bench/mem-probe.ts, preloaded into
+ * each thread, so the SDK's workflow thread is read as well as the main one. With `--split` (issue 36.3) it also
+ * reads where the rest of the resident memory is: the mappings (bench/smaps.ts) and each V8 heap by space.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { sleep, until } from './common';
+import { until } from './common';
+import type { ThreadMemory } from './mem-probe';
+import { mappedMiB } from './smaps';
+import type { MappedMiB } from './smaps';
 
 interface Snapshot {
   snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]] } };
@@ -46,21 +49,80 @@ export function summarizeHeap(file: string, top = 25): HeapSummary {
   return { totalMiB: total / 1024 / 1024, by };
 }
 
-/** Has process `pid` (started with `--heapsnapshot-signal=SIGUSR2`, its cwd `dir`) write a snapshot; its path. */
-export async function takeHeapSnapshot(pid: number, dir: string): Promise<string> {
-  const before = new Set(fs.readdirSync(dir));
-  process.kill(pid, 'SIGUSR2');
-  const file = await until(
-    'the heap snapshot',
-    () => fs.readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f)),
-    120_000,
+/**
+ * Has every thread of process `pid` (bench/mem-probe.ts preloaded, writing into `dir`) write a heap snapshot; their
+ * paths, the main thread's first. Each thread writes while it is paused; done once it says so.
+ */
+export async function snapshotThreads(pid: number, dir: string): Promise<string[]> {
+  const threads = probedThreads(pid, dir);
+  fs.writeFileSync(path.join(dir, 'snapshot'), '');
+  await until(
+    "every thread's heap snapshot",
+    () => threads.every((t) => fs.existsSync(path.join(dir, `${pid}-${t.threadId}.snapped`))) || undefined,
+    300_000,
   );
-  // Written while the process is paused; done when its size stops changing.
-  let size = -1;
-  for (;;) {
-    await sleep(500);
-    const now = fs.statSync(path.join(dir, file)).size;
-    if (now === size && now > 0) return path.join(dir, file);
-    size = now;
-  }
+  fs.rmSync(path.join(dir, 'snapshot'));
+  return threads.map((t) => path.join(dir, `${pid}-${t.threadId}.heapsnapshot`));
+}
+
+/** What each thread of `pid` last wrote (bench/mem-probe.ts), the main thread first. */
+export function probedThreads(pid: number, dir: string): ThreadMemory[] {
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.startsWith(`${pid}-`) && f.endsWith('.json'))
+    .map((f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as ThreadMemory)
+    .sort((a, b) => a.threadId - b.threadId);
+}
+
+export interface MemorySplit {
+  rssMiB: number;
+  mapped: MappedMiB;
+  /** Each thread's V8 heap, the main thread first: used and committed MiB, by space. */
+  threads: Array<{
+    threadId: number;
+    usedMiB: number;
+    committedMiB: number;
+    mallocedMiB: number;
+    spaces: Array<{ name: string; usedMiB: number; committedMiB: number }>;
+  }>;
+  externalMiB: number;
+  arrayBuffersMiB: number;
+  /** The main thread's loaded modules' source, by package (KiB), largest first. */
+  modules: Array<{ what: string; kb: number }>;
+}
+
+/** Where process `pid`'s resident memory is now: its mappings (bench/smaps.ts) and each thread's V8 heap. */
+export async function splitMemory(pid: number, dir: string): Promise<MemorySplit> {
+  // Each thread writes four times a second: wait for a fresh round.
+  const since = Date.now();
+  await until(
+    "every thread's memory",
+    () => {
+      const t = probedThreads(pid, dir);
+      return t.length > 0 && t.every((x) => x.at > since) ? true : undefined;
+    },
+    30_000,
+  );
+  return readSplit(pid, dir);
+}
+
+/** The same, from what each thread wrote last (up to 250 ms old): for sampling while the process is busy. */
+export function readSplit(pid: number, dir: string): MemorySplit {
+  const threads = probedThreads(pid, dir);
+  const mib = (b: number) => b / 1024 / 1024;
+  const mapped = mappedMiB(pid);
+  return {
+    rssMiB: mapped.total,
+    mapped,
+    threads: threads.map((t) => ({
+      threadId: t.threadId,
+      usedMiB: mib(t.heap.used),
+      committedMiB: mib(t.heap.committed),
+      mallocedMiB: mib(t.heap.malloced),
+      spaces: t.spaces.map((s) => ({ name: s.name, usedMiB: mib(s.used), committedMiB: mib(s.committed) })),
+    })),
+    externalMiB: mib(threads[0]!.external),
+    arrayBuffersMiB: mib(threads[0]!.arrayBuffers),
+    modules: threads[0]!.modules ?? [],
+  };
 }

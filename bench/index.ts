@@ -46,6 +46,7 @@ const OptionsSchema = z.strictObject({
     .optional(),
   only: listOption('measure', MEASURES),
   heap: z.boolean().default(false),
+  split: z.boolean().default(false),
   cpuProf: z.boolean().default(false),
   obsParts: z.boolean().default(false),
   obsBare: z.boolean().default(false),
@@ -60,7 +61,13 @@ async function main(): Promise<void> {
     .addOption(
       new Option(
         '--heap',
-        'memory: heap snapshots of both workers with every call running, summed (its peaks not quoted)',
+        'memory: heap snapshots of every thread of both workers with every call running, summed (its peaks not quoted)',
+      ),
+    )
+    .addOption(
+      new Option(
+        '--split',
+        "memory: where both workers' resident memory is with every call running (mappings, V8 heaps by thread and space)",
       ),
     )
     .addOption(new Option('--cpu-prof', 'observability: the workers under --cpu-prof, their profiles summed'))
@@ -81,7 +88,7 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap, cpuProf, obsParts, obsBare, cancelBatch } = parsed.data!;
+  const { quick, temporal, heap, split, cpuProf, obsParts, obsBare, cancelBatch } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -92,7 +99,7 @@ async function main(): Promise<void> {
       batch: cancelBatch,
     },
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },
-    memory: { calls: quick ? 100 : 500, heap },
+    memory: { calls: quick ? 100 : 500, heap, split },
     gateway: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     sandbox: quick ? { starts: 10, calls: 500 } : { starts: 40, calls: 2000 },
     observability: {

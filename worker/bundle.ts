@@ -37,12 +37,27 @@ const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }
  * between traced and untraced nodes freely (T5): test/unit/replay.test.ts replays every recorded history, traced
  * (by Temporal's interceptors, before issue 36) or not, under both.
  */
-function bundleCode(traced: boolean): Promise<{ code: string }> {
-  return bundleWorkflowCode({
+async function bundleCode(traced: boolean): Promise<{ code: string }> {
+  const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('../workflows'),
+    // Issue 36.3: evaluated once, when the workflow thread starts, and shared by every cached job; without it each job
+    // evaluates all of oz0's workflow modules and their dependencies again (~55 KB a job, 28 MiB at 500 running calls).
+    // Safe while no module of workflows/ or model/ keeps state at its top level (test/unit/workflow-modules.test.ts).
+    preloadModules: [require.resolve('../workflows')],
     ...(traced ? { workflowInterceptorModules: [require.resolve('../workflows/tracing')] } : {}),
     logger: quietBundlerLogger,
   });
+  return { code: latin1(code) };
+}
+
+/**
+ * The bundle with every character past U+00FF written as its `\uXXXX` escape (issue 36.3). V8 keeps a string of
+ * Latin-1 characters in one byte each and any other in two: the 21 dashes, ellipses and arrows of comments and messages
+ * doubled the bundle's 2.2 million characters to 4.3 MB, held twice (the node's copy, the workflow thread's source).
+ * They stand in comments, strings and untagged templates, where an escape means the same character.
+ */
+export function latin1(code: string): string {
+  return code.replace(/[\u0100-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** The file exists and is newer than every module it was made of. */

@@ -8,6 +8,7 @@
  * subclass; the creator's per-Worker part, the activity names a local activity may use, is the first worker's, and
  * only that worker's workflows (jobs) schedule local activities.
  */
+import { createHash } from 'node:crypto';
 import { Worker } from '@temporalio/worker';
 import type { WorkerOptions } from '@temporalio/worker';
 import type { WorkflowCreator } from '@temporalio/worker/lib/workflow/interface';
@@ -23,7 +24,8 @@ class SharingWorker extends Worker {
 
 export class SharedWorkflowThread {
   private creator?: Promise<WorkflowCreator>;
-  private bundleCode?: string;
+  /** The bundle's digest, not its code: the thread holds the code, and 2 MB more on the node's heap buys nothing. */
+  private bundleDigest?: string;
   private users = 0;
 
   /** A Worker whose workflows run on this thread; the first one made starts it. Every worker must bring the same bundle. */
@@ -39,10 +41,11 @@ export class SharedWorkflowThread {
 
   private async share(args: Parameters<Create>): Promise<WorkflowCreator> {
     const [bundle] = args;
-    if (this.bundleCode !== undefined && this.bundleCode !== bundle.code) {
+    const digest = createHash('sha256').update(bundle.code).digest('hex');
+    if (this.bundleDigest !== undefined && this.bundleDigest !== digest) {
       throw new Error('workers sharing a workflow thread must run the same workflow bundle');
     }
-    this.bundleCode = bundle.code;
+    this.bundleDigest = digest;
     this.creator ??= SharingWorker.createWorkflowCreator(...args);
     const creator = await this.creator;
     this.users++;
@@ -55,7 +58,7 @@ export class SharedWorkflowThread {
         released = true;
         if (--this.users === 0) {
           this.creator = undefined;
-          this.bundleCode = undefined;
+          this.bundleDigest = undefined;
           await creator.destroy();
         }
       },

@@ -390,6 +390,11 @@ describe('Dockerfile and .dockerignore', () => {
     expect(at(/apt-get install .*\bg\+\+/)).toBeLessThan(at(/npm rebuild better-sqlite3\b/));
   });
 
+  test("the final stage caps glibc's malloc arenas, a node's native memory (issue 36.3)", () => {
+    const envs = finalStage.filter((i) => i.op === 'ENV').map((i) => i.args);
+    expect(envs).toContain('MALLOC_ARENA_MAX=2');
+  });
+
   test('I8: the final stage installs bubblewrap, for the sandboxes the node starts', () => {
     const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
     expect(runs.some((r) => /apt-get install -y --no-install-recommends bubblewrap/.test(r))).toBe(true);
