@@ -179,8 +179,9 @@ async function measureOz0(
 }
 
 /**
- * The baseline: a bare worker process (its bundle built here, so no webpack runs in it). Its activity neither
- * heartbeats nor hears a cancel, so its workflows are terminated and the process killed at the end.
+ * The baseline: a bare worker process (its bundle built here, so no webpack runs in it). Its jobs end as oz0's do, by
+ * a cancel each (the peak comes as they end: each side pays for its 500 cancels' workflow tasks and pushed activity
+ * cancels); its activity does not stop its MCP call on one, so the process is killed at the end.
  */
 async function measureBare(env: BenchEnv, calls: number, probe: Probe): Promise<Footprint> {
   const taskQueue = 'bare-memory';
@@ -206,7 +207,9 @@ async function measureBare(env: BenchEnv, calls: number, probe: Probe): Promise<
         );
       },
       async () => {
-        await Promise.all(ids.map((id) => env.client.workflow.getHandle(id).terminate('bench: done')));
+        const handles = ids.map((id) => env.client.workflow.getHandle(id));
+        await Promise.all(handles.map((h) => h.cancel()));
+        await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
       },
       probe.dir,
       probe.heap,
