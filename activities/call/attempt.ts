@@ -95,7 +95,8 @@ class Attempt {
   /** The phases, with the attempt's stops (job cancel, kill switch, its session's caller) heard around them. */
   private async attempt(): Promise<CallOutput | CallAsks> {
     // C5: heard before the policy is read, so a kill switch thrown from here on stops this call too.
-    const unhear = hearStops({ ...this.deps, ctx: this.ctx }, this.input, (why) => this.stop(why));
+    const { gate, relay } = this.deps;
+    const unhear = hearStops({ gate, relay, ctx: this.ctx }, this.input, (why) => this.stop(why));
     try {
       return await this.phases();
     } finally {
