@@ -8,6 +8,7 @@
  */
 import fs from 'node:fs';
 import inspector from 'node:inspector';
+import v8 from 'node:v8';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import type { PerformanceEntry } from 'node:perf_hooks';
 
@@ -56,6 +57,8 @@ if (file) {
       });
     }
     count(observer.takeRecords());
-    fs.writeFileSync(`${file}.gc.json`, JSON.stringify(gc));
+    // The young generation's size at the end: how much a call may allocate between two scavenges.
+    const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((sp) => [sp.space_name, sp.space_size]));
+    fs.writeFileSync(`${file}.gc.json`, JSON.stringify({ ...gc, spaces }));
   });
 }

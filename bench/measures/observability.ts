@@ -242,11 +242,16 @@ function heapRows(name: string, file: string, calls: number): number {
   const kib = (b: number) => fixed(b / calls / 1024, 1).padStart(8);
   process.stderr.write(`${name}: ${path.basename(file)}, ${kib(s.bytes)} KiB allocated a call\n`);
   if (fs.existsSync(`${file}.gc.json`)) {
-    const gc = JSON.parse(fs.readFileSync(`${file}.gc.json`, 'utf8')) as Record<string, { count: number; ms: number }>;
+    const { spaces, ...gc } = JSON.parse(fs.readFileSync(`${file}.gc.json`, 'utf8')) as Record<
+      string,
+      { count: number; ms: number }
+    > & { spaces: Record<string, number> };
     const each = Object.entries(gc).map(
       ([k, g]) => `${k} ${fixed(g.count / calls, 3)} × ${fixed((g.ms * 1000) / calls, 0)} µs`,
     );
     process.stderr.write(`  collections a call: ${each.join(', ')}\n`);
+    const mib = (b: number | undefined) => fixed((b ?? 0) / 2 ** 20, 1);
+    process.stderr.write(`  at exit: new space ${mib(spaces.new_space)} MiB, old space ${mib(spaces.old_space)} MiB\n`);
   }
   for (const [title, list] of [
     ['self by module', s.modules.slice(0, 10)],
