@@ -23,10 +23,21 @@ if (file) {
     [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
     [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
   };
+  const reasons: Record<string, number> = {
+    forced: constants.NODE_PERFORMANCE_GC_FLAGS_FORCED,
+    'all available garbage': constants.NODE_PERFORMANCE_GC_FLAGS_ALL_AVAILABLE_GARBAGE,
+    'external memory': constants.NODE_PERFORMANCE_GC_FLAGS_ALL_EXTERNAL_MEMORY,
+    idle: constants.NODE_PERFORMANCE_GC_FLAGS_SCHEDULE_IDLE,
+  };
   const gc: Record<string, { count: number; ms: number }> = {};
   const count = (entries: PerformanceEntry[]) => {
     for (const e of entries) {
-      const kind = kinds[(e.detail as { kind: number }).kind] ?? 'other';
+      const { kind: k, flags } = e.detail as { kind: number; flags: number };
+      // Why V8 collected, where it says: its memory reducer and external memory mark theirs.
+      const why = Object.entries(reasons)
+        .filter(([, bit]) => flags & bit)
+        .map(([name]) => name);
+      const kind = `${kinds[k] ?? 'other'}${why.length ? ` (${why.join(', ')})` : ''}`;
       gc[kind] ??= { count: 0, ms: 0 };
       gc[kind].count++;
       gc[kind].ms += e.duration;
