@@ -48,6 +48,7 @@ const OptionsSchema = z.strictObject({
   heap: z.boolean().default(false),
   split: z.boolean().default(false),
   cpuProf: z.boolean().default(false),
+  heapProf: z.boolean().default(false),
   obsParts: z.boolean().default(false),
   obsBare: z.boolean().default(false),
   cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
@@ -71,6 +72,12 @@ async function main(): Promise<void> {
       ),
     )
     .addOption(new Option('--cpu-prof', 'observability: the workers under --cpu-prof, their profiles summed'))
+    .addOption(
+      new Option(
+        '--heap-prof',
+        "observability: every allocation of the workers' main threads sampled over the measured rounds, summed",
+      ),
+    )
     .addOption(new Option('--obs-parts', 'observability: also a worker with metrics only and one with tracing only'))
     .addOption(new Option('--obs-bare', 'observability: also the bare worker as a process, the same calls'))
     .addOption(
@@ -88,7 +95,7 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap, split, cpuProf, obsParts, obsBare, cancelBatch } = parsed.data!;
+  const { quick, temporal, heap, split, cpuProf, heapProf, obsParts, obsBare, cancelBatch } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -105,6 +112,7 @@ async function main(): Promise<void> {
     observability: {
       ...(quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 6 }),
       cpuProf,
+      heapProf,
       parts: obsParts,
       bare: obsBare,
     },

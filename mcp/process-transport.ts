@@ -183,7 +183,7 @@ export class ProcessTransport implements Transport {
  * writes garbage on the protocol's channel is one oz0 stops trusting (the session closes, the call fails), rather
  * than one whose call waits out its time limit for an answer lost in the noise.
  */
-class LineBuffer {
+export class LineBuffer {
   private pending: Buffer[] = [];
   private size = 0;
 
@@ -191,26 +191,28 @@ class LineBuffer {
 
   push(chunk: Buffer): string[] {
     const lines: string[] = [];
-    let rest = chunk;
-    for (let end = rest.indexOf(0x0a); end !== -1; end = rest.indexOf(0x0a)) {
-      const line = Buffer.concat([...this.pending, rest.subarray(0, end)])
-        .toString('utf8')
-        .replace(/\r$/, '');
+    let start = 0;
+    for (let end = chunk.indexOf(0x0a); end !== -1; end = chunk.indexOf(0x0a, start)) {
+      // A line that arrived whole (most do) is decoded where it lies, not copied into a buffer of its own first.
+      const text = this.pending.length
+        ? Buffer.concat([...this.pending, chunk.subarray(start, end)]).toString('utf8')
+        : chunk.toString('utf8', start, end);
+      const line = text.endsWith('\r') ? text.slice(0, -1) : text;
       this.clear();
-      rest = rest.subarray(end + 1);
+      start = end + 1;
       if (line.trim()) lines.push(line);
     }
-    this.size += rest.length;
+    this.size += chunk.length - start;
     if (this.size > this.maxBytes) {
       this.clear();
       throw new Error(`a message over ${this.maxBytes} bytes`);
     }
-    if (rest.length) this.pending.push(rest);
+    if (start < chunk.length) this.pending.push(chunk.subarray(start));
     return lines;
   }
 
   clear(): void {
-    this.pending = [];
+    if (this.pending.length) this.pending = [];
     this.size = 0;
   }
 }

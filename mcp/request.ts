@@ -34,11 +34,12 @@ export async function makeCall(call: MakeCall): Promise<CallToolResult> {
  * answer has none.
  */
 async function plainCall(call: MakeCall): Promise<CallToolResult> {
-  const { outputSchema: _unchecked, ...toolDefinition } = call.tool;
-  const options = { signal: call.signal, timeout: call.timeoutMs, maxTotalTimeout: call.timeoutMs };
+  const { signal, timeoutMs } = call;
+  const toolDefinition = uncheckedDefinition(call.tool);
+  const options = { signal, timeout: timeoutMs, maxTotalTimeout: timeoutMs, allowInputRequired: true, toolDefinition };
   let raw: CallToolResult & { resultType?: string; inputRequests?: unknown; toolResult?: unknown };
   try {
-    raw = await call.connection.client.callTool(call.params, { ...options, allowInputRequired: true, toolDefinition });
+    raw = await call.connection.client.callTool(call.params, options);
   } catch (err) {
     if (err instanceof ProtocolError && err.code === MISSING_REQUIRED_CLIENT_CAPABILITY) {
       throw new AskedForInput(missingCapabilities(err.data), true);
@@ -51,4 +52,16 @@ async function plainCall(call: MakeCall): Promise<CallToolResult> {
     return { content: [{ type: 'text', text: JSON.stringify(raw.toolResult) }], isError: false };
   }
   return raw;
+}
+
+/** Each listing's function without its output schema, made once while the listing is held (not a copy a call). */
+const unchecked = new WeakMap<Tool, Tool>();
+
+function uncheckedDefinition(tool: Tool): Tool {
+  let definition = unchecked.get(tool);
+  if (!definition) {
+    const { outputSchema: _unchecked, ...rest } = tool;
+    unchecked.set(tool, (definition = rest));
+  }
+  return definition;
 }

@@ -74,7 +74,7 @@ export function verdict(input: {
   listing?: { digest: string; tools: Approval['tools'] };
 }): Verdict {
   const { state, tool, remote, listing } = input;
-  const kill = killedBy([...input.globalKills, ...state.kills], tool);
+  const kill = killedBy(input.globalKills, tool) ?? killedBy(state.kills, tool);
   if (kill)
     return {
       allowed: false,

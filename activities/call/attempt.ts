@@ -92,30 +92,30 @@ class Attempt {
     }
   }
 
-  /** The phases, with the attempt's stops (job cancel, kill switch, its session's caller) heard around them. */
+  /**
+   * prepare → send → settle, with the attempt's stops (job cancel, kill switch, its session's caller) heard around
+   * them; a call that waits for a person's yes ends after prepare, and its job asks (A4). One async frame for the
+   * three: each more is a promise or two of every call (issue 36.7).
+   */
   private async attempt(): Promise<CallOutput | CallAsks> {
     // C5: heard before the policy is read, so a kill switch thrown from here on stops this call too.
-    const unhear = hearStops({ ...this.deps, ctx: this.ctx }, this.input, (why) => this.stop(why));
+    const { gate, relay } = this.deps;
+    const unhear = hearStops({ gate, relay, ctx: this.ctx }, this.input, (why) => this.stop(why));
     try {
-      return await this.phases();
+      let ending: Ending;
+      try {
+        const prepared = await this.prepare();
+        ending = settleAnswer(await this.send(prepared), this.facts());
+      } catch (err) {
+        if (err instanceof AsksPerson) return this.asks(err.pattern);
+        ending = this.settleFailure(err);
+      }
+      return await this.end(ending);
     } finally {
       unhear();
       this.carried.stopBeating();
       this.lease?.release();
     }
-  }
-
-  /** prepare → send → settle; a call that waits for a person's yes ends after prepare, and its job asks (A4). */
-  private async phases(): Promise<CallOutput | CallAsks> {
-    let ending: Ending;
-    try {
-      const prepared = await this.prepare();
-      ending = settleAnswer(await this.send(prepared), this.facts());
-    } catch (err) {
-      if (err instanceof AsksPerson) return this.asks(err.pattern);
-      ending = this.settleFailure(err);
-    }
-    return this.end(ending);
   }
 
   // ---- prepare: lease, listing, policy verdict, resume plan; nothing is sent ----

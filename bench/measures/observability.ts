@@ -19,6 +19,7 @@ import type { ThreadCpu } from '../common';
 import type { Row } from '../common';
 import { profilesIn, summarizeProfile } from '../cpu-profile';
 import type { ProfileSummary } from '../cpu-profile';
+import { summarizeHeapProfile } from '../heap-profile';
 import { echoSteps, startBareProcess, writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
 
@@ -27,6 +28,8 @@ export interface ObservabilityOptions {
   rounds: number;
   /** Run the workers under `--cpu-prof` and sum their profiles. */
   cpuProf?: boolean;
+  /** Sample every allocation of each worker's main thread over the measured rounds (bench/heap-sampler.ts). */
+  heapProf?: boolean;
   /** Two more workers, one with metrics only and one with tracing only: what each costs apart. */
   parts?: boolean;
   /**
@@ -77,22 +80,29 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
   >;
   let measuredFrom = 0;
   const profDir = opts.cpuProf ? path.join(resultsDir(), `cpu-prof-${Date.now()}`) : undefined;
+  const heapDir = opts.heapProf ? path.join(resultsDir(), `heap-prof-${Date.now()}`) : undefined;
+  if (heapDir) fs.mkdirSync(heapDir, { recursive: true });
+  const heapFile = (v: Variant) => path.join(heapDir!, `${v}.heapprofile`);
   let scrapes = 0;
   let scraper: NodeJS.Timeout | undefined;
   try {
     for (const name of variants) {
       const taskQueue = `oz0-obs-${name}`;
-      const nodeFlags = profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, name)}`] : [];
+      const nodeFlags = [
+        ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, name)}`] : []),
+        ...(heapDir ? ['--require', path.join(env.root, 'dist', 'bench', 'heap-sampler.js')] : []),
+      ];
+      const heapVars: Record<string, string> = heapDir ? { OZ0_HEAP_PROF_FILE: heapFile(name) } : {};
       if (name === 'bare') {
         const spawned = performance.now();
-        const proc = await startBareProcess(env, taskQueue, { slots: 100, nodeFlags });
+        const proc = await startBareProcess(env, taskQueue, { slots: 100, nodeFlags, vars: heapVars });
         workers.push(proc);
         exits.push(new Promise((resolve) => proc.once('exit', resolve)));
         nodes[name] = { queue: taskQueue, pid: proc.pid!, spawned };
         continue;
       }
       const file = writeBenchConfig(env, taskQueue, { jobs: { continueAsNewAfterCalls: 10_000 } });
-      const extra: Record<string, string> = {};
+      const extra: Record<string, string> = { ...heapVars };
       if (name === 'on' || name === 'metrics') {
         const port = await freePort();
         ports.push(port);
@@ -132,6 +142,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
     // Warm them all: bundles, server processes, the SDK's exporter.
     for (const name of variants) await job(nodes[name].queue, 10);
     measuredFrom = performance.now();
+    if (heapDir) for (const name of variants) process.kill(nodes[name].pid, 'SIGWINCH');
     for (let r = 0; r < opts.rounds; r++) {
       // Rotating which goes first, so none always runs on a machine another just warmed.
       const order = variants.map((_, i) => variants[(i + r) % variants.length]);
@@ -148,7 +159,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
         for (const k of Object.keys(before) as Array<keyof ThreadCpu>) threads[name][k] += after[k] - before[k];
       }
     }
-    if (profDir) {
+    if (profDir || heapDir) {
       // A clean stop (the node drains, then exits) is what makes V8 write the profiles.
       for (const w of workers) w.kill('SIGTERM');
       await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, 30_000))]);
@@ -193,6 +204,14 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
           },
         ]
       : []),
+    ...(heapDir
+      ? variants
+          .filter((v) => fs.existsSync(heapFile(v)) || fs.existsSync(`${heapFile(v)}.gc.json`))
+          .map((v) => ({
+            measure: `(36.7) bytes allocated per call on the main thread, ${v}`,
+            figure: `${fixed(heapRows(v, heapFile(v), opts.calls * opts.rounds) / 1024, 1)} KiB, for the record`,
+          }))
+      : []),
     ...variants.map((v) => ({
       measure: `(O5) the node's CPU per call by thread, ${v}`,
       figure: `${split(v)} ms`,
@@ -213,6 +232,37 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       ...(profiles ? { profiles } : {}),
     },
   };
+}
+
+/** A worker's allocation profile over the measured rounds, printed by module and function in bytes a call; the total. */
+function heapRows(name: string, file: string, calls: number): number {
+  const s = fs.existsSync(file)
+    ? summarizeHeapProfile(file, 25)
+    : { bytes: 0, modules: [], inclusive: [], functions: [], ours: [] };
+  const kib = (b: number) => fixed(b / calls / 1024, 1).padStart(8);
+  process.stderr.write(`${name}: ${path.basename(file)}, ${kib(s.bytes)} KiB allocated a call\n`);
+  if (fs.existsSync(`${file}.gc.json`)) {
+    const { spaces, ...gc } = JSON.parse(fs.readFileSync(`${file}.gc.json`, 'utf8')) as Record<
+      string,
+      { count: number; ms: number }
+    > & { spaces: Record<string, number> };
+    const each = Object.entries(gc).map(
+      ([k, g]) => `${k} ${fixed(g.count / calls, 3)} × ${fixed((g.ms * 1000) / calls, 0)} µs`,
+    );
+    process.stderr.write(`  collections a call: ${each.join(', ')}\n`);
+    const mib = (b: number | undefined) => fixed((b ?? 0) / 2 ** 20, 1);
+    process.stderr.write(`  at exit: new space ${mib(spaces.new_space)} MiB, old space ${mib(spaces.old_space)} MiB\n`);
+  }
+  for (const [title, list] of [
+    ['self by module', s.modules.slice(0, 10)],
+    ['inclusive by module', s.inclusive.slice(0, 10)],
+    ['self by function', s.functions.slice(0, 20)],
+    ["by oz0's innermost frame on the stack", s.ours.slice(0, 12)],
+  ] as const) {
+    process.stderr.write(`  ${title}, KiB a call\n`);
+    for (const r of list) process.stderr.write(`  ${kib(r.bytes)}  ${r.what}\n`);
+  }
+  return s.bytes / calls;
 }
 
 /**
