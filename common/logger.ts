@@ -123,7 +123,8 @@ export class TemporalPinoLogger extends ByLevel {
  * Temporal's logger as its workers see it, handing on only the lines oz0's logger may write. Where core's own logs
  * are forwarded, the runtime gives workers a collector that takes every line at TRACE, stamps it with a native call,
  * buffers it and hands it to oz0's logger 100 ms later, which drops every line below its level (info by default):
- * a dozen TRACE and DEBUG lines for each call (issue 36.2). `flush` and `close` are the collector's, which the runtime calls at its end.
+ * a dozen TRACE and DEBUG lines for each call (issue 36.2). `flush` and `close` are the collector's, which the runtime
+ * calls at its end.
  */
 export class TemporalLevelFilter extends ByLevel {
   constructor(
