@@ -64,6 +64,12 @@ export async function openBenchEnv(
         exited: new Promise(() => undefined),
       }
     : await startDevServer({ cli, uiPort: false, dynamicConfig: opts.dynamicConfig });
+  const stopOnSignal = () => {
+    // The dev server runs in a process group of its own: a Ctrl-C at the terminal does not reach it.
+    fs.rmSync(dir, { recursive: true, force: true });
+    return server.stop();
+  };
+  stopOnSignals(stopOnSignal);
   const connection = await Connection.connect({ address: server.address });
   let n = 0;
   return {
@@ -78,11 +84,32 @@ export async function openBenchEnv(
     cancels: 'not yet known',
     id: (prefix) => `${prefix}-${process.pid}-${++n}`,
     async close() {
+      openEnvs.delete(stopOnSignal);
       await connection.close();
       await server.stop();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** What a signal must stop: each open run's dev server (its node and bare workers share the bench's group). */
+const openEnvs = new Set<() => Promise<void>>();
+let signalsHeard = false;
+
+function stopOnSignals(stop: () => Promise<void>): void {
+  if (!signalsHeard) {
+    signalsHeard = true;
+    for (const [signal, code] of [
+      ['SIGINT', 130],
+      ['SIGTERM', 143],
+    ] as const) {
+      process.once(signal, () => {
+        process.stderr.write(`bench: ${signal}: stopping its Temporal dev server, then exiting\n`);
+        void Promise.allSettled([...openEnvs].map((f) => f())).then(() => process.exit(code));
+      });
+    }
+  }
+  openEnvs.add(stop);
 }
 
 /** A config for a node of this run: its own task queue, the reader as a plugin server, `extra` merged on top. */
