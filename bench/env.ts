@@ -64,12 +64,12 @@ export async function openBenchEnv(
         exited: new Promise(() => undefined),
       }
     : await startDevServer({ cli, uiPort: false, dynamicConfig: opts.dynamicConfig });
-  const stopOnSignal = () => {
-    // The dev server runs in a process group of its own: a Ctrl-C at the terminal does not reach it.
+  // The dev server runs in a process group of its own: a Ctrl-C at the terminal does not reach it.
+  const release = async () => {
+    await server.stop();
     fs.rmSync(dir, { recursive: true, force: true });
-    return server.stop();
   };
-  stopOnSignals(stopOnSignal);
+  stopOnSignals(release);
   const connection = await Connection.connect({ address: server.address });
   let n = 0;
   return {
@@ -84,10 +84,9 @@ export async function openBenchEnv(
     cancels: 'not yet known',
     id: (prefix) => `${prefix}-${process.pid}-${++n}`,
     async close() {
-      openEnvs.delete(stopOnSignal);
+      openEnvs.delete(release);
       await connection.close();
-      await server.stop();
-      fs.rmSync(dir, { recursive: true, force: true });
+      await release();
     },
   };
 }
