@@ -10,13 +10,14 @@
  */
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { approveListing, readListing } from '../../client/approve';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import { tailReceived } from '../../examples/common';
 import { killUpdate, reviveUpdate } from '../../model/messages';
 import { fixed, spread, until } from '../common';
 import type { Row } from '../common';
-import { benchConfig, withNode } from '../env';
+import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
 import { startHttpExample } from '../../worker/processes';
 import type { JobFollowCounts } from '../../activities/call/job-follows';
@@ -25,6 +26,8 @@ export interface CancelOptions {
   cancels: number;
   /** Jobs cancelled at once (the target's figure is for 10). */
   batch: number;
+  /** The calls of the long job whose history a follow's first read pages through. */
+  longCalls: number;
   calls: number;
   tenants: number;
 }
@@ -46,6 +49,45 @@ async function cancelEvents(handle: WorkflowHandle) {
     completed: at(after.find((e) => e.workflowTaskCompletedEventAttributes)),
     activity: at(after.find((e) => e.activityTaskCancelRequestedEventAttributes)),
   };
+}
+
+/**
+ * What a node's first read of a long job's history costs (issue 36.4): a run of `calls` echo calls (a run holds up to
+ * `jobs.continueAsNewAfterCalls`, 1000 by default, before it continues as new), read from its first event the way a
+ * follow reads it (activities/call/job-follows.ts), ten times.
+ */
+async function measureFirstRead(env: BenchEnv, taskQueue: string, calls: number) {
+  const job = await env.client.workflow.start('job', {
+    taskQueue,
+    workflowId: env.id('cancel-long'),
+    args: [{ tenant: 'bench', steps: echoSteps(calls) }],
+  });
+  await job.result();
+  const execution = { workflowId: job.workflowId, runId: job.firstExecutionRunId };
+  const times: number[] = [];
+  let pages = 0;
+  let events = 0;
+  let bytes = 0;
+  for (let i = 0; i < 10; i++) {
+    const t = performance.now();
+    let token: Uint8Array | undefined;
+    [pages, events, bytes] = [0, 0, 0];
+    do {
+      const page = await env.client.workflowService.getWorkflowExecutionHistory({
+        namespace: env.client.options.namespace,
+        execution,
+        nextPageToken: token,
+        waitNewEvent: true,
+        maximumPageSize: 1000,
+      });
+      pages++;
+      events += page.history?.events?.length ?? 0;
+      bytes += temporal.api.history.v1.History.encode(page.history ?? {}).finish().length;
+      token = page.nextPageToken && page.nextPageToken.length > 0 ? page.nextPageToken : undefined;
+    } while (token);
+    times.push(performance.now() - t);
+  }
+  return { calls, events, pages, kib: bytes / 1024, ms: spread(times) };
 }
 
 export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
@@ -70,6 +112,7 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
   const latencies: Record<string, number[]> = {};
   /** Where a cancel's time goes, from the job's history (the server's clock is this machine's). */
   const segments: Record<string, number[]> = {};
+  let firstRead: Awaited<ReturnType<typeof measureFirstRead>> | undefined;
   /** The node's own record of its follows, after the cancels (before the kill switches' calls). */
   let follows: JobFollowCounts | undefined;
   try {
@@ -167,6 +210,7 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
       await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
       // Leave no switch behind for the measures after this one.
       await changePolicy(target, '*', reviveUpdate, ['stdio.sleep']);
+      firstRead = await measureFirstRead(env, taskQueue, opts.longCalls);
     });
   } finally {
     await http.close();
@@ -211,5 +255,13 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
         `${follows.full} not started for want of room, ${follows.failed} ended on an error`,
     });
   }
-  return { rows, data: { ...opts, latencies: stats, segments: parts, follows } };
+  if (firstRead) {
+    rows.push({
+      measure: `(c) a follow's first read of a ${opts.longCalls}-call run`,
+      figure:
+        `${firstRead.events} events in ${firstRead.pages} pages (${fixed(firstRead.kib, 0)} KiB): ` +
+        `p50 ${fixed(firstRead.ms.p50, 1)} ms, max ${fixed(firstRead.ms.max, 1)} ms (n=${firstRead.ms.n})`,
+    });
+  }
+  return { rows, data: { ...opts, latencies: stats, segments: parts, follows, firstRead } };
 }
