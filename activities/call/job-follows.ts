@@ -131,7 +131,12 @@ export class JobFollows {
   private forget(key: string, run: Run, stop: () => void): void {
     run.calls.delete(stop);
     if (run.calls.size > 0 || this.runs.get(key) !== run) return;
-    // No call of the run left here: stop reading, keep where it was read to for a while, then drop it.
+    // No call of the run left here. A run never read (its calls were all short) is forgotten at once; one that was
+    // stops being read, and where it was read to is kept for a while, for the job's next call, then dropped.
+    if (!run.reading && !run.token && !run.cancelled && !run.done) {
+      this.runs.delete(key);
+      return;
+    }
     run.reading?.abort();
     run.linger = setTimeout(() => {
       if (run.calls.size === 0 && this.runs.get(key) === run) this.runs.delete(key);
