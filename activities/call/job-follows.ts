@@ -56,7 +56,12 @@ export interface JobFollowCounts {
   failed: number;
   /** Follows running now. */
   following: number;
+  /** For the last cancels read (up to 100): ms from Temporal writing the cancel to the node reading it. */
+  readMs: number[];
 }
+
+/** How many of the last cancels' read times the record keeps. */
+const READS_KEPT = 100;
 
 /** One job run with calls on this node (or lately had): its calls' stops and how far its history was read. */
 interface Run {
@@ -77,7 +82,13 @@ interface Run {
 export class JobFollows {
   private readonly runs = new Map<string, Run>();
   private readonly closing = new AbortController();
-  private readonly counts: Omit<JobFollowCounts, 'following'> = { started: 0, full: 0, stopped: 0, failed: 0 };
+  private readonly counts: Omit<JobFollowCounts, 'following' | 'readMs'> = {
+    started: 0,
+    full: 0,
+    stopped: 0,
+    failed: 0,
+  };
+  private readonly readMs: number[] = [];
   private following = 0;
 
   constructor(
@@ -115,7 +126,7 @@ export class JobFollows {
 
   /** The node's own record of its follows. */
   get record(): JobFollowCounts {
-    return { ...this.counts, following: this.following };
+    return { ...this.counts, following: this.following, readMs: [...this.readMs] };
   }
 
   /** Stops every follow (the node is shutting down): running calls go Temporal's way from now on. */
@@ -188,6 +199,10 @@ export class JobFollows {
       for (const event of page.history?.events ?? []) {
         const seen = eventFor(event);
         if (seen === 'cancel') {
+          const written = event.eventTime
+            ? Number(event.eventTime.seconds) * 1000 + (event.eventTime.nanos ?? 0) / 1e6
+            : NaN;
+          if (this.readMs.push(Date.now() - written) > READS_KEPT) this.readMs.shift();
           run.cancelled = true;
           this.counts.stopped += run.calls.size;
           for (const stop of [...run.calls]) stop();

@@ -191,6 +191,9 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
             (segments[`${transport}_heartbeat`] ??= []).push((c.t as number) - at.activity);
           }
         }
+        // The node's own clock of the follows' reads: Temporal writing each cancel → the node reading it.
+        const reads = node.follows.record.readMs;
+        segments[`${transport}_lag`] = reads.slice(-opts.cancels);
       }
       follows = node.follows.record;
 
@@ -223,7 +226,8 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
     const byFollow = parts[`${t}_follow`];
     const viaFollow = byFollow
       ? `${byFollow.n} by the job's history (p50 ${fixed(byFollow.p50, 0)}, p99 ${fixed(byFollow.p99, 0)} ms; ` +
-        `cancel recorded ${p50('request')}, then read, stopped and heard ${p50('read')} ms)`
+        `cancel recorded ${p50('request')}, then read, stopped and heard ${p50('read')} ms, ` +
+        `of which read by the node ${p50('lag')})`
       : "none by the job's history";
     const byTask = parts[`${t}_temporal`];
     const viaTask = byTask
