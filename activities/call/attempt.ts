@@ -270,7 +270,10 @@ class Attempt {
     this.carried.ended(ending, connection?.refusedSince(this.startedAt) ?? []);
     if ('answer' in ending) return outputOf(ending.answer, state, this.deps.node.id);
     if ('cancelled' in ending) {
-      if (this.stopCause?.beforeTemporal) await this.temporalCancel();
+      if (this.stopCause?.beforeTemporal) {
+        this.watch.stopped();
+        await this.temporalCancel();
+      }
       throw new CancelledFailure(ending.note, [state]);
     }
     const { type, retryable, message, nextRetryDelayMs } = ending.failure;
