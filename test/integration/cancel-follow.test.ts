@@ -223,10 +223,10 @@ test("C1 with following off (node.jobFollows: 0): the call is not stopped while 
   });
 });
 
-test('C1: a call shorter than node.jobFollowAfterMs is never followed (the node’s own record); one past it is', async () => {
-  const { config, log } = probeConfig({ node: { jobFollowAfterMs: 3000 } });
+test('C1: a call shorter than node.jobFollowAfterMs is never followed (the node’s own record); one past it is, until the node shuts down', async () => {
+  const { config, log } = probeConfig({ node: { jobFollowAfterMs: 3000, shutdownGraceSeconds: 1 } });
   const node = await createNode({ config, logger });
-  await node.runUntil(async () => {
+  const long = await node.runUntil(async () => {
     const short = await startJob(config, {
       tenant: 'acme',
       steps: Array.from({ length: 5 }, () => ({ call: 'probe.probe' })),
@@ -238,9 +238,12 @@ test('C1: a call shorter than node.jobFollowAfterMs is never followed (the node�
     await started(log, long.workflowId);
     await eventually(() => (node.follows.record.following === 1 ? true : undefined), 10_000, 'one follow');
     expect(node.follows.record.started).toBe(1);
-    await long.cancel();
-    await expect(long.result()).rejects.toThrow();
+    return long;
   });
+  // A node shutting down stops its follows (its call was cancelled as the node went: the job's, not a follow's).
+  await eventually(() => (node.follows.record.following === 0 ? true : undefined), 5000, 'the follow stopped');
+  expect(node.follows.record).toMatchObject({ started: 1, stopped: 0 });
+  await long.terminate();
 });
 
 test('C1: a follow that fails costs nothing but the early stop: a run Temporal does not know, and one that ended, are dropped without a retry or a stop; past node.jobFollows a run is not followed; one follow per run, and a cancel read stops all its calls', async () => {
