@@ -13,7 +13,8 @@
  * - nothing for a short call: a job is followed only once one of its calls has run `afterMs` (a timer per call, no
  *   read); one follow per job run however many of its calls run here;
  * - the first read of a run pages through its history from event 1 (bounded by continue-as-new); the page token is
- *   kept while the run has calls on this node and a little after (LINGER_MS), so the next call's follow goes on
+ *   kept while the run has calls on this node and a minute after (LINGER_MS: a live session's harness may think that
+ *   long between calls), at most LINGERING_MAX runs' worth, so the next call's follow goes on
  *   from there; then it is dropped;
  * - at most `max` runs followed at once on the node (`node.jobFollows`, 0: none); past it a call goes Temporal's way
  *   only. Each follow is one long poll, which Temporal's frontend counts against `frontend.namespaceCount`;
@@ -30,7 +31,9 @@ type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 /** The server answers a long poll with no event after about 20 s; past this, the connection is taken as lost. */
 const LONG_POLL_DEADLINE_MS = 30_000;
 /** A run's token outlives its last call on the node by this much: the job's next call goes on from it. */
-const LINGER_MS = 5000;
+const LINGER_MS = 60_000;
+/** Runs kept for their tokens alone, at most (the oldest is dropped first): a token is a hundred bytes or so. */
+const LINGERING_MAX = 1000;
 /** Failed reads in a row before a follow gives up (its calls go Temporal's way); each waits RETRY_MS longer. */
 const MAX_FAILURES = 3;
 const RETRY_MS = 250;
@@ -54,6 +57,8 @@ export interface JobFollowCounts {
   stopped: number;
   /** Follows that ended on an error (their calls went Temporal's way). */
   failed: number;
+  /** History events read, all follows together (a run's next follow on the node goes on from its token). */
+  events: number;
   /** Follows running now. */
   following: number;
   /** For the last cancels read (up to 100): ms from Temporal writing the cancel to the node reading it. */
@@ -81,8 +86,11 @@ interface Run {
 
 export class JobFollows {
   private readonly runs = new Map<string, Run>();
+  /** The runs with no call here kept for their tokens, oldest first. */
+  private readonly lingering = new Set<string>();
   private readonly closing = new AbortController();
   private readonly counts: Omit<JobFollowCounts, 'following' | 'readMs'> = {
+    events: 0,
     started: 0,
     full: 0,
     stopped: 0,
@@ -111,6 +119,7 @@ export class JobFollows {
     }
     clearTimeout(run.linger);
     run.linger = undefined;
+    this.lingering.delete(key);
     run.calls.add(stop);
     if (run.cancelled) {
       stop();
@@ -137,6 +146,7 @@ export class JobFollows {
       clearTimeout(run.linger);
     }
     this.runs.clear();
+    this.lingering.clear();
   }
 
   private forget(key: string, run: Run, stop: () => void): void {
@@ -149,10 +159,21 @@ export class JobFollows {
       return;
     }
     run.reading?.abort();
-    run.linger = setTimeout(() => {
-      if (run.calls.size === 0 && this.runs.get(key) === run) this.runs.delete(key);
-    }, LINGER_MS);
+    run.linger = setTimeout(() => this.drop(key, run), LINGER_MS);
     run.linger.unref();
+    this.lingering.add(key);
+    if (this.lingering.size > LINGERING_MAX) {
+      const oldest = this.lingering.values().next().value as string;
+      this.drop(oldest, this.runs.get(oldest));
+    }
+  }
+
+  /** Forgets a run kept for its token (its time is up, or room is needed). */
+  private drop(key: string, run: Run | undefined): void {
+    this.lingering.delete(key);
+    if (!run || run.calls.size > 0 || this.runs.get(key) !== run) return;
+    clearTimeout(run.linger);
+    this.runs.delete(key);
   }
 
   /** One of the run's calls has run past `afterMs`: follow the run, unless it is followed already or there is no room. */
@@ -194,6 +215,7 @@ export class JobFollows {
         await pause(RETRY_MS * failures, signal);
         continue;
       }
+      this.counts.events += page.history?.events?.length ?? 0;
       const token = page.nextPageToken;
       run.token = token && token.length > 0 ? token : undefined;
       for (const event of page.history?.events ?? []) {

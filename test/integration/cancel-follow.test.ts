@@ -246,7 +246,7 @@ test('C1: a call shorter than node.jobFollowAfterMs is never followed (the nodeâ
   await long.terminate();
 });
 
-test('C1: a follow that fails costs nothing but the early stop: a run Temporal does not know, and one that ended, are dropped without a retry or a stop; past node.jobFollows a run is not followed; one follow per run, and a cancel read stops all its calls', async () => {
+test('C1: a follow that fails costs nothing but the early stop: a run Temporal does not know, and one that ended, are dropped without a retry or a stop; past node.jobFollows a run is not followed; one follow per run, going on from its token after its calls ended; a cancel read stops all its calls', async () => {
   const follows = new JobFollows(temporal.client, { max: 1, afterMs: 0 }, logger);
   try {
     const stops: string[] = [];
@@ -273,17 +273,28 @@ test('C1: a follow that fails costs nothing but the early stop: a run Temporal d
       expect(follows.record).toMatchObject({ started: 3, following: 1, full: 0 });
       const unB = follows.register(b.workflowId, b.firstExecutionRunId, () => stops.push('b'));
       await eventually(() => (follows.record.full === 1 ? true : undefined));
+      // The run's calls all end, then another starts: its follow goes on from where the last one read to, not event 1.
+      unA();
+      unA2();
+      await eventually(() => (follows.record.following === 0 ? true : undefined));
+      const read = follows.record.events;
+      expect(read).toBeGreaterThan(0);
+      const unA3 = follows.register(a.workflowId, a.firstExecutionRunId, () => stops.push('a3'));
+      const unA4 = follows.register(a.workflowId, a.firstExecutionRunId, () => stops.push('a4'));
+      await eventually(() => (follows.record.following === 1 ? true : undefined));
+      await new Promise((r) => setTimeout(r, 500));
+      expect(follows.record.events).toBe(read);
       await a.cancel();
-      await eventually(() => (stops.includes('a2') ? true : undefined), 10_000, "a's stops");
+      await eventually(() => (stops.length === 2 ? true : undefined), 10_000, "a's stops");
       await a.result().catch(() => undefined);
       await b.cancel();
       await b.result().catch(() => undefined);
-      unA();
-      unA2();
+      unA3();
+      unA4();
       unB();
     });
-    expect(stops).toEqual(['a', 'a2']);
-    expect(follows.record).toMatchObject({ started: 3, failed: 1, full: 1, stopped: 2 });
+    expect(stops).toEqual(['a3', 'a4']);
+    expect(follows.record).toMatchObject({ started: 4, failed: 1, full: 1, stopped: 2 });
   } finally {
     follows.close();
   }
