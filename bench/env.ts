@@ -15,6 +15,7 @@ import { startDevServer } from '../worker/dev-server';
 import type { DevServer } from '../worker/dev-server';
 import { createLogger } from '../common/logger';
 import { createNode, installRuntime } from '../worker/node';
+import type { Oz0Node } from '../worker/node';
 import { projectRoot } from '../common/paths';
 import { findTemporalCli } from '../worker/temporal-cli';
 import { bareBundleCode, runBareWorker } from './bare/worker';
@@ -151,14 +152,14 @@ function benchConfigInput(
 }
 
 /** Runs an oz0 node in this process for the length of `fn`. */
-export async function withNode<T>(env: BenchEnv, config: LoadedConfig, fn: () => Promise<T>): Promise<T> {
+export async function withNode<T>(env: BenchEnv, config: LoadedConfig, fn: (node: Oz0Node) => Promise<T>): Promise<T> {
   const node = await createNode({ config, logger: env.logger });
   const running = node.run();
   try {
     // Measured as the node runs for good: once it knows how cancels reach it (issue 26), which the tables say.
     await node.route.decided;
     env.cancels = node.route.way;
-    return await fn();
+    return await fn(node);
   } finally {
     await node.shutdown();
     await running;

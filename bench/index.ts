@@ -102,7 +102,9 @@ async function main(): Promise<void> {
     cost: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 16, rounds: 5 },
     cancel: {
-      ...(quick ? { cancels: 20, calls: 100, tenants: 20 } : { cancels: 100, calls: 100, tenants: 20 }),
+      ...(quick
+        ? { cancels: 20, calls: 100, tenants: 20, longCalls: 200 }
+        : { cancels: 100, calls: 100, tenants: 20, longCalls: 1000 }),
       batch: cancelBatch,
     },
     long: quick ? { calls: 1000, perRun: 200 } : { calls: 10_000, perRun: 1000 },

@@ -237,6 +237,15 @@ const ConfigShape = z.strictObject({
        */
       policyWatch: z.boolean().default(true),
       /**
+       * C1 (issue 36.4): how many jobs the node follows at once for their cancels — a long poll of the history of each
+       * job with a call running here past jobFollowAfterMs, so a job's cancel stops its calls before the job's workflow
+       * task has run. Past it, a call hears its cancel Temporal's way only; 0: no follows. Each is a long poll that
+       * Temporal's frontend counts against `frontend.namespaceCount` (docs/config.md).
+       */
+      jobFollows: z.number().int().min(0).max(10_000).default(100),
+      /** C1: a job is followed once one of its calls has run this long; a shorter call costs no read. */
+      jobFollowAfterMs: z.number().int().min(0).max(600_000).default(15),
+      /**
        * A stopped stdio server first has its stdin closed and this long to exit on its own — time to read the cancels
        * before it and run its handlers' cleanup (MCP's stdio shutdown) — before SIGTERM (C3).
        */

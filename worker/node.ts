@@ -16,6 +16,7 @@ import { Isolation } from '../activities/sandbox';
 import { launchProblems } from '../activities/launch';
 import { PolicyGate } from '../activities/policy/gate';
 import { CallRelay } from '../activities/call/relay';
+import { JobFollows } from '../activities/call/job-follows';
 import { Gateway } from '../activities/harness/gateway';
 import { policyTargetOf } from '../common/policy-client';
 import { Client } from '@temporalio/client';
@@ -81,6 +82,11 @@ export interface NodeOptions {
   connection?: NativeConnection;
   /** A name for this node in traces and the UI; default `<host>/<pid>`. */
   name?: string;
+  /**
+   * false: the node runs calls and sessions but no workflow (neither jobs' nor tenants' policies'), leaving them to
+   * other nodes: e.g. a test that holds a job's workflow task while its calls run. Default true.
+   */
+  workflows?: boolean;
 }
 
 export interface Oz0Node {
@@ -88,6 +94,8 @@ export interface Oz0Node {
   pool: ServerPool;
   /** How cancels reach this node (issue 26): `heartbeat` until its start probe proved `push`. */
   route: CancelRoute;
+  /** C1: the jobs' histories it follows for their cancels, and its record of them (activities/call/job-follows.ts). */
+  follows: JobFollows;
   /** The node's MCP gateway for harnesses (H3). */
   gateway: Gateway;
   /** O1: where this node serves its Prometheus series; undefined when node.metricsPort is unset. */
@@ -165,6 +173,12 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     config.node.policyWatch,
   );
   const relay = new CallRelay();
+  // C1 (issue 36.4): a job's cancel read in its own history stops its calls here before its workflow task has run.
+  const follows = new JobFollows(
+    client,
+    { max: config.node.jobFollows, afterMs: config.node.jobFollowAfterMs },
+    logger.child({ node: name }),
+  );
   // Issue 26: heartbeats as cancels need them until the node knows the server pushes cancels (found at run).
   const route = new CancelRoute(config.node.heartbeatMs);
   // H3: the node's MCP gateway for the harnesses its sessions run.
@@ -196,6 +210,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     pool,
     gate,
     relay,
+    follows,
     logger,
     metrics,
     node: identity,
@@ -229,15 +244,18 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   };
   // Issue 36.3: the jobs' workflows and the tenants' policy workflows run on one workflow thread (one isolate).
   const workflowThread = new SharedWorkflowThread();
-  const shared = await workflowThread.createWorker({
-    ...common,
-    taskQueue: config.temporal.taskQueue,
-    workflowBundle: await workflowBundle(tracingOn()),
-  } as WorkerOptions);
+  const workflows = opts.workflows !== false;
+  const shared = workflows
+    ? await workflowThread.createWorker({
+        ...common,
+        taskQueue: config.temporal.taskQueue,
+        workflowBundle: await workflowBundle(tracingOn()),
+      } as WorkerOptions)
+    : await Worker.create({ ...common, taskQueue: config.temporal.taskQueue } as WorkerOptions);
   const own = await Worker.create({ ...common, taskQueue: identity.queue } as WorkerOptions);
   // Tenants' policy workflows, on the namespace-wide policy queue (no activities run there).
   const policy =
-    config.temporal.policyTaskQueue === config.temporal.taskQueue
+    config.temporal.policyTaskQueue === config.temporal.taskQueue || !workflows
       ? undefined
       : await workflowThread.createWorker({
           connection,
@@ -266,6 +284,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const shutdown = () => {
     stopping ??= (async () => {
       probing.abort();
+      follows.close();
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
     })();
     return stopping;
@@ -306,6 +325,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     identity,
     pool,
     route,
+    follows,
     gateway,
     ...(served ? { metricsUrl: served.url } : {}),
     isolationLines,

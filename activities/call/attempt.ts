@@ -36,6 +36,9 @@ import type { StopCause } from './stops';
 /** I6: the trace's word for a call on a sandboxed server that ran as a plain process. */
 export const UNISOLATED = 'ran unisolated (node.isolation: "none")';
 
+/** How long an attempt stopped for its job's cancel waits for Temporal's cancel of its activity (./stops.ts). */
+const TEMPORAL_CANCEL_WAIT_MS = 60_000;
+
 /** What prepare hands to send. */
 interface Prepared extends RequestPlan {
   connection: ServerConnection;
@@ -99,8 +102,8 @@ class Attempt {
    */
   private async attempt(): Promise<CallOutput | CallAsks> {
     // C5: heard before the policy is read, so a kill switch thrown from here on stops this call too.
-    const { gate, relay } = this.deps;
-    const unhear = hearStops({ gate, relay, ctx: this.ctx }, this.input, (why) => this.stop(why));
+    const { gate, relay, follows } = this.deps;
+    const unhear = hearStops({ gate, relay, follows, ctx: this.ctx }, this.input, (why) => this.stop(why));
     try {
       let ending: Ending;
       try {
@@ -266,7 +269,13 @@ class Attempt {
     // I3: a destination its sandbox's network refused while it ran is said too (the server may only see a 502).
     this.carried.ended(ending, connection?.refusedSince(this.startedAt) ?? []);
     if ('answer' in ending) return outputOf(ending.answer, state, this.deps.node.id);
-    if ('cancelled' in ending) throw new CancelledFailure(ending.note, [state]);
+    if ('cancelled' in ending) {
+      if (this.stopCause?.beforeTemporal) {
+        this.watch.stopped();
+        await this.temporalCancel();
+      }
+      throw new CancelledFailure(ending.note, [state]);
+    }
     const { type, retryable, message, nextRetryDelayMs } = ending.failure;
     if (type === FailureType.busy) this.watch.busyWait(nextRetryDelayMs);
     // P2: the next attempt reads what this one left from the last heartbeat: it goes out now.
@@ -277,6 +286,29 @@ class Attempt {
       nonRetryable: !retryable,
       nextRetryDelay: nextRetryDelayMs,
       details: [state],
+    });
+  }
+
+  /**
+   * C1: the job's cancel was read in its history before Temporal cancelled this activity (./job-follows.ts): its
+   * request is already stopped, its sandbox too; the activity ends as cancelled only once Temporal's own cancel has
+   * come, so that Temporal settles it exactly as before (ending it sooner would be a failure, and a failure may be
+   * retried). It heartbeats meanwhile, so that cancel reaches it whichever way the node hears cancels.
+   */
+  private async temporalCancel(): Promise<void> {
+    const signal = this.ctx.cancellationSignal;
+    const came = await new Promise<boolean>((resolve) => {
+      if (signal.aborted) return resolve(true);
+      const late = setTimeout(() => resolve(false), TEMPORAL_CANCEL_WAIT_MS);
+      signal.addEventListener('abort', () => (clearTimeout(late), resolve(true)), { once: true });
+    });
+    if (came) return;
+    // The job's cancel was requested, yet its workflow never cancelled this call: it ends here, never made again.
+    throw ApplicationFailure.create({
+      type: FailureType.callCancelled,
+      message: `${this.input.tool}: oz0: job cancelled, and its workflow did not cancel the call within a minute`,
+      nonRetryable: true,
+      details: [this.carried.state],
     });
   }
 

@@ -1,10 +1,11 @@
-/** What an attempt runs with: the node's pool, policy gate, identity, cancel route, live sessions and series. */
+/** What an attempt runs with: the node's pool, policy gate, identity, cancel routes, live sessions and series. */
 import type { Logger } from '../../common/logger';
 import type { PolicyGate } from '../policy/gate';
 import type { ServerPool } from '../pool';
 import type { CancelRoute } from '../heartbeats';
 import type { NodeMetrics } from '../observe/metrics';
 import type { CallRelay } from './relay';
+import type { JobFollows } from './job-follows';
 
 export interface NodeIdentity {
   /** Human-readable name of this node, e.g. `host/1234`. */
@@ -24,6 +25,8 @@ export interface CallDeps {
   route: CancelRoute;
   /** Live sessions' calls on this node: their callers stop them and hear their progress through it (H5, H6). */
   relay: CallRelay;
+  /** C1: the histories of the jobs whose calls run here, followed for their cancels (./job-follows.ts). */
+  follows: JobFollows;
   /** O1: the node's series, when it serves them. */
   metrics?: NodeMetrics;
 }

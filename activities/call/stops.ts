@@ -1,13 +1,15 @@
 /**
  * What stops an attempt's request, and how the attempt hears it (C1-C6, H5): its job cancelled or its node shutting
- * down (Temporal's cancellation, read from its details), a kill switch (the tenant's policy), a live session's
- * caller, and the attempt's own time limit. The first cause wins; settle reads it.
+ * down (Temporal's cancellation, read from its details), its job's cancel read in the job's own history before that
+ * (./job-follows.ts), a kill switch (the tenant's policy), a live session's caller, and the attempt's own time limit.
+ * The first cause wins; settle reads it.
  */
 import type { Context } from '@temporalio/activity';
 import type { ActivityCancellationDetails } from '@temporalio/common';
 import type { Outcome } from '../../model/schemas';
 import type { CallInput } from '../../model/activities';
 import type { PolicyGate } from '../policy/gate';
+import type { JobFollows } from './job-follows';
 import type { CallRelay } from './relay';
 import { attemptLimitMs } from './verdicts';
 
@@ -17,11 +19,19 @@ export interface StopCause {
   text: string;
   /** A live session's caller stopped this call (H5): it ends here, and the job goes on. */
   bySession?: true;
+  /**
+   * C1: the job's cancel was read in its history (./job-follows.ts) before Temporal cancelled the activity: the
+   * request is stopped now, and the attempt ends as cancelled once Temporal's own cancel has come.
+   */
+  beforeTemporal?: true;
 }
+
+/** The words of a job's cancel, whichever way the node heard it (the server reads them as the cancel's reason). */
+const JOB_CANCELLED = 'oz0: job cancelled';
 
 /** Why Temporal asked the activity to stop, from its cancellation details (never from message text). */
 export function cancelCause(details: ActivityCancellationDetails | undefined): StopCause {
-  if (details?.cancelRequested) return { outcome: 'cancelled', text: 'oz0: job cancelled' };
+  if (details?.cancelRequested) return { outcome: 'cancelled', text: JOB_CANCELLED };
   if (details?.workerShutdown) return { outcome: 'lost', text: 'oz0: node shutting down' };
   if (details?.timedOut) return { outcome: 'timeout', text: "oz0: Temporal's timeout for the attempt passed" };
   if (details?.paused) return { outcome: 'failed', text: 'oz0: the call was paused in Temporal' };
@@ -35,16 +45,29 @@ export function cancelCause(details: ActivityCancellationDetails | undefined): S
  * attempt calls it before the policy is read (C5), so a kill switch thrown from then on stops its call too.
  */
 export function hearStops(
-  ears: { gate: PolicyGate; relay: CallRelay; ctx: Pick<Context, 'cancellationSignal' | 'cancellationDetails'> },
+  ears: {
+    gate: PolicyGate;
+    relay: CallRelay;
+    follows: JobFollows;
+    ctx: Pick<Context, 'cancellationSignal' | 'cancellationDetails' | 'info'>;
+  },
   input: Pick<CallInput, 'tenant' | 'tool' | 'jobId' | 'relay'>,
   stop: (why: StopCause) => void,
 ): () => void {
-  const { gate, relay, ctx } = ears;
+  const { gate, relay, follows, ctx } = ears;
   const unregister = gate.register({
     tenant: input.tenant,
     tool: input.tool,
     stop: (why) => stop({ outcome: 'killed', text: why }),
   });
+  // C1: the run that scheduled this activity, whose history says when its job is cancelled (a local activity runs
+  // within its job's workflow task, which holds that event back: it hears Temporal's way only).
+  const job = ctx.info.isLocal ? undefined : ctx.info.workflowExecution;
+  const unfollow = job
+    ? follows.register(job.workflowId, job.runId, () =>
+        stop({ outcome: 'cancelled', text: JOB_CANCELLED, beforeTemporal: true }),
+      )
+    : undefined;
   const onCancel = () => stop(cancelCause(ctx.cancellationDetails));
   if (ctx.cancellationSignal.aborted) onCancel();
   else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
@@ -56,6 +79,7 @@ export function hearStops(
   return () => {
     ctx.cancellationSignal.removeEventListener('abort', onCancel);
     unrelay?.();
+    unfollow?.();
     unregister();
   };
 }

@@ -43,6 +43,7 @@ function transportOf(connection: ServerConnection): string {
 export class AttemptWatch {
   private readonly startedAt = performance.now();
   private stoppedAt?: number;
+  private stoppedDone?: number;
   private known = { server: false, fn: false };
   private readonly span = trace.getActiveSpan();
   private readonly release?: () => void;
@@ -74,6 +75,14 @@ export class AttemptWatch {
     this.stoppedAt ??= performance.now();
   }
 
+  /**
+   * C1: the stopped attempt has stopped (its request cancelled, its sandbox stopped) and now only waits for Temporal's
+   * own cancel of its activity: the stop's time ends here, not when that cancel comes.
+   */
+  stopped(): void {
+    if (this.stoppedAt !== undefined) this.stoppedDone ??= performance.now();
+  }
+
   /** B2: a busy server makes the call wait before its next attempt (this long, when it said; else Temporal's backoff). */
   busyWait(ms: number | undefined): void {
     const { tool, server } = callLabels(this.input.tool, this.known);
@@ -102,7 +111,7 @@ export class AttemptWatch {
       seconds: (now - this.startedAt) / 1000,
       final,
       ...(this.stoppedAt !== undefined && outcome !== 'ok' && outcome !== 'error'
-        ? { stoppedAfter: (now - this.stoppedAt) / 1000 }
+        ? { stoppedAfter: ((this.stoppedDone ?? now) - this.stoppedAt) / 1000 }
         : {}),
     });
   }

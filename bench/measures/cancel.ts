@@ -1,26 +1,33 @@
 /**
  * (c) Cancel-to-notification latency, stdio and Streamable HTTP, and (d) kill-switch fan-out: one switch for
  * every tenant while `calls` calls run. Both clocks are this machine's: from the cancel request (or the switch)
- * to the server writing down that it received notifications/cancelled. Both servers are processes of their own
+ * to the server writing down that it received notifications/cancelled. Each cancel says which way stopped its call:
+ * the node's follow of the job's history (issue 36.4: the server heard the cancel before the job's history recorded
+ * its activity's cancel, which the node cannot have had by then) or the job's workflow task (Temporal's own way).
+ * Both servers are processes of their own
  * (the HTTP one as a remote server would be), and their log is followed, not read whole, so the measure itself
  * adds little to the time it measures.
  */
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { approveListing, readListing } from '../../client/approve';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import { tailReceived } from '../../examples/common';
 import { killUpdate, reviveUpdate } from '../../model/messages';
 import { fixed, spread, until } from '../common';
 import type { Row } from '../common';
-import { benchConfig, withNode } from '../env';
+import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
 import { startHttpExample } from '../../worker/processes';
+import type { JobFollowCounts } from '../../activities/call/job-follows';
 
 export interface CancelOptions {
   cancels: number;
   /** Jobs cancelled at once (the target's figure is for 10). */
   batch: number;
+  /** The calls of the long job whose history a follow's first read pages through. */
+  longCalls: number;
   calls: number;
   tenants: number;
 }
@@ -42,6 +49,45 @@ async function cancelEvents(handle: WorkflowHandle) {
     completed: at(after.find((e) => e.workflowTaskCompletedEventAttributes)),
     activity: at(after.find((e) => e.activityTaskCancelRequestedEventAttributes)),
   };
+}
+
+/**
+ * What a node's first read of a long job's history costs (issue 36.4): a run of `calls` echo calls (a run holds up to
+ * `jobs.continueAsNewAfterCalls`, 1000 by default, before it continues as new), read from its first event the way a
+ * follow reads it (activities/call/job-follows.ts), ten times.
+ */
+async function measureFirstRead(env: BenchEnv, taskQueue: string, calls: number) {
+  const job = await env.client.workflow.start('job', {
+    taskQueue,
+    workflowId: env.id('cancel-long'),
+    args: [{ tenant: 'bench', steps: echoSteps(calls) }],
+  });
+  await job.result();
+  const execution = { workflowId: job.workflowId, runId: job.firstExecutionRunId };
+  const times: number[] = [];
+  let pages = 0;
+  let events = 0;
+  let bytes = 0;
+  for (let i = 0; i < 10; i++) {
+    const t = performance.now();
+    let token: Uint8Array | undefined;
+    [pages, events, bytes] = [0, 0, 0];
+    do {
+      const page = await env.client.workflowService.getWorkflowExecutionHistory({
+        namespace: env.client.options.namespace,
+        execution,
+        nextPageToken: token,
+        waitNewEvent: true,
+        maximumPageSize: 1000,
+      });
+      pages++;
+      events += page.history?.events?.length ?? 0;
+      bytes += temporal.api.history.v1.History.encode(page.history ?? {}).finish().length;
+      token = page.nextPageToken && page.nextPageToken.length > 0 ? page.nextPageToken : undefined;
+    } while (token);
+    times.push(performance.now() - t);
+  }
+  return { calls, events, pages, kib: bytes / 1024, ms: spread(times) };
 }
 
 export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
@@ -66,8 +112,11 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
   const latencies: Record<string, number[]> = {};
   /** Where a cancel's time goes, from the job's history (the server's clock is this machine's). */
   const segments: Record<string, number[]> = {};
+  let firstRead: Awaited<ReturnType<typeof measureFirstRead>> | undefined;
+  /** The node's own record of its follows, after the cancels (before the kill switches' calls). */
+  let follows: JobFollowCounts | undefined;
   try {
-    await withNode(env, config, async () => {
+    await withNode(env, config, async (node) => {
       await approveListing(target, 'bench', await readListing(config, env.logger, 'http'));
       const startSleep = (tool: string, tenant = 'bench') =>
         env.client.workflow.start('job', {
@@ -128,6 +177,13 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
             const at = await cancelEvents(h);
             const t0 = asked.get(keyOf(h.workflowId))!;
             (segments[`${transport}_request`] ??= []).push(at.requested - t0);
+            // Stopped before Temporal had recorded the activity's cancel: the node's follow of the job's history did.
+            if ((c.t as number) < at.activity) {
+              (segments[`${transport}_follow`] ??= []).push((c.t as number) - t0);
+              (segments[`${transport}_read`] ??= []).push((c.t as number) - at.requested);
+              continue;
+            }
+            (segments[`${transport}_temporal`] ??= []).push((c.t as number) - t0);
             (segments[`${transport}_workflow`] ??= []).push(at.activity - at.requested);
             // The workflow task apart: waiting to be handed to a node, then the node's work and its answer.
             (segments[`${transport}_dispatch`] ??= []).push(at.started - Math.max(at.requested, at.scheduled));
@@ -135,7 +191,11 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
             (segments[`${transport}_heartbeat`] ??= []).push((c.t as number) - at.activity);
           }
         }
+        // The node's own clock of the follows' reads: Temporal writing each cancel → the node reading it.
+        const reads = node.follows.record.readMs;
+        segments[`${transport}_lag`] = reads.slice(-opts.cancels);
       }
+      follows = node.follows.record;
 
       // Kill-switch fan-out: `calls` running calls over `tenants` tenants, one switch for every tenant.
       const jobs = await Promise.all(
@@ -153,6 +213,7 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
       await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
       // Leave no switch behind for the measures after this one.
       await changePolicy(target, '*', reviveUpdate, ['stdio.sleep']);
+      firstRead = await measureFirstRead(env, taskQueue, opts.longCalls);
     });
   } finally {
     await http.close();
@@ -161,14 +222,24 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
   const parts = Object.fromEntries(Object.entries(segments).map(([k, v]) => [k, spread(v)]));
   const rows: Row[] = (['stdio', 'http'] as const).map((t) => {
     const s = stats[`cancel_${t}`];
-    const p50 = (part: string) => fixed(parts[`${t}_${part}`].p50, 0);
+    const p50 = (part: string) => fixed(parts[`${t}_${part}`]?.p50 ?? NaN, 0);
+    const byFollow = parts[`${t}_follow`];
+    const viaFollow = byFollow
+      ? `${byFollow.n} by the job's history (p50 ${fixed(byFollow.p50, 0)}, p99 ${fixed(byFollow.p99, 0)} ms; ` +
+        `cancel recorded ${p50('request')}, then read, stopped and heard ${p50('read')} ms, ` +
+        `of which read by the node ${p50('lag')})`
+      : "none by the job's history";
+    const byTask = parts[`${t}_temporal`];
+    const viaTask = byTask
+      ? `${byTask.n} by the job's workflow task (p50 ${fixed(byTask.p50, 0)} ms; its parts at p50: ` +
+        `workflow task to the activity's cancel ${p50('workflow')} (to a node ${p50('dispatch')}, on it ` +
+        `${p50('task')}), the cancel's way to the node (${env.cancels}) and the notification ${p50('heartbeat')} ms)`
+      : "none by the job's workflow task";
     return {
       measure: `(c) cancel → notification, ${t === 'http' ? 'Streamable HTTP' : 'stdio'}`,
       figure:
-        `p50 ${fixed(s.p50, 0)} ms, p99 ${fixed(s.p99, 0)} ms (n=${s.n}, ${opts.batch} at once; p50 of its parts: ` +
-        `cancel recorded ${p50('request')}, workflow task to the activity's cancel ${p50('workflow')} ` +
-        `(to a node ${p50('dispatch')}, on it ${p50('task')}), ` +
-        `the cancel's way to the node (${env.cancels}) and the notification ${p50('heartbeat')} ms)`,
+        `p50 ${fixed(s.p50, 0)} ms, p99 ${fixed(s.p99, 0)} ms (n=${s.n}, ${opts.batch} at once): ` +
+        `${viaFollow}; ${viaTask}`,
       target: 'p50 ≤ 50 ms, p99 ≤ 150 ms',
       met: s.p50 <= 50 && s.p99 <= 150,
     };
@@ -180,5 +251,21 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
     target: 'p99 ≤ 200 ms',
     met: k.p99 <= 200,
   });
-  return { rows, data: { ...opts, latencies: stats, segments: parts } };
+  if (follows) {
+    rows.push({
+      measure: "(c) the node's follows of jobs (issue 36.4)",
+      figure:
+        `${follows.started} started, ${follows.stopped} calls stopped by a cancel read, ` +
+        `${follows.full} not started for want of room, ${follows.failed} ended on an error`,
+    });
+  }
+  if (firstRead) {
+    rows.push({
+      measure: `(c) a follow's first read of a ${opts.longCalls}-call run`,
+      figure:
+        `${firstRead.events} events in ${firstRead.pages} pages (${fixed(firstRead.kib, 0)} KiB): ` +
+        `p50 ${fixed(firstRead.ms.p50, 1)} ms, max ${fixed(firstRead.ms.max, 1)} ms (n=${firstRead.ms.n})`,
+    });
+  }
+  return { rows, data: { ...opts, latencies: stats, segments: parts, follows, firstRead } };
 }

@@ -320,6 +320,15 @@ describe('Config: parseConfig', () => {
     expect(() => parseConfig(input)).toThrow(ConfigError);
   });
 
+  test('C1: node.jobFollows and node.jobFollowAfterMs default to 100 and 15 ms, 0 turns following off, and a bad value is refused by name', () => {
+    expect(parseConfig({}).node).toMatchObject({ jobFollows: 100, jobFollowAfterMs: 15 });
+    expect(parseConfig({ node: { jobFollows: 0 } }).node.jobFollows).toBe(0);
+    const err = configError(() => parseConfig({ node: { jobFollows: -1, jobFollowAfterMs: 1.5 } }));
+    expect(err.message).toContain('node.jobFollows: ');
+    expect(err.message).toContain('node.jobFollowAfterMs: ');
+    expect(configError(() => parseConfig({ node: { jobFollows: 'many' } })).message).toContain('node.jobFollows: ');
+  });
+
   test('Config: the error names every bad field and the source', () => {
     const err = configError(() => parseConfig({ node: { slots: 0 }, jobs: { continueAsNewAfterCalls: -5 } }, 'x.json'));
     expect(err.message).toContain('bad config (x.json)');
