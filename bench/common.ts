@@ -141,6 +141,8 @@ export function cpuSeconds(pid: number, file = `/proc/${pid}/stat`): number {
 export interface ThreadCpu {
   main: number;
   core: number;
+  /** The thread `threadCpu` was told is the workflow thread (see `busiestNodeThread`), when told. */
+  workflow: number;
   other: number;
 }
 
@@ -149,8 +151,8 @@ export interface ThreadCpu {
  * Rust threads (`tokio-…`, `workflow-proces…`, `temporal-real-s…`), and the others, all named `node`: the SDK's
  * workflow threads (the workflows' JS), V8's GC helpers and libuv's pool.
  */
-export function threadCpu(pid: number): ThreadCpu {
-  const out: ThreadCpu = { main: 0, core: 0, other: 0 };
+export function threadCpu(pid: number, workflowTid?: number): ThreadCpu {
+  const out: ThreadCpu = { main: 0, core: 0, workflow: 0, other: 0 };
   let tasks: string[] = [];
   try {
     tasks = fs.readdirSync(`/proc/${pid}/task`);
@@ -161,13 +163,32 @@ export function threadCpu(pid: number): ThreadCpu {
     try {
       const comm = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
       const seconds = cpuSeconds(Number(tid), `/proc/${pid}/task/${tid}/stat`);
-      const kind = Number(tid) === pid ? 'main' : comm === 'node' ? 'other' : 'core';
+      const kind =
+        Number(tid) === pid ? 'main' : Number(tid) === workflowTid ? 'workflow' : comm === 'node' ? 'other' : 'core';
       out[kind] += seconds;
     } catch {
       // the thread ended meanwhile
     }
   }
   return out;
+}
+
+/**
+ * The `node` thread, other than the main one, that has used the most CPU so far: after a warm-up, a worker's workflow
+ * thread (the SDK's worker thread that runs every workflow activation), well ahead of V8's helpers and libuv's pool.
+ */
+export function busiestNodeThread(pid: number): number | undefined {
+  let best: { tid: number; seconds: number } | undefined;
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      if (Number(tid) === pid || fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim() !== 'node') continue;
+      const seconds = cpuSeconds(Number(tid), `/proc/${pid}/task/${tid}/stat`);
+      if (!best || seconds > best.seconds) best = { tid: Number(tid), seconds };
+    }
+  } catch {
+    // the process or a thread ended meanwhile
+  }
+  return best?.tid;
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -187,7 +187,14 @@ export function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): 
 export async function startBareProcess(
   env: BenchEnv,
   taskQueue: string,
-  opts: { slots: number; readerEnv?: Record<string, string>; nodeFlags?: string[]; vars?: Record<string, string> },
+  opts: {
+    slots: number;
+    readerEnv?: Record<string, string>;
+    nodeFlags?: string[];
+    vars?: Record<string, string>;
+    /** Where its stdout goes (e.g. `--trace-gc`'s lines); else dropped. */
+    logFile?: string;
+  },
 ): Promise<ChildProcess> {
   const bundlePath = path.join(env.dir, 'bare-bundle.js');
   if (!fs.existsSync(bundlePath)) fs.writeFileSync(bundlePath, await bareBundleCode());
@@ -202,7 +209,10 @@ export async function startBareProcess(
   const proc = spawn(
     process.execPath,
     [...(opts.nodeFlags ?? []), path.join(env.root, 'dist', 'bench', 'bare', 'worker.js'), JSON.stringify(options)],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...opts.vars } },
+    {
+      stdio: ['ignore', opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore', 'pipe'],
+      env: { ...process.env, ...opts.vars },
+    },
   );
   try {
     await stderrLine(proc, /bare worker ready/, 'bare worker', 60_000);

@@ -51,6 +51,11 @@ const OptionsSchema = z.strictObject({
   heapProf: z.boolean().default(false),
   obsParts: z.boolean().default(false),
   obsBare: z.boolean().default(false),
+  gcTrace: z.boolean().default(false),
+  obsTry: z
+    .string()
+    .regex(/^--[\w-]+(=\S+)?( --[\w-]+(=\S+)?)*$/, 'node flags, e.g. --min-semi-space-size=16')
+    .optional(),
   cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
 });
 
@@ -80,6 +85,8 @@ async function main(): Promise<void> {
     )
     .addOption(new Option('--obs-parts', 'observability: also a worker with metrics only and one with tracing only'))
     .addOption(new Option('--obs-bare', 'observability: also the bare worker as a process, the same calls'))
+    .addOption(new Option('--gc-trace', "observability: each worker's collections as V8 traces them, by reason"))
+    .addOption(new Option('--obs-try <flags>', 'observability: also an untraced node started with these node flags'))
     .addOption(
       new Option(
         '--cancel-batch <n>',
@@ -95,7 +102,8 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap, split, cpuProf, heapProf, obsParts, obsBare, cancelBatch } = parsed.data!;
+  const { quick, temporal, heap, split, cpuProf, heapProf, obsParts, obsBare, gcTrace, obsTry, cancelBatch } =
+    parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -117,6 +125,8 @@ async function main(): Promise<void> {
       heapProf,
       parts: obsParts,
       bare: obsBare,
+      gcTrace,
+      tryFlags: obsTry?.split(' '),
     },
     cli: { rounds: quick ? 3 : 10 },
     payloads: { calls: quick ? 20 : 100 },

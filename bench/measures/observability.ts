@@ -14,12 +14,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { killTree, startWorker } from '../../worker/processes';
 import { freePort } from '../../worker/dev-server';
-import { cpuSeconds, fixed, mean, resultsDir, threadCpu } from '../common';
+import { busiestNodeThread, cpuSeconds, fixed, mean, resultsDir, threadCpu } from '../common';
 import type { ThreadCpu } from '../common';
 import type { Row } from '../common';
 import { profilesIn, summarizeProfile } from '../cpu-profile';
 import type { ProfileSummary } from '../cpu-profile';
 import { summarizeHeapProfile } from '../heap-profile';
+import { GC_TRACE_FLAGS, summarizeGcTrace } from '../gc-trace';
 import { echoSteps, startBareProcess, writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
 
@@ -37,6 +38,16 @@ export interface ObservabilityOptions {
    * untraced node's CPU per call reads against the baseline's (issue 36.7), both as processes of their own.
    */
   bare?: boolean;
+  /**
+   * Each worker's collections as V8 traces them (`--trace-gc`, bench/gc-trace.ts), kept in bench/results/gc-trace-…/:
+   * why each full collection ran, how often the young generation filled, its size.
+   */
+  gcTrace?: boolean;
+  /**
+   * One more untraced node started with these node flags (e.g. `--min-semi-space-size=16`), its rounds alternating
+   * with the others': what a flag does to a call's CPU, read against the untraced node's in the same run.
+   */
+  tryFlags?: string[];
 }
 
 /** An OTLP/HTTP endpoint that accepts every export (200) and keeps nothing but a count of its bytes. */
@@ -58,7 +69,7 @@ export async function otlpSink(): Promise<{ url: string; bytes: () => number; cl
   };
 }
 
-type Variant = 'on' | 'off' | 'metrics' | 'traces' | 'bare';
+type Variant = 'on' | 'off' | 'metrics' | 'traces' | 'bare' | 'try';
 
 export async function measureObservability(env: BenchEnv, opts: ObservabilityOptions) {
   const sink = await otlpSink();
@@ -67,6 +78,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
     'off',
     ...(opts.parts ? (['metrics', 'traces'] as const) : []),
     ...(opts.bare ? (['bare'] as const) : []),
+    ...(opts.tryFlags?.length ? (['try'] as const) : []),
   ];
   const workers: ChildProcess[] = [];
   const exits: Array<Promise<number | null>> = [];
@@ -74,7 +86,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
   const nodes = {} as Record<Variant, { queue: string; pid: number; spawned: number }>;
   const perCall = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<Variant, number[]>;
   const cpuPerCall = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<Variant, number[]>;
-  const threads = Object.fromEntries(variants.map((v) => [v, { main: 0, core: 0, other: 0 }])) as Record<
+  const threads = Object.fromEntries(variants.map((v) => [v, { main: 0, core: 0, workflow: 0, other: 0 }])) as Record<
     Variant,
     ThreadCpu
   >;
@@ -83,6 +95,8 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
   const heapDir = opts.heapProf ? path.join(resultsDir(), `heap-prof-${Date.now()}`) : undefined;
   if (heapDir) fs.mkdirSync(heapDir, { recursive: true });
   const heapFile = (v: Variant) => path.join(heapDir!, `${v}.heapprofile`);
+  const gcDir = opts.gcTrace ? path.join(resultsDir(), `gc-trace-${Date.now()}`) : undefined;
+  const gcFile = (v: Variant) => path.join(gcDir!, `${v}.log`);
   let scrapes = 0;
   let scraper: NodeJS.Timeout | undefined;
   try {
@@ -91,11 +105,14 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       const nodeFlags = [
         ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, name)}`] : []),
         ...(heapDir ? ['--require', path.join(env.root, 'dist', 'bench', 'heap-sampler.js')] : []),
+        ...(gcDir ? GC_TRACE_FLAGS : []),
+        ...(name === 'try' ? opts.tryFlags! : []),
       ];
+      const logFile = gcDir ? gcFile(name) : undefined;
       const heapVars: Record<string, string> = heapDir ? { OZ0_HEAP_PROF_FILE: heapFile(name) } : {};
       if (name === 'bare') {
         const spawned = performance.now();
-        const proc = await startBareProcess(env, taskQueue, { slots: 100, nodeFlags, vars: heapVars });
+        const proc = await startBareProcess(env, taskQueue, { slots: 100, nodeFlags, vars: heapVars, logFile });
         workers.push(proc);
         exits.push(new Promise((resolve) => proc.once('exit', resolve)));
         nodes[name] = { queue: taskQueue, pid: proc.pid!, spawned };
@@ -116,6 +133,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       const { proc, exited } = await startWorker(file, `bench-obs-${name}`, workers, {
         env: { OZ0_LOG_LEVEL: 'warn', ...extra },
         nodeFlags,
+        logFile,
       });
       nodes[name] = { queue: taskQueue, pid: proc.pid!, spawned };
       exits.push(exited);
@@ -141,6 +159,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
           ).result();
     // Warm them all: bundles, server processes, the SDK's exporter.
     for (const name of variants) await job(nodes[name].queue, 10);
+    const workflowTid = Object.fromEntries(variants.map((v) => [v, busiestNodeThread(nodes[v].pid)]));
     measuredFrom = performance.now();
     if (heapDir) for (const name of variants) process.kill(nodes[name].pid, 'SIGWINCH');
     for (let r = 0; r < opts.rounds; r++) {
@@ -151,15 +170,15 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
         const { queue, pid } = nodes[name];
         const t = performance.now();
         const cpu = cpuSeconds(pid);
-        const before = threadCpu(pid);
+        const before = threadCpu(pid, workflowTid[name]);
         await job(queue, opts.calls);
         perCall[name].push((performance.now() - t) / opts.calls);
         cpuPerCall[name].push(((cpuSeconds(pid) - cpu) * 1000) / opts.calls);
-        const after = threadCpu(pid);
+        const after = threadCpu(pid, workflowTid[name]);
         for (const k of Object.keys(before) as Array<keyof ThreadCpu>) threads[name][k] += after[k] - before[k];
       }
     }
-    if (profDir || heapDir) {
+    if (profDir || heapDir || gcDir) {
       // A clean stop (the node drains, then exits) is what makes V8 write the profiles.
       for (const w of workers) w.kill('SIGTERM');
       await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, 30_000))]);
@@ -177,6 +196,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       .map(([k, s]) => `${k} ${fixed((s * 1000) / (opts.calls * opts.rounds), 2)}`)
       .join(', ');
   const ratio = ms('on') / ms('off');
+  if (gcDir) gcRows(variants, gcFile, (v) => measuredFrom - nodes[v].spawned, opts.calls * opts.rounds);
   const profiles = profDir
     ? profileRows(
         profDir,
@@ -193,7 +213,7 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
     ...variants
       .filter((v) => v !== 'off' && v !== 'bare')
       .map((v) => ({
-        measure: `(O5) the node's CPU per call: ${v === 'on' ? 'both' : `${v} only`} / off`,
+        measure: `(O5) the node's CPU per call: ${v === 'on' ? 'both' : v === 'try' ? opts.tryFlags!.join(' ') : `${v} only`} / off`,
         figure: `${fixed(cpu(v) / cpu('off'), 3)} (${fixed(cpu(v), 2)} / ${fixed(cpu('off'), 2)} ms${v === 'on' ? '' : `; a call ${fixed(ms(v) / ms('off'), 3)} ×`}), for the record`,
       })),
     ...(opts.bare
@@ -232,6 +252,26 @@ export async function measureObservability(env: BenchEnv, opts: ObservabilityOpt
       ...(profiles ? { profiles } : {}),
     },
   };
+}
+
+/**
+ * Each worker's collections over the measured rounds from its `--trace-gc` log (`fromMs`: when they began, on its own
+ * clock), printed: a call's share of each kind, and the young generation's size.
+ */
+function gcRows(variants: Variant[], file: (v: Variant) => string, fromMs: (v: Variant) => number, calls: number) {
+  for (const v of variants) {
+    if (!fs.existsSync(file(v))) continue;
+    const s = summarizeGcTrace(file(v), fromMs(v));
+    const { min, max, last } = s.newSpaceKiB;
+    process.stderr.write(`${v}: ${file(v)}: young generation ${min}–${max} KiB committed (${last} at the end)\n`);
+    for (const k of s.kinds) {
+      const each = `${fixed(calls / k.count, 1)} calls`;
+      process.stderr.write(
+        `  ${String(k.count).padStart(5)} × ${k.what}: one every ${each}, ${fixed((k.ms * 1000) / calls, 0)} µs a call\n`,
+      );
+    }
+    for (const r of s.reducer) process.stderr.write(`  memory reducer: ${r.what} × ${r.count}\n`);
+  }
 }
 
 /** A worker's allocation profile over the measured rounds, printed by module and function in bytes a call; the total. */
