@@ -99,11 +99,17 @@ export function treeUsage(root: number): TreeUsage {
   return usage;
 }
 
-/** Bytes a sandbox's own tmpfs holds (`/tmp`, `/dev/shm`), seen through its init's root; 0 when unreadable. */
+/**
+ * Bytes a sandbox's own tmpfs holds (`/tmp`, `/dev/shm`), seen through its init's root; 0 when unreadable, and 0 while
+ * that folder is still the node's own: bubblewrap's child sees the node's file systems until it has made its root,
+ * and the node's `/tmp` (its disk) read as the sandbox's would stop a sandbox that had written nothing.
+ */
 export function tmpfsBytes(init: number | undefined, where: string): number {
   if (init === undefined) return 0;
   try {
-    const s = fs.statfsSync(`/proc/${init}/root${where}`);
+    const seen = `/proc/${init}/root${where}`;
+    if (fs.statSync(seen).dev === fs.statSync(where).dev) return 0;
+    const s = fs.statfsSync(seen);
     return (s.blocks - s.bfree) * s.bsize;
   } catch {
     return 0;

@@ -34,7 +34,8 @@ function bytesOf(stat: fs.Stats): number {
 /**
  * The bytes a tree's entries take (each at least {@link MIN_ENTRY_BYTES}): every entry, or those `uid` owns. Stops
  * counting once past `stopAt`. A folder the node may not read (a sandbox that shares the node's uid took its modes
- * away) is given back its owner's read and search bits; one still unreadable counts as past the limit.
+ * away) is given back its owner's read and search bits; one still unreadable counts as past the limit. One removed
+ * between its listing and its reading (the sandbox at work in its own folder) is passed over.
  */
 export async function treeBytes(root: string, opts: { uid?: number; stopAt: number }): Promise<number> {
   let top: fs.Stats;
@@ -55,7 +56,10 @@ export async function treeBytes(root: string, opts: { uid?: number; stopAt: numb
     let entries: fs.Dirent[];
     try {
       entries = await readdirAnyway(dir);
-    } catch {
+    } catch (err) {
+      // Removed (or swapped for a file) since it was listed: the sandbox's own doing, and nothing left to count.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') continue;
       return Number.POSITIVE_INFINITY;
     }
     for (const entry of entries) {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { MIN_ENTRY_BYTES, treeBytes } from '../../activities/sandbox/disk';
 import { nodeGaps, sandboxGaps } from '../../activities/sandbox/holds';
 import type { NodeLimits } from '../../activities/sandbox/holds';
-import { parseStat, statusBytes } from '../../activities/sandbox/census';
+import { parseStat, statusBytes, tmpfsBytes } from '../../activities/sandbox/census';
 import { allowedCores, cpuMax, removeStaleGroups } from '../../activities/sandbox/limits';
 import { bwrapArgs } from '../../activities/sandbox/plan';
 import type { PathKind, SandboxPlan } from '../../activities/sandbox/plan';
@@ -225,6 +225,43 @@ describe('I4: the node’s readings', () => {
       expect(await treeBytes(dir, { stopAt: 2 * MIN_ENTRY_BYTES })).toBeLessThan(all);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a folder the sandbox removes while the walk is under way is passed over, not taken as past the limit', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-disk-'));
+    const gone = path.join(dir, 'gone');
+    fs.mkdirSync(path.join(gone, 'deeper'), { recursive: true });
+    fs.mkdirSync(path.join(dir, 'kept'));
+    fs.writeFileSync(path.join(dir, 'kept', 'file'), Buffer.alloc(64 * 1024, 1));
+    const readdir = fs.promises.readdir;
+    // The sandbox removes `gone` after the walk listed it and before the walk reads it, as a busy program does.
+    const spy = jest.spyOn(fs.promises, 'readdir').mockImplementation(((p: fs.PathLike, o?: unknown) => {
+      if (p === gone) fs.rmSync(gone, { recursive: true, force: true });
+      return (readdir as (p: fs.PathLike, o?: unknown) => Promise<unknown>).call(fs.promises, p, o);
+    }) as typeof fs.promises.readdir);
+    try {
+      const total = await treeBytes(dir, { stopAt: 1 << 30 });
+      expect(spy).toHaveBeenCalledWith(gone, expect.anything());
+      // The folder, `gone` as listed, `kept` and its 64 KiB file: counted, and far from any limit.
+      expect(total).toBeGreaterThanOrEqual(3 * MIN_ENTRY_BYTES + 64 * 1024);
+      expect(total).toBeLessThan(1 << 20);
+    } finally {
+      spy.mockRestore();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a sandbox’s /tmp is read only once it is the sandbox’s own: a process that still sees the node’s /tmp reads 0', () => {
+    // This process sees the node's own /tmp, as bubblewrap's child does until it has made the sandbox's root; its
+    // disk is not the sandbox's. (A sandbox's own /tmp and /dev/shm filled: test/integration/limits.test.ts.)
+    fs.writeFileSync(path.join(os.tmpdir(), `oz0-tmpfs-${process.pid}`), Buffer.alloc(1 << 20, 1));
+    try {
+      expect(tmpfsBytes(process.pid, '/tmp')).toBe(0);
+      expect(tmpfsBytes(process.pid, '/dev/shm')).toBe(0);
+      expect(tmpfsBytes(undefined, '/tmp')).toBe(0);
+    } finally {
+      fs.rmSync(path.join(os.tmpdir(), `oz0-tmpfs-${process.pid}`), { force: true });
     }
   });
 });
