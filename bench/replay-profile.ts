@@ -115,23 +115,32 @@ async function replay(dir: string, rounds: number, copies: number, bundles: stri
     { label: 'bare', name: 'bare', bundle: bareBundle },
     ...bundles.map((b) => ({ label: `oz0 ${path.basename(b)}`, name: 'oz0', bundle: path.resolve(b) })),
   ];
+  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
   const cpu = new Map<string, number[]>(subjects.map((s) => [s.label, []]));
+  /** Each round's median over bare's in the same round: the machine's drift between rounds cancels out. */
+  const over = new Map<string, number[]>(subjects.map((s) => [s.label, []]));
   for (let r = 0; r < rounds; r++) {
     const order = subjects.map((_, i) => subjects[(i + r) % subjects.length]);
+    const round = new Map<string, number>();
     for (const s of order) {
       const out = execFileSync(process.execPath, [__filename, 'one', dir, s.name, s.bundle, String(copies)], {
         encoding: 'utf8',
       });
-      cpu.get(s.label)!.push(...(JSON.parse(out) as number[]));
+      const v = JSON.parse(out) as number[];
+      cpu.get(s.label)!.push(...v);
+      round.set(s.label, median(v));
     }
+    for (const s of subjects) over.get(s.label)!.push(round.get(s.label)! - round.get('bare')!);
   }
-  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
   const bare = median(cpu.get('bare')!);
   for (const s of subjects) {
     const v = cpu.get(s.label)!;
     const m = median(v);
+    const paired = over.get(s.label)!;
     process.stdout.write(
-      `${s.label.padEnd(28)} µs of CPU a call replayed: median ${m.toFixed(1)} (${(m - bare).toFixed(1)} over bare), min ${Math.min(...v).toFixed(1)}, max ${Math.max(...v).toFixed(1)}, ${v.length} replays\n`,
+      `${s.label.padEnd(28)} µs of CPU a call replayed: median ${m.toFixed(1)} (${(m - bare).toFixed(1)} over bare; ` +
+        `paired by round ${median(paired).toFixed(1)}, from ${Math.min(...paired).toFixed(0)} to ${Math.max(...paired).toFixed(0)}), ` +
+        `min ${Math.min(...v).toFixed(1)}, max ${Math.max(...v).toFixed(1)}, ${v.length} replays\n`,
     );
   }
 }
