@@ -10,6 +10,8 @@ import { callsOf, isSessionTrace } from '../model/job';
 import { traceQuery, waitingCallsQuery } from '../model/messages';
 import type { WaitingCall } from '../model/messages';
 import { jobStatus } from './jobs';
+import { timestampMs } from '../common/time';
+import type { Timestamp } from '../common/time';
 import type { CallProgressState } from '../model/schemas';
 
 export interface WatchedCall {
@@ -57,9 +59,9 @@ function details(payloads: temporal.api.common.v1.IPayloads | null | undefined):
   }
 }
 
-function toDate(ts: { seconds?: unknown; nanos?: number | null } | null | undefined): string | undefined {
+function toDate(ts: Timestamp): string | undefined {
   if (!ts?.seconds) return undefined;
-  return new Date(Number(ts.seconds) * 1000 + Math.round((ts.nanos ?? 0) / 1e6)).toISOString();
+  return new Date(Math.round(timestampMs(ts))).toISOString();
 }
 
 /** One look at the job: its status and every running call. */

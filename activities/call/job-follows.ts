@@ -25,6 +25,7 @@ import { isGrpcServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import type { Logger } from '../../common/logger';
+import { timestampMs } from '../../common/time';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 
@@ -221,10 +222,7 @@ export class JobFollows {
       for (const event of page.history?.events ?? []) {
         const seen = eventFor(event);
         if (seen === 'cancel') {
-          const written = event.eventTime
-            ? Number(event.eventTime.seconds) * 1000 + (event.eventTime.nanos ?? 0) / 1e6
-            : NaN;
-          if (this.readMs.push(Date.now() - written) > READS_KEPT) this.readMs.shift();
+          if (this.readMs.push(Date.now() - timestampMs(event.eventTime)) > READS_KEPT) this.readMs.shift();
           run.cancelled = true;
           this.counts.stopped += run.calls.size;
           for (const stop of [...run.calls]) stop();

@@ -13,6 +13,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { approveListing, readListing } from '../../client/approve';
 import { changePolicy, policyTargetOf } from '../../common/policy-client';
+import { timestampMs } from '../../common/time';
 import { tailReceived } from '../../examples/common';
 import { killUpdate, reviveUpdate } from '../../model/messages';
 import { fixed, spread, until } from '../common';
@@ -38,8 +39,7 @@ export interface CancelOptions {
  */
 async function cancelEvents(handle: WorkflowHandle) {
   const events = (await handle.fetchHistory()).events ?? [];
-  const at = (e: (typeof events)[number] | undefined) =>
-    e ? Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6 : NaN;
+  const at = (e: (typeof events)[number] | undefined) => timestampMs(e?.eventTime);
   const requested = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
   const after = events.slice(requested + 1);
   return {

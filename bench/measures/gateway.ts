@@ -5,6 +5,7 @@
  * the number of calls — the harness's start and its MCP handshake are outside that span, as a session's opening is.
  */
 import type { Client } from '@temporalio/client';
+import { timestampMs } from '../../common/time';
 import { fixed, mean, spread } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
@@ -29,7 +30,7 @@ const noParts = (): Parts => ({ activity: [], between: [], recorded: [], harness
  */
 async function timesOf(client: Client, workflowId: string, calls: number): Promise<{ perCall: number; parts: Parts }> {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  const at = (e: (typeof events)[number]) => Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
+  const at = (e: (typeof events)[number]) => timestampMs(e.eventTime);
   const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool');
   // Only the calls' own completions: the session's other activities (its node's description, the harness) complete too.
   const ids = new Set(scheduled.map((e) => String(e.eventId)));

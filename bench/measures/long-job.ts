@@ -6,13 +6,13 @@
  * node); events, calls and mean call time of each run.
  */
 import { temporal } from '@temporalio/proto';
+import { timestampMs } from '../../common/time';
 import { fixed, mean, percentile } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
 
 const EventType = temporal.api.enums.v1.EventType;
-type Timestamp = { seconds?: unknown; nanos?: number | null } | null | undefined;
 
 const WARM_UP_CALLS = 100;
 
@@ -26,10 +26,6 @@ interface RunStats {
   events: number;
   calls: number;
   meanCallMs: number;
-}
-
-function ms(ts: Timestamp): number {
-  return Number(ts?.seconds ?? 0) * 1000 + (ts?.nanos ?? 0) / 1e6;
 }
 
 export async function measureLongJob(env: BenchEnv, opts: LongJobOptions) {
@@ -68,7 +64,7 @@ export async function measureLongJob(env: BenchEnv, opts: LongJobOptions) {
     let end: number | undefined;
     let next: string | undefined;
     for (const e of events) {
-      const t = ms(e.eventTime as Timestamp);
+      const t = timestampMs(e.eventTime);
       if (
         e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
         e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool'

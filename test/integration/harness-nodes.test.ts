@@ -14,6 +14,7 @@ import { openSession } from '../../client/sessions';
 import type { LiveSession } from '../../client/sessions';
 import { argsDigest } from '../../model/keys';
 import { DIE_AFTER_EARLY_ANSWER } from '../../activities/call/durable';
+import { timestampMs } from '../../common/time';
 import { isSessionTrace } from '../../model/job';
 import type { JobTrace, SessionTrace } from '../../model/job';
 import {
@@ -149,11 +150,6 @@ test.each([[1], [2], [4]])(
   180_000,
 );
 
-/** Milliseconds since the epoch of a history event. */
-function timeOf(e: { eventTime?: { seconds?: unknown; nanos?: number | null } | null }): number {
-  return Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
-}
-
 test('H4/H8 (issue 26.3): the harness hears its call once its result is durable; its node killed right then, before the workflow task that completes the Update, nothing is answered or done twice', async () => {
   // Unisolated, so the harness outlives its node and notes the answer it read; the node dies (SIGKILL, by its own
   // hand: OZ0_TEST_FAULT) as soon as it has answered the call early.
@@ -201,7 +197,7 @@ test('H4/H8 (issue 26.3): the harness hears its call once its result is durable;
     (e) => e.workflowExecutionUpdateCompletedEventAttributes!.meta!.updateId === firstId,
   )!;
   // Answered when durable: run 1's harness read its answer before its Update was completed (same machine's clock).
-  expect(answers[0].t as number).toBeLessThan(timeOf(firstDone));
+  expect(answers[0].t as number).toBeLessThan(timestampMs(firstDone.eventTime));
   // The node died between the two: the workflow task that completed run 1's Update ran on the other node.
   const completedBy = events
     .filter((e) => Number(e.eventId) < Number(firstDone.eventId) && e.workflowTaskStartedEventAttributes)
