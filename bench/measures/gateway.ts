@@ -10,6 +10,7 @@ import { fixed, mean, spread } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
+import { addTaskParts, describeTaskParts, noTaskParts, taskPartSpreads } from '../task-parts';
 
 export interface GatewayOptions {
   calls: number;
@@ -17,9 +18,17 @@ export interface GatewayOptions {
 }
 
 /** Where a call's time goes, over a job's calls, from its history: see {@link timesOf}. */
-type Parts = Record<'activity' | 'between' | 'recorded' | 'harness', number[]>;
+type Parts = Record<'activity' | 'between' | 'recorded' | 'harness' | 'resultTask' | 'updateTask' | 'waited', number[]>;
 
-const noParts = (): Parts => ({ activity: [], between: [], recorded: [], harness: [] });
+const noParts = (): Parts => ({
+  activity: [],
+  between: [],
+  recorded: [],
+  harness: [],
+  resultTask: [],
+  updateTask: [],
+  waited: [],
+});
 
 /**
  * Milliseconds per call over a job's calls, from its history, and its parts: `activity` (scheduled → completed),
@@ -27,6 +36,13 @@ const noParts = (): Parts => ({ activity: [], between: [], recorded: [], harness
  * Update's completion, a workflow task, no longer on the harness's path: it is answered once the completion is
  * durable, issue 26.3) and `harness` (the completion → the next Update accepted: the answer to the harness, its next
  * tools/call, the Update and the workflow task that accepts it and schedules the activity).
+ *
+ * The two workflow tasks on a gateway call's path, each from its start to its completion: `resultTask`, the one that
+ * records the call's result and completes its Update (a scripted call's one task, which also schedules the next
+ * call), and `updateTask`, the one that accepts the next call's Update
+ * and schedules its activity; `waited`, the result task's completion → the next task scheduled: near zero when the
+ * harness's next Update was already waiting behind the result task (then the harness is off the path, and a call is
+ * its activity and two tasks, SPEC H4's floor).
  */
 async function timesOf(client: Client, workflowId: string, calls: number): Promise<{ perCall: number; parts: Parts }> {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
@@ -41,12 +57,32 @@ async function timesOf(client: Client, workflowId: string, calls: number): Promi
   );
   const updated = events.filter((e) => e.workflowExecutionUpdateCompletedEventAttributes);
   const accepted = events.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes);
+  const index = new Map(events.map((e, i) => [String(e.eventId), i]));
+  /** The workflow task whose completion an event follows: its start → its completion, and where it completed. */
+  const taskBefore = (e: (typeof events)[number]) => {
+    for (let i = index.get(String(e.eventId))! - 1; i >= 0; i--) {
+      const done = events[i].workflowTaskCompletedEventAttributes;
+      if (!done) continue;
+      const started = events[index.get(String(done.startedEventId))!];
+      return { ms: at(events[i]) - at(started), completed: i };
+    }
+    return undefined;
+  };
   const parts = noParts();
   for (let i = 0; i < completed.length; i++) {
     parts.activity.push(at(completed[i]) - at(scheduled[i]));
     if (i + 1 < scheduled.length) parts.between.push(at(scheduled[i + 1]) - at(completed[i]));
     if (updated[i]) parts.recorded.push(at(updated[i]) - at(completed[i]));
     if (accepted[i + 1]) parts.harness.push(at(accepted[i + 1]) - at(completed[i]));
+    // A scripted call's result is recorded by the task that schedules the next call.
+    const result = updated[i] ? taskBefore(updated[i]) : scheduled[i + 1] && taskBefore(scheduled[i + 1]);
+    if (result) parts.resultTask.push(result.ms);
+    const update = accepted[i + 1] && taskBefore(accepted[i + 1]);
+    if (update) parts.updateTask.push(update.ms);
+    if (result && update) {
+      const next = events.slice(result.completed + 1).find((e) => e.workflowTaskScheduledEventAttributes);
+      if (next) parts.waited.push(at(next) - at(events[result.completed]));
+    }
   }
   return { perCall: (at(completed.at(-1)!) - at(scheduled[0])) / calls, parts };
 }
@@ -66,6 +102,7 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
   });
   const perCall: Record<'gateway' | 'scripted', number[]> = { gateway: [], scripted: [] };
   const parts = { gateway: noParts(), scripted: noParts() };
+  const taskParts = { gateway: noTaskParts(), scripted: noTaskParts() };
   await withNode(env, config, async () => {
     const run = async (kind: 'gateway' | 'scripted', n: number) => {
       const steps = echoSteps(n);
@@ -79,13 +116,14 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
         workflowId,
         args: [{ tenant: 'bench', steps: [session] }],
       });
-      return timesOf(env.client, workflowId, n);
+      return { ...(await timesOf(env.client, workflowId, n)), workflowId };
     };
     await run('scripted', 10);
     await run('gateway', 10);
     for (let r = 0; r < opts.rounds; r++) {
       for (const kind of ['scripted', 'gateway'] as const) {
         const times = await run(kind, opts.calls);
+        await addTaskParts(env.client, times.workflowId, taskParts[kind]);
         perCall[kind].push(times.perCall);
         for (const part of Object.keys(times.parts) as Array<keyof Parts>) parts[kind][part].push(...times.parts[part]);
       }
@@ -97,6 +135,7 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
   const spreads = (p: Parts) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, spread(v)]));
   const g = spreads(parts.gateway);
   const sc = spreads(parts.scripted);
+  const tasks = { gateway: taskPartSpreads(taskParts.gateway), scripted: taskPartSpreads(taskParts.scripted) };
   const p50 = (s: { p50: number }) => fixed(s.p50, 1);
   const rows: Row[] = [
     {
@@ -104,9 +143,15 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
       figure:
         `${fixed(ratio, 2)} (${fixed(gateway)} / ${fixed(scripted)} ms per call; p50 of its parts: activity ` +
         `${p50(g.activity)} / ${p50(sc.activity)}, between calls ${p50(g.between)} / ${p50(sc.between)}, of which ` +
-        `the harness's next call accepted ${p50(g.harness)} ms; the Update completed, off its path, ${p50(g.recorded)})`,
+        `the harness's next call accepted ${p50(g.harness)} ms; the Update completed, off its path, ${p50(g.recorded)}; ` +
+        `its two workflow tasks, the result's ${p50(g.resultTask)} and the next Update's ${p50(g.updateTask)} ms ` +
+        `against a scripted call's one ${p50(sc.resultTask)}, the second scheduled ${p50(g.waited)} ms after the first)`,
       target: '≤ 1.25',
       met: ratio <= 1.25,
+    },
+    {
+      measure: "(H4) a call's tasks, p50 dispatch + run: gateway / scripted session",
+      figure: `${describeTaskParts(tasks.gateway)} / ${describeTaskParts(tasks.scripted)}`,
     },
   ];
   return {
@@ -118,6 +163,7 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
       scripted,
       ratio,
       parts: { gateway: g, scripted: sc },
+      tasks,
     },
   };
 }
