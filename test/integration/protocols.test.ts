@@ -16,6 +16,7 @@ import type { ListeningServer } from '../helpers/listening';
 import { python, pythonExample, withPython } from '../helpers/python';
 import { createNode } from '../../worker/node';
 import { STDIO_PROBE_TIMEOUT_MS } from '../../mcp/negotiate';
+import { timestampMs } from '../../common/time';
 import { approve, fixture, logger, runJob, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { sandboxed, writableDir } from '../helpers/sandbox';
 
@@ -60,8 +61,8 @@ function processes(log: string): Array<{ instance: string; received: string[] }>
   }));
 }
 
-/** Jobs one after the other on one node: each job's calls. */
-async function jobsOnOneNode(config: LoadedConfig, specs: JobSpec[]) {
+/** Jobs one after the other on one node: each job's calls; `ids`, when given, gets each job's workflow id. */
+async function jobsOnOneNode(config: LoadedConfig, specs: JobSpec[], ids: string[] = []) {
   const node = await createNode({ config, logger });
   return node.runUntil(async () => {
     const out = [];
@@ -71,6 +72,7 @@ async function jobsOnOneNode(config: LoadedConfig, specs: JobSpec[]) {
         workflowId: uniqueId('proto'),
         args: [spec],
       });
+      ids.push(handle.workflowId);
       out.push(callsOf(await handle.result()));
     }
     return out;
@@ -130,19 +132,27 @@ async function twoOlderSandboxes(protocol: 'exits-on-discover' | 'silent-on-disc
   const log = path.join(writableDir(), 'probe.jsonl');
   const config = temporal.config({ servers: { box: probe(log, protocol, true) } });
   const spec = { tenant: 'acme', steps: [{ call: 'box.probe' }] };
-  for (const [step] of await jobsOnOneNode(config, [spec, spec])) {
+  const ids: string[] = [];
+  for (const [step] of await jobsOnOneNode(config, [spec, spec], ids)) {
     expect(step).toMatchObject({ protocol: '2025-11-25', result: { isError: false } });
   }
-  return log;
+  return { log, ids };
+}
+
+/** When a job's first call's attempt started, by the server's clock (the host's): before its server was spawned. */
+async function firstAttemptStarted(workflowId: string): Promise<number> {
+  const { events } = await temporal.client.workflow.getHandle(workflowId).fetchHistory();
+  const started = (events ?? []).find((e) => e.activityTaskStartedEventAttributes);
+  return timestampMs(started!.eventTime!);
 }
 
 test('25.1: a server that exits on server/discover (as Rust SDK servers do) is started once more for the handshake, and not asked again', async () => {
-  const log = await twoOlderSandboxes('exits-on-discover');
+  const { log } = await twoOlderSandboxes('exits-on-discover');
   expect(processes(log).map((p) => p.received[0])).toEqual(['server/discover', 'initialize', 'initialize']);
 });
 
 test('25.1: a stdio server that never answers server/discover is taken for an older one after the probe time, on the same process; the node does not ask it again', async () => {
-  const log = await twoOlderSandboxes('silent-on-discover');
+  const { log, ids } = await twoOlderSandboxes('silent-on-discover');
   // On the server's side: two processes, one per job, each started once. The first was asked, waited out for the
   // probe's time, and shaken hands with on the same process; the second was not asked.
   const seen = processes(log);
@@ -151,10 +161,12 @@ test('25.1: a stdio server that never answers server/discover is taken for an ol
     ['initialize', 'tools/list'],
   ]);
   const first = readReceived(log).filter((r) => r.instance === seen[0].instance && r.event === 'received');
-  const waited = (first[1].t as number) - (first[0].t as number);
-  // The probe is written as the process starts, and read once it has: its wait is counted from before that read.
-  expect(waited).toBeGreaterThanOrEqual(STDIO_PROBE_TIMEOUT_MS - 1000);
-  expect(waited).toBeLessThan(STDIO_PROBE_TIMEOUT_MS + 5000);
+  // The node writes the probe as it spawns the process and counts its wait from then; the process reads it only once
+  // it has booted (over a second in a sandbox on a loaded machine). So the whole wait is counted from the attempt's
+  // start, which comes before the spawn (a few ms for the clocks' rounding), and the server's own view bounds it above.
+  const initialized = first[1].t as number;
+  expect(initialized - (await firstAttemptStarted(ids[0]))).toBeGreaterThanOrEqual(STDIO_PROBE_TIMEOUT_MS - 5);
+  expect(initialized - (first[0].t as number)).toBeLessThan(STDIO_PROBE_TIMEOUT_MS + 5000);
 });
 
 test.each([
