@@ -12,3 +12,26 @@ export const SpanAttr = {
   genAiToolName: 'gen_ai.tool.name',
   genAiOperation: 'gen_ai.operation.name',
 } as const;
+
+/**
+ * The `tracestate` entry a job puts on a trace it begins (no caller's context in its start): the workflow cannot run
+ * the node's sampler, so each node decides such a trace by its id with its own sampler, the same way on every node
+ * and for every span of it (worker/sampling.ts).
+ */
+export const JOB_TRACE_STATE = 'oz0=job';
+
+/** The samplers OpenTelemetry's JavaScript SDK builds from `OTEL_TRACES_SAMPLER`, as a node takes them. */
+export const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+
+export interface SamplerChoice {
+  name: (typeof SAMPLERS)[number];
+  /** A ratio sampler's probability, 0 to 1 (OpenTelemetry's default 1). */
+  ratio: number;
+}

@@ -20,10 +20,13 @@ import type * as OtlpGrpc from '@opentelemetry/exporter-trace-otlp-grpc';
 import type * as OtlpJson from '@opentelemetry/exporter-trace-otlp-http';
 import type * as OtlpProto from '@opentelemetry/exporter-trace-otlp-proto';
 import type * as TemporalOtel from '@temporalio/interceptors-opentelemetry';
+import type * as Sampling from './sampling';
 import type { InjectedSinks, TelemetryOptions, WorkerOptions } from '@temporalio/worker';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { OpenTelemetrySinks } from '@temporalio/interceptors-opentelemetry';
 import type { Logger } from '../common/logger';
+import { SAMPLERS } from '../model/spans';
+import type { SamplerChoice } from '../model/spans';
 import { NodeMetrics } from '../activities/observe/metrics';
 
 /** The standard variables oz0 reads itself; the exporters read the rest (headers, timeouts, certificates). */
@@ -35,12 +38,24 @@ const OtelEnvSchema = z.object({
   OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(['http/protobuf', 'http/json', 'grpc']).optional(),
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(['http/protobuf', 'http/json', 'grpc']).optional(),
   OTEL_SERVICE_NAME: z.string().min(1).optional(),
+  OTEL_TRACES_SAMPLER: z
+    .enum(SAMPLERS, { error: `one of ${SAMPLERS.join(', ')} (the samplers OpenTelemetry's JavaScript SDK has)` })
+    .optional(),
+  OTEL_TRACES_SAMPLER_ARG: z.string().optional(),
 });
+
+/** A ratio sampler's argument: a probability from 0 to 1, as OpenTelemetry reads it. */
+const RatioSchema = z.coerce.number({ error: 'a probability from 0 to 1' }).min(0).max(1);
 
 export type OtlpProtocol = 'http/protobuf' | 'http/json' | 'grpc';
 
-/** Where spans go, from the environment: undefined when tracing is off. A bad value is said, naming the variable. */
-export function tracingTarget(source: NodeJS.ProcessEnv = process.env): { protocol: OtlpProtocol } | undefined {
+/**
+ * Where spans go and which traces are kept, from the environment: undefined when tracing is off. A bad value is said,
+ * naming the variable.
+ */
+export function tracingTarget(
+  source: NodeJS.ProcessEnv = process.env,
+): { protocol: OtlpProtocol; sampler: SamplerChoice } | undefined {
   const set = Object.fromEntries(Object.entries(source).filter(([k, v]) => k.startsWith('OTEL_') && v !== ''));
   const parsed = OtelEnvSchema.safeParse(set);
   if (!parsed.success) {
@@ -50,13 +65,24 @@ export function tracingTarget(source: NodeJS.ProcessEnv = process.env): { protoc
   const env = parsed.data;
   if (env.OTEL_SDK_DISABLED === 'true' || env.OTEL_TRACES_EXPORTER?.split(',').includes('none')) return undefined;
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return undefined;
-  // OpenTelemetry's default protocol for OTLP is http/protobuf.
-  return { protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' };
+  // OpenTelemetry's defaults: OTLP over http/protobuf; every trace a caller did not decide, each child as its parent.
+  const name = env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on';
+  let ratio = 1;
+  if (name.endsWith('traceidratio') && env.OTEL_TRACES_SAMPLER_ARG !== undefined) {
+    const parsed = RatioSchema.safeParse(env.OTEL_TRACES_SAMPLER_ARG);
+    if (!parsed.success) throw new Error(`OTEL_TRACES_SAMPLER_ARG: ${parsed.error.issues[0].message}`);
+    ratio = parsed.data;
+  }
+  return {
+    protocol: env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf',
+    sampler: { name, ratio },
+  };
 }
 
 interface Tracing {
   sdk: NodeSDK;
   processor: SpanProcessor;
+  sampler: Sampling.JobTraceSampler;
   resource: Resource;
   protocol: OtlpProtocol;
   interceptors: typeof TemporalOtel;
@@ -84,18 +110,21 @@ export function startTracing(logger: Logger): Tracing | undefined {
         ? new (require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpJson).OTLPTraceExporter()
         : new (require('@opentelemetry/exporter-trace-otlp-proto') as typeof OtlpProto).OTLPTraceExporter();
   const interceptors = require('@temporalio/interceptors-opentelemetry') as typeof TemporalOtel;
+  const { JobTraceSampler } = require('./sampling') as typeof Sampling;
   /* eslint-enable @typescript-eslint/no-require-imports */
   const processor = new BatchSpanProcessor(exporter);
   const resource = new Resource({ 'service.name': process.env.OTEL_SERVICE_NAME ?? 'oz0' });
+  const sampler = new JobTraceSampler(target.sampler);
   const sdk = new NodeSDK({
     resource,
+    sampler,
     spanProcessors: [processor],
     // oz0 logs through pino (O4 puts the trace's ids on its lines); no OTLP log exporter by default.
     logRecordProcessors: [],
   });
   sdk.start();
-  tracing = { sdk, processor, resource, protocol: target.protocol, interceptors };
-  logger.info({ protocol: target.protocol }, 'tracing: spans go out over OTLP');
+  tracing = { sdk, processor, sampler, resource, protocol: target.protocol, interceptors };
+  logger.info({ protocol: target.protocol, sampler: target.sampler }, 'tracing: spans go out over OTLP');
   return tracing;
 }
 
@@ -125,9 +154,32 @@ export function tracingWorkerOptions(): Pick<WorkerOptions, 'interceptors' | 'si
         }),
       ],
     },
-    sinks: {
-      exporter: otel.makeWorkflowExporter(tracing.processor, tracing.resource),
-    } as InjectedSinks<OpenTelemetrySinks>,
+    sinks: { exporter: sampledExporter(tracing) },
+  };
+}
+
+/**
+ * The sink the workflow's spans leave by: Temporal's exporter, after the node's sampler. A trace a job began is kept
+ * or dropped by its id (./sampling.ts); a caller's trace by its sampled flag, which the span processor reads.
+ */
+function sampledExporter({
+  interceptors,
+  processor,
+  resource,
+  sampler,
+}: Tracing): InjectedSinks<OpenTelemetrySinks>['exporter'] {
+  const { export: exported } = interceptors.makeWorkflowExporter(processor, resource);
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { jobBegan } = require('./sampling') as typeof Sampling;
+  return {
+    export: {
+      ...exported,
+      fn: (info, spans) =>
+        exported.fn(
+          info,
+          spans.filter((s) => !jobBegan(s.spanContext) || sampler.keeps(s.spanContext.traceId)),
+        ),
+    },
   };
 }
 

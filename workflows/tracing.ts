@@ -37,7 +37,7 @@ import type {
 import type { Headers } from '@temporalio/common';
 import type { OpenTelemetrySinks, SerializableSpan } from '@temporalio/interceptors-opentelemetry/lib/workflow';
 import type { CallInput } from '../model/activities';
-import { SpanAttr } from '../model/spans';
+import { JOB_TRACE_STATE, SpanAttr } from '../model/spans';
 
 /** Where Temporal's interceptors carry a span's context (W3C `traceparent`, `tracestate`) in headers. */
 const TRACE_HEADER = '_tracer-data';
@@ -110,14 +110,19 @@ class WorkflowSpans {
   private readonly updates = new Map<string, OpenSpan>();
   private readonly sink = proxySinks<OpenTelemetrySinks>().exporter;
 
+  /**
+   * A span, child of `parent`; without one, the root of a trace this job begins, marked so that each node's sampler
+   * decides the trace by its id (worker/sampling.ts): the workflow has no sampler of its own.
+   */
   open(name: string, parent: SpanContext | undefined, attributes: Attributes = {}): OpenSpan {
+    const traceState = parent ? parent.traceState : JOB_TRACE_STATE;
     return {
       name,
       context: {
         traceId: parent?.traceId ?? hex(16),
         spanId: hex(8),
         traceFlags: parent?.traceFlags ?? 1,
-        ...(parent?.traceState ? { traceState: parent.traceState } : {}),
+        ...(traceState ? { traceState } : {}),
       },
       ...(parent ? { parentSpanId: parent.spanId } : {}),
       startMs: Date.now(),

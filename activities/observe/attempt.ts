@@ -153,8 +153,9 @@ export class McpCall {
         [SpanAttr.attempt]: attempt,
       },
     });
-    if (!this.span.isRecording()) return;
+    // An unsampled call still says its trace and that it is not sampled, so its server's spans follow that (O3).
     propagation.inject(trace.setSpan(context.active(), this.span), this.meta);
+    if (!this.span.isRecording()) return;
     // The request's own JSON-RPC id is known once the SDK sends it: found by this span's traceparent.
     if (this.meta.traceparent) {
       this.unwatch = connection.watchSent(this.meta.traceparent, (id) =>

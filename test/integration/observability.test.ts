@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ROOT_CONTEXT, context, propagation, trace } from '@opentelemetry/api';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { SamplingDecision, SimpleSpanProcessor, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { Resource } from '@opentelemetry/resources';
 import { Client } from '@temporalio/client';
@@ -343,6 +343,54 @@ test('O2: a job that continues as new is still one trace: each run a child of th
   expect(roots).toHaveLength(1);
   expect(spans.filter((s) => s.kind === CLIENT && s.name === 'tools/call charge')).toHaveLength(3);
 }, 120_000);
+
+test('O2: a sampler (OTEL_TRACES_SAMPLER) keeps or drops each job’s trace whole, and its server hears which', async () => {
+  const tenant = uniqueId('t');
+  const { config, file, received } = ledgerSetup(tenant);
+  await worker(file, 'sampled', {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpEndpoint,
+    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+    OTEL_TRACES_SAMPLER_ARG: '0.5',
+  });
+  const reference = new TraceIdRatioBasedSampler(0.5);
+  // Jobs of no caller's trace (each begins its own) until both a kept and a dropped one have run; each makes two calls.
+  const jobs: Array<{ order: string; traceId: string; kept: boolean }> = [];
+  for (let n = 0; n < 16 && !(jobs.some((j) => j.kept) && jobs.some((j) => !j.kept)); n++) {
+    const order = `s-${n}`;
+    const steps = [1, 2].map(() => ({ call: 'ledger.lookup_order', args: { order_id: order } }));
+    await (await startJob(config, uniqueId('sampled'), { tenant, steps })).result();
+    // O3: the server hears the call's trace whether it is kept or not, and the sampled flag says which.
+    const heard = readReceived(received).filter((r) => (r.args as { order_id?: string })?.order_id === order);
+    expect(heard).toHaveLength(2);
+    const parts = heard.map((r) => /^00-([0-9a-f]{32})-[0-9a-f]{16}-(0[01])$/.exec(String(r.traceparent)));
+    expect(parts.every(Boolean)).toBe(true);
+    const traceId = parts[0]![1];
+    expect(parts[1]![1]).toBe(traceId);
+    const kept = reference.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
+    expect(parts.map((m) => m![2])).toEqual(kept ? ['01', '01'] : ['00', '00']);
+    jobs.push({ order, traceId, kept });
+  }
+  expect(jobs.some((j) => j.kept) && jobs.some((j) => !j.kept)).toBe(true);
+  // A kept job's trace arrives whole: its run, its two steps, their attempts and MCP calls. The node exports its spans
+  // in the order they end, so once the last kept job's have arrived, any of a dropped one would have too.
+  const whole = (traceId: string) => {
+    const spans = spansOf(traceId);
+    const count = (name: string) => spans.filter((s) => s.name === name).length;
+    return count('RunWorkflow:job') === 1 &&
+      count('StartActivity:callTool') === 2 &&
+      count('RunActivity:callTool') === 2 &&
+      count('tools/call lookup_order') === 2
+      ? spans
+      : undefined;
+  };
+  for (const job of jobs.filter((j) => j.kept))
+    await eventually(() => whole(job.traceId), 30_000, 'a kept job’s trace');
+  await new Promise((r) => setTimeout(r, 1000));
+  for (const job of jobs) {
+    if (job.kept) expect(whole(job.traceId)).toBeDefined();
+    else expect(spansOf(job.traceId)).toEqual([]);
+  }
+}, 180_000);
 
 test('O1-O2: a remote server on 2025-11-25: the client span names its MCP session; a job cancel is timed from cancel to stopped', async () => {
   const dir = tmpDir();

@@ -45,7 +45,7 @@ describe('O1: node.metricsPort and OZ0_METRICS_PORT', () => {
 });
 
 describe('O2: which variables turn tracing on', () => {
-  const cases: Array<[string, Record<string, string>, { protocol: string } | undefined]> = [
+  const cases: Array<[string, Record<string, string>, Record<string, unknown> | undefined]> = [
     ['nothing set', {}, undefined],
     [
       'an endpoint: http/protobuf, the default',
@@ -74,9 +74,31 @@ describe('O2: which variables turn tracing on', () => {
     ['the SDK disabled', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }, undefined],
     ['traces exporter none', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' }, undefined],
     ['an empty endpoint is unset', { OTEL_EXPORTER_OTLP_ENDPOINT: '' }, undefined],
+    [
+      'a ratio sampler and its argument',
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+      },
+      { protocol: 'http/protobuf', sampler: { name: 'parentbased_traceidratio', ratio: 0.25 } },
+    ],
+    [
+      'a ratio sampler without its argument keeps every trace, as OpenTelemetry reads it',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_SAMPLER: 'traceidratio' },
+      { protocol: 'http/protobuf', sampler: { name: 'traceidratio', ratio: 1 } },
+    ],
+    [
+      'an argument is for ratio samplers only',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_SAMPLER: 'always_off', OTEL_TRACES_SAMPLER_ARG: 'x' },
+      { protocol: 'http/protobuf', sampler: { name: 'always_off', ratio: 1 } },
+    ],
   ];
   test.each(cases)('O2: %s', (_what, env, expected) => {
-    expect(tracingTarget(env)).toEqual(expected);
+    const target = tracingTarget(env);
+    if (expected === undefined) expect(target).toBeUndefined();
+    // OpenTelemetry's default sampler unless one is named.
+    else expect(target).toEqual({ sampler: { name: 'parentbased_always_on', ratio: 1 }, ...expected });
   });
 
   test.each([
@@ -86,6 +108,20 @@ describe('O2: which variables turn tracing on', () => {
       /OTEL_EXPORTER_OTLP_PROTOCOL/,
     ],
     ['an endpoint that is no URL', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector' }, /OTEL_EXPORTER_OTLP_ENDPOINT/],
+    [
+      'a sampler the SDK has not',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_SAMPLER: 'jaeger_remote' },
+      /OTEL_TRACES_SAMPLER: one of always_on, .*parentbased_traceidratio/,
+    ],
+    ...['1.5', '-0.1', 'half'].map((arg): [string, Record<string, string>, RegExp] => [
+      `a ratio of ${arg}`,
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+        OTEL_TRACES_SAMPLER: 'traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: arg,
+      },
+      /OTEL_TRACES_SAMPLER_ARG/,
+    ]),
   ])('O2: %s is refused, naming the variable', (_what, env, message) => {
     expect(() => tracingTarget(env)).toThrow(message);
   });

@@ -1,0 +1,72 @@
+/**
+ * Which traces a node records (O2): the sampler the standard `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`
+ * name, applied to a job's whole trace. A trace a caller began follows the caller's decision (its parent's sampled
+ * flag, as the configured sampler says). A trace a job began itself carries `JOB_TRACE_STATE`: its workflow made it
+ * without a sampler, so each node asks its configured sampler about the trace's root, by the trace's id, for every
+ * span of it (the job's and steps' from the workflow, the attempts' and the MCP calls' from the activities). A
+ * ratio sampler decides by the id alone, so a trace is kept or dropped whole, on whichever nodes its job ran.
+ * Loaded only by a node that traces.
+ */
+import { ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import type { Attributes, Context, Link, SpanContext } from '@opentelemetry/api';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  ParentBasedSampler,
+  SamplingDecision,
+  TraceIdRatioBasedSampler,
+} from '@opentelemetry/sdk-trace-base';
+import type { Sampler, SamplingResult } from '@opentelemetry/sdk-trace-base';
+import { JOB_TRACE_STATE } from '../model/spans';
+import type { SamplerChoice } from '../model/spans';
+
+function configured({ name, ratio }: SamplerChoice): Sampler {
+  const root = name.endsWith('always_on')
+    ? new AlwaysOnSampler()
+    : name.endsWith('always_off')
+      ? new AlwaysOffSampler()
+      : new TraceIdRatioBasedSampler(ratio);
+  return name.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root;
+}
+
+const MARK_KEY = JOB_TRACE_STATE.slice(0, JOB_TRACE_STATE.indexOf('='));
+
+/** Whether a span context belongs to a trace a job began (see the top of this file). */
+export function jobBegan(context: { traceState?: SpanContext['traceState'] | string } | undefined): boolean {
+  const state = context?.traceState;
+  if (!state) return false;
+  if (typeof state !== 'string') return `${MARK_KEY}=${state.get(MARK_KEY)}` === JOB_TRACE_STATE;
+  return state.split(',').some((entry) => entry.trim() === JOB_TRACE_STATE);
+}
+
+export class JobTraceSampler implements Sampler {
+  private readonly inner: Sampler;
+
+  constructor(readonly choice: SamplerChoice) {
+    this.inner = configured(choice);
+  }
+
+  shouldSample(
+    context: Context,
+    traceId: string,
+    name: string,
+    kind: SpanKind,
+    attributes: Attributes,
+    links: Link[],
+  ): SamplingResult {
+    if (jobBegan(trace.getSpanContext(context))) {
+      return { decision: this.keeps(traceId) ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD };
+    }
+    return this.inner.shouldSample(context, traceId, name, kind, attributes, links);
+  }
+
+  /** The configured sampler's answer for the root of a trace a job began: the same for every span of it. */
+  keeps(traceId: string): boolean {
+    const root = this.inner.shouldSample(ROOT_CONTEXT, traceId, 'RunWorkflow:job', SpanKind.INTERNAL, {}, []);
+    return root.decision === SamplingDecision.RECORD_AND_SAMPLED;
+  }
+
+  toString(): string {
+    return `JobTraceSampler{${this.inner.toString()}}`;
+  }
+}
