@@ -37,7 +37,10 @@ function bytesOf(stat: fs.Stats): number {
  * away) is given back its owner's read and search bits; one still unreadable counts as past the limit. One removed
  * between its listing and its reading (the sandbox at work in its own folder) is passed over.
  */
-export async function treeBytes(root: string, opts: { uid?: number; stopAt: number }): Promise<number> {
+export async function treeBytes(
+  root: string,
+  opts: { uid?: number; stopAt: number; read?: { entries: number } },
+): Promise<number> {
   let top: fs.Stats;
   try {
     top = await fs.promises.lstat(root);
@@ -45,7 +48,9 @@ export async function treeBytes(root: string, opts: { uid?: number; stopAt: numb
     return 0;
   }
   let total = 0;
+  const read = opts.read ?? { entries: 0 };
   const count = (stat: fs.Stats) => {
+    read.entries++;
     if (opts.uid === undefined || stat.uid === opts.uid) total += bytesOf(stat);
   };
   count(top);
@@ -89,16 +94,20 @@ async function readdirAnyway(dir: string): Promise<fs.Dirent[]> {
   }
 }
 
-/** What a sandbox's folder and write grants hold now (its /tmp is read on its own), counted until past `stopAt`. */
-export async function diskBytes(scope: DiskScope, stopAt: number): Promise<number> {
-  let total = await treeBytes(scope.folder, { stopAt });
+/**
+ * What a sandbox's folder and write grants hold now (its /tmp is read on its own), counted until past `stopAt`, and
+ * how many entries the walk read (what it cost).
+ */
+export async function diskBytes(scope: DiskScope, stopAt: number): Promise<{ bytes: number; entries: number }> {
+  const read = { entries: 0 };
+  let total = await treeBytes(scope.folder, { stopAt, read });
   if (scope.uid !== undefined) {
     for (const grant of scope.grants) {
       if (total > stopAt) break;
-      total += await treeBytes(grant, { uid: scope.uid, stopAt: stopAt - total });
+      total += await treeBytes(grant, { uid: scope.uid, stopAt: stopAt - total, read });
     }
   }
-  return total;
+  return { bytes: total, entries: read.entries };
 }
 
 /**

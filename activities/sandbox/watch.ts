@@ -22,6 +22,19 @@ const WATCH_MS = 250;
  * the node's time at most, however many files a sandbox makes). */
 const WALK_MS = 250;
 const WALK_SPACING = 20;
+/**
+ * What one entry may cost a walk at most, as its spacing counts it: a walk's time is its wall time, which also holds
+ * whatever else kept the node's event loop or thread pool busy meanwhile (other sandboxes starting, a loaded
+ * machine). Without a bound, one stalled walk of a few files puts the next seconds away, and a filler writes far
+ * past its limit in between (the likeliest reason a fresh clone's CI, at load 3, saw 256 MiB written against 32).
+ * An entry's lstat takes tens of microseconds; a walk's own cost is counted up to a millisecond an entry.
+ */
+const ENTRY_MS = 1;
+
+/** When the next disk walk runs, after one that read `entries` entries in `tookMs` of wall time. */
+export function nextWalkMs(tookMs: number, entries: number): number {
+  return Math.max(WALK_MS, WALK_SPACING * Math.min(tookMs, Math.max(1, entries) * ENTRY_MS));
+}
 
 export interface Watched {
   child: ChildProcess;
@@ -67,10 +80,11 @@ export function watchSandbox(w: Watched): Started {
   const walk = async () => {
     if (gone || breach) return;
     const started = performance.now();
-    walked = await diskBytes(w.disk, diskLimit);
+    const { bytes, entries } = await diskBytes(w.disk, diskLimit);
+    walked = bytes;
     if (walked >= diskLimit) found(words.disk(limits));
     const took = performance.now() - started;
-    if (!gone) walkTimer = setTimeout(() => void walk(), Math.max(WALK_MS, WALK_SPACING * took)).unref();
+    if (!gone) walkTimer = setTimeout(() => void walk(), nextWalkMs(took, entries)).unref();
   };
   walkTimer = setTimeout(() => void walk(), WALK_MS).unref();
   let cleaned: Promise<void> | undefined;

@@ -8,7 +8,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MIN_ENTRY_BYTES, treeBytes } from '../../activities/sandbox/disk';
+import { MIN_ENTRY_BYTES, diskBytes, treeBytes } from '../../activities/sandbox/disk';
+import { nextWalkMs } from '../../activities/sandbox/watch';
 import { nodeGaps, sandboxGaps } from '../../activities/sandbox/holds';
 import type { NodeLimits } from '../../activities/sandbox/holds';
 import { parseStat, statusBytes, tmpfsBytes } from '../../activities/sandbox/census';
@@ -223,9 +224,25 @@ describe('I4: the node’s readings', () => {
       expect(await treeBytes(dir, { uid: 4_000_000_000, stopAt: Infinity })).toBe(0);
       expect(await treeBytes(dir, { uid: process.getuid!(), stopAt: Infinity })).toBe(all);
       expect(await treeBytes(dir, { stopAt: 2 * MIN_ENTRY_BYTES })).toBeLessThan(all);
+      // What the walk cost: the folder, its 11 entries and the subfolder's file.
+      expect(await diskBytes({ folder: dir, grants: [] }, Infinity)).toEqual({ bytes: all, entries: 13 });
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('the next disk walk: 250 ms at least, 20 times the last one’s time, but a walk slowed by the rest of the node counts a millisecond an entry at most', () => {
+    // A walk of 8 files that the node's other work held up for 150 ms (the fresh clone's CI): read again in 250 ms,
+    // not 3 s, in which a filler wrote 224 MiB past a 32 MiB limit.
+    expect(nextWalkMs(150, 8)).toBe(250);
+    expect(nextWalkMs(150, 0)).toBe(250);
+    // A quick one: the floor.
+    expect(nextWalkMs(2, 8)).toBe(250);
+    // A sandbox of 100,000 entries whose walk really took 3 s: still a twentieth of the node's time (the control).
+    expect(nextWalkMs(3000, 100_000)).toBe(60_000);
+    // Between: 1,000 entries that took 40 ms of their own, and the same walk stalled to 5 s.
+    expect(nextWalkMs(40, 1000)).toBe(800);
+    expect(nextWalkMs(5000, 1000)).toBe(20_000);
   });
 
   test('a folder the sandbox removes while the walk is under way is passed over, not taken as past the limit', async () => {
