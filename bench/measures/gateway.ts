@@ -39,10 +39,10 @@ const noParts = (): Parts => ({
  *
  * The two workflow tasks on a gateway call's path, each from its start to its completion: `resultTask`, the one that
  * records the call's result and completes its Update (a scripted call's one task, which also schedules the next
- * call), and `updateTask`, the one that accepts the next call's Update
- * and schedules its activity; `waited`, the result task's completion → the next task scheduled: near zero when the
- * harness's next Update was already waiting behind the result task (then the harness is off the path, and a call is
- * its activity and two tasks, SPEC H4's floor).
+ * call), and `updateTask`, the one that accepts the next call's Update and schedules its activity; `waited`, the
+ * result task's completion → the next task scheduled: near zero when the harness's next Update was already waiting
+ * behind the result task (then the harness is off the path, and a call is its activity and two tasks, SPEC H4's
+ * floor).
  */
 async function timesOf(client: Client, workflowId: string, calls: number): Promise<{ perCall: number; parts: Parts }> {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
