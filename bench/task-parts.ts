@@ -6,6 +6,7 @@
  * The same reading for oz0's jobs and the bare workflow, so what differs is plain.
  */
 import type { Client } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
 import { timestampMs } from '../common/time';
 import { spread } from './common';
 import type { Spread } from './common';
@@ -16,9 +17,15 @@ export type TaskParts = Record<TaskPart, number[]>;
 
 export const noTaskParts = (): TaskParts => ({ taskDispatch: [], taskRun: [], activityDispatch: [], activityRun: [] });
 
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+
 /** Adds a workflow's task parts to `into`: each task and each activity of its history, in milliseconds. */
 export async function addTaskParts(client: Client, workflowId: string, into: TaskParts): Promise<void> {
-  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  taskPartsOf((await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [], into);
+}
+
+/** The same, from a history already read. */
+export function taskPartsOf(events: HistoryEvent[], into: TaskParts): void {
   const at = new Map(events.map((e) => [String(e.eventId), timestampMs(e.eventTime)]));
   const since = (eventId: unknown, ms: number) => {
     const from = at.get(String(eventId));

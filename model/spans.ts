@@ -18,7 +18,8 @@ export const SpanAttr = {
  * the node's sampler, so each node decides such a trace by its id with its own sampler, the same way on every node
  * and for every span of it (worker/sampling.ts).
  */
-export const JOB_TRACE_STATE = 'oz0=job';
+export const JOB_TRACE_MARK = { key: 'oz0', value: 'job' } as const;
+export const JOB_TRACE_STATE = `${JOB_TRACE_MARK.key}=${JOB_TRACE_MARK.value}`;
 
 /** The samplers OpenTelemetry's JavaScript SDK builds from `OTEL_TRACES_SAMPLER`, as a node takes them. */
 export const SAMPLERS = [

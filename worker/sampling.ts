@@ -7,7 +7,7 @@
  * ratio sampler decides by the id alone, so a trace is kept or dropped whole, on whichever nodes its job ran.
  * Loaded only by a node that traces.
  */
-import { ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, createTraceState, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Link, SpanContext } from '@opentelemetry/api';
 import {
   AlwaysOffSampler,
@@ -17,7 +17,7 @@ import {
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
 import type { Sampler, SamplingResult } from '@opentelemetry/sdk-trace-base';
-import { JOB_TRACE_STATE } from '../model/spans';
+import { JOB_TRACE_MARK } from '../model/spans';
 import type { SamplerChoice } from '../model/spans';
 
 function configured({ name, ratio }: SamplerChoice): Sampler {
@@ -29,14 +29,14 @@ function configured({ name, ratio }: SamplerChoice): Sampler {
   return name.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root;
 }
 
-const MARK_KEY = JOB_TRACE_STATE.slice(0, JOB_TRACE_STATE.indexOf('='));
-
-/** Whether a span context belongs to a trace a job began (see the top of this file). */
+/**
+ * Whether a span context belongs to a trace a job began (see the top of this file): its trace state as OpenTelemetry
+ * keeps it, or as the workflow's spans carry it, a W3C `tracestate` string.
+ */
 export function jobBegan(context: { traceState?: SpanContext['traceState'] | string } | undefined): boolean {
   const state = context?.traceState;
   if (!state) return false;
-  if (typeof state !== 'string') return `${MARK_KEY}=${state.get(MARK_KEY)}` === JOB_TRACE_STATE;
-  return state.split(',').some((entry) => entry.trim() === JOB_TRACE_STATE);
+  return (typeof state === 'string' ? createTraceState(state) : state).get(JOB_TRACE_MARK.key) === JOB_TRACE_MARK.value;
 }
 
 export class JobTraceSampler implements Sampler {
@@ -58,6 +58,11 @@ export class JobTraceSampler implements Sampler {
       return { decision: this.keeps(traceId) ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD };
     }
     return this.inner.shouldSample(context, traceId, name, kind, attributes, links);
+  }
+
+  /** Whether a span that ended without this sampler (the workflow's, by the sink) is kept: see the top of this file. */
+  keepsSpan(context: { traceId: string; traceState?: string }): boolean {
+    return !jobBegan(context) || this.keeps(context.traceId);
   }
 
   /** The configured sampler's answer for the root of a trace a job began: the same for every span of it. */

@@ -169,15 +169,13 @@ function sampledExporter({
   sampler,
 }: Tracing): InjectedSinks<OpenTelemetrySinks>['exporter'] {
   const { export: exported } = interceptors.makeWorkflowExporter(processor, resource);
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { jobBegan } = require('./sampling') as typeof Sampling;
   return {
     export: {
       ...exported,
       fn: (info, spans) =>
         exported.fn(
           info,
-          spans.filter((s) => !jobBegan(s.spanContext) || sampler.keeps(s.spanContext.traceId)),
+          spans.filter((s) => sampler.keepsSpan(s.spanContext)),
         ),
     },
   };

@@ -10,7 +10,8 @@ import { fixed, mean, spread } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
-import { addTaskParts, describeTaskParts, noTaskParts, taskPartSpreads } from '../task-parts';
+import { describeTaskParts, noTaskParts, taskPartSpreads, taskPartsOf } from '../task-parts';
+import type { TaskParts } from '../task-parts';
 
 export interface GatewayOptions {
   calls: number;
@@ -44,8 +45,14 @@ const noParts = (): Parts => ({
  * behind the result task (then the harness is off the path, and a call is its activity and two tasks, SPEC H4's
  * floor).
  */
-async function timesOf(client: Client, workflowId: string, calls: number): Promise<{ perCall: number; parts: Parts }> {
+async function timesOf(
+  client: Client,
+  workflowId: string,
+  calls: number,
+  tasks: TaskParts,
+): Promise<{ perCall: number; parts: Parts }> {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  taskPartsOf(events, tasks);
   const at = (e: (typeof events)[number]) => timestampMs(e.eventTime);
   const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool');
   // Only the calls' own completions: the session's other activities (its node's description, the harness) complete too.
@@ -104,7 +111,8 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
   const parts = { gateway: noParts(), scripted: noParts() };
   const taskParts = { gateway: noTaskParts(), scripted: noTaskParts() };
   await withNode(env, config, async () => {
-    const run = async (kind: 'gateway' | 'scripted', n: number) => {
+    /** A job of `n` calls of `kind`; its tasks' parts go to `tasks` (the warm-up's to none kept). */
+    const run = async (kind: 'gateway' | 'scripted', n: number, tasks = noTaskParts()) => {
       const steps = echoSteps(n);
       const session =
         kind === 'scripted'
@@ -116,14 +124,13 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
         workflowId,
         args: [{ tenant: 'bench', steps: [session] }],
       });
-      return { ...(await timesOf(env.client, workflowId, n)), workflowId };
+      return timesOf(env.client, workflowId, n, tasks);
     };
     await run('scripted', 10);
     await run('gateway', 10);
     for (let r = 0; r < opts.rounds; r++) {
       for (const kind of ['scripted', 'gateway'] as const) {
-        const times = await run(kind, opts.calls);
-        await addTaskParts(env.client, times.workflowId, taskParts[kind]);
+        const times = await run(kind, opts.calls, taskParts[kind]);
         perCall[kind].push(times.perCall);
         for (const part of Object.keys(times.parts) as Array<keyof Parts>) parts[kind][part].push(...times.parts[part]);
       }

@@ -31,6 +31,7 @@ import {
 } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf } from '../../model/job';
+import { timestampMs } from '../../common/time';
 
 const temporal = useTemporal();
 
@@ -130,8 +131,7 @@ test.each([[0], [700], [1600]])(
     // Detected within the heartbeat timeout (4 s): the session's lease timed out then.
     const history = await handle.fetchHistory();
     const leaseTimedOut = (history.events ?? []).find((e) => e.activityTaskTimedOutEventAttributes);
-    const detectedAfter =
-      Number(leaseTimedOut!.eventTime!.seconds) * 1000 + leaseTimedOut!.eventTime!.nanos! / 1e6 - lostAt;
+    const detectedAfter = timestampMs(leaseTimedOut!.eventTime) - lostAt;
     expect(detectedAfter).toBeLessThan(4000 + 1500);
     // Then the fresh session started on the other node (its job moved off the dead node's sticky queue too).
     expect((fresh[0].t as number) - lostAt).toBeLessThan(12_000);
