@@ -90,12 +90,15 @@ async function replayOne(dir: string, name: string, bundle: string, copies: numb
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }), forward: {} } },
   });
   const calls = Number(fs.readFileSync(path.join(dir, 'calls'), 'utf8'));
-  // No sinks: the untraced bundle calls none, and tracing's (worker/telemetry.ts) would turn on async hooks here.
+  // The traced bundle's `exporter` sink, doing nothing (a replay never calls it): without it the worker logs an error
+  // for each span the replay ends, main-thread work a live node does not do. Not tracing's own sinks
+  // (worker/telemetry.ts), which would turn on async hooks here.
+  const sinks = { exporter: { export: { fn: () => undefined, callDuringReplay: false } } };
   const s: Subject = {
     name,
     history: History.decode(fs.readFileSync(path.join(dir, `${name}.history`))),
     workflowId: fs.readFileSync(path.join(dir, `${name}.id`), 'utf8'),
-    options: { workflowBundle: { codePath: bundle } },
+    options: { workflowBundle: { codePath: bundle }, sinks },
   };
   await replayOnce(s, 2);
   const perCall = (await replayOnce(s, copies)).map((us) => us / calls);

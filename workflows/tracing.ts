@@ -137,15 +137,12 @@ class WorkflowSpans {
   }
 
   /** Runs `fn` inside `span`, then ends it: OK, or the error it threw (`acceptable` ones count as OK). */
-  async within<T>(span: OpenSpan, fn: () => Promise<T>, acceptable?: (err: unknown) => boolean): Promise<T> {
-    try {
-      const result = await fn();
-      this.end(span, { code: OK });
-      return result;
-    } catch (err) {
-      this.end(span, acceptable?.(err) ? { code: OK } : failed(err));
-      throw err;
-    }
+  within<T>(span: OpenSpan, fn: () => Promise<T>, acceptable?: (err: unknown) => boolean): Promise<T> {
+    return settled(
+      fn,
+      () => this.end(span, { code: OK }),
+      (err) => this.end(span, acceptable?.(err) ? { code: OK } : failed(err)),
+    );
   }
 
   inUpdate<T>(input: UpdateInput, fn: () => Promise<T>): Promise<T> {
@@ -178,6 +175,35 @@ class WorkflowSpans {
     };
     this.sink.export([exported]);
   }
+}
+
+/**
+ * `fn()`'s promise, with `ok` or `fail` run when it settles: what an async function awaiting it would do, in the same
+ * turns of the microtask queue, so the workflow's code after it runs in the same order as with one (T5: the promises'
+ * order decides which of two things settling in one activation the job sees first), but with one promise where the
+ * async function makes two. In a workflow each promise is a stack trace the SDK captures (its promise hook, for the
+ * stack trace query), and this wraps every call step (issue 36.2, O5). `Promise.resolve` is the one an `await` does
+ * (a promise stays itself, anything else is wrapped), and a synchronous throw rejects as an async function's would.
+ * test/unit/workflow-tracing.test.ts races it against an async function, turn by turn.
+ */
+export function settled<T>(fn: () => Promise<T>, ok: () => void, fail: (err: unknown) => void): Promise<T> {
+  let promise: Promise<T>;
+  try {
+    promise = Promise.resolve(fn());
+  } catch (err) {
+    fail(err);
+    return Promise.reject(err);
+  }
+  return promise.then(
+    (result) => {
+      ok();
+      return result;
+    },
+    (err: unknown) => {
+      fail(err);
+      throw err;
+    },
+  );
 }
 
 /** As Temporal's interceptors say a failure: a benign ApplicationFailure leaves the status unset. */

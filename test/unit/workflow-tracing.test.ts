@@ -16,7 +16,7 @@ import {
   extractContextFromHeaders,
   headersWithContext,
 } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
-import { contextOf, withContext } from '../../workflows/tracing';
+import { contextOf, settled, withContext } from '../../workflows/tracing';
 
 beforeAll(() => {
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
@@ -70,4 +70,108 @@ test.each<[string, Record<string, unknown> | undefined]>([
   expect(contextOf(headers)).toBeUndefined();
   // The positive control: the same shape with a valid traceparent is a parent.
   expect(contextOf(theirs({ traceId, spanId, traceFlags: 1 }))).toBeDefined();
+});
+
+/**
+ * T5 and O5: a call step's span ends through `settled`, which must hand the step's result on in the very turn of the
+ * microtask queue an async function awaiting it would, or the workflow's code after a call could run before or after
+ * something else settling in the same activation (an Update, a cancel, another call's result) in a different order
+ * than the histories recorded. Each case races the two ways, each awaited by a caller, against a counter of turns.
+ */
+type Outcome = { kind: 'value'; value: unknown } | { kind: 'error'; error: unknown };
+async function asyncWay<T>(fn: () => Promise<T>, ok: () => void, fail: (err: unknown) => void): Promise<T> {
+  try {
+    const result = await fn();
+    ok();
+    return result;
+  } catch (err) {
+    fail(err);
+    throw err;
+  }
+}
+
+/** The turns at which the wrapper's `ok`/`fail` ran and its caller went on, counted from the start. */
+async function turnsOf(
+  wrap: typeof settled,
+  source: () => { fn: () => Promise<unknown>; settle: () => void },
+): Promise<string[]> {
+  const log: string[] = [];
+  let turn = 0;
+  let ticking = true;
+  const tick = (): void => {
+    turn++;
+    if (ticking && turn < 50) void Promise.resolve().then(tick);
+  };
+  void Promise.resolve().then(tick);
+  const { fn, settle } = source();
+  const caller = (async () => {
+    try {
+      const value = await wrap(
+        fn,
+        () => log.push(`ok@${turn}`),
+        () => log.push(`fail@${turn}`),
+      );
+      log.push(`caller value ${String(value)}@${turn}`);
+    } catch (err) {
+      log.push(`caller error ${String(err)}@${turn}`);
+    }
+  })();
+  settle();
+  await caller;
+  ticking = false;
+  return log;
+}
+
+const later = (outcome: Outcome) => () => {
+  let settle!: () => void;
+  const p = new Promise((resolve, reject) => {
+    settle = () => (outcome.kind === 'value' ? resolve(outcome.value) : reject(outcome.error));
+  });
+  return { fn: () => p, settle };
+};
+const sources: [string, () => { fn: () => Promise<unknown>; settle: () => void }][] = [
+  ['a promise that resolves later', later({ kind: 'value', value: 'r' })],
+  ['a promise that rejects later', later({ kind: 'error', error: 'e' })],
+  ['a promise already resolved', () => ({ fn: () => Promise.resolve('r'), settle: () => undefined })],
+  ['a promise already rejected', () => ({ fn: () => Promise.reject(new Error('e')), settle: () => undefined })],
+  [
+    'a promise resolved with another promise',
+    () => ({ fn: () => new Promise((resolve) => resolve(Promise.resolve('r'))), settle: () => undefined }),
+  ],
+  ['a plain value', () => ({ fn: () => 'r' as unknown as Promise<unknown>, settle: () => undefined })],
+  [
+    'a thenable',
+    () => ({
+      fn: () => ({ then: (resolve: (v: unknown) => void) => resolve('r') }) as unknown as Promise<unknown>,
+      settle: () => undefined,
+    }),
+  ],
+  [
+    'a synchronous throw',
+    () => ({
+      fn: () => {
+        throw new Error('e');
+      },
+      settle: () => undefined,
+    }),
+  ],
+];
+
+test.each(sources)(
+  'T5: a step’s span ends, and its caller goes on, in the turns an async function takes: %s',
+  async (_what, source) => {
+    const theirs = await turnsOf(asyncWay, source);
+    const ours = await turnsOf(settled, source);
+    expect(theirs.length).toBe(2);
+    expect(ours).toEqual(theirs);
+  },
+);
+
+test('T5: a positive control — a wrapper one turn slower is told apart', async () => {
+  const slower: typeof settled = async (fn, ok, fail) => {
+    const result = await asyncWay(fn, ok, fail);
+    return result;
+  };
+  const source = later({ kind: 'value', value: 'r' });
+  expect(await turnsOf(slower, source)).not.toEqual(await turnsOf(asyncWay, source));
 });
