@@ -57,6 +57,11 @@ export interface Spread {
   mean: number;
 }
 
+/** Each series of a record as its spread, under the same keys. */
+export function spreads<K extends string>(series: Record<K, number[]>): Record<K, Spread> {
+  return Object.fromEntries(Object.entries<number[]>(series).map(([k, v]) => [k, spread(v)])) as Record<K, Spread>;
+}
+
 export function spread(values: number[]): Spread {
   const round = (v: number) => Math.round(v * 10) / 10;
   return {

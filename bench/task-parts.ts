@@ -8,7 +8,6 @@
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { timestampMs } from '../common/time';
-import { spread } from './common';
 import type { Spread } from './common';
 
 export type TaskPart = 'taskDispatch' | 'taskRun' | 'activityDispatch' | 'activityRun';
@@ -45,10 +44,6 @@ export function taskPartsOf(events: HistoryEvent[], into: TaskParts): void {
     if (e.activityTaskCompletedEventAttributes)
       add('activityRun', since(e.activityTaskCompletedEventAttributes.startedEventId, ms));
   }
-}
-
-export function taskPartSpreads(parts: TaskParts): Record<TaskPart, Spread> {
-  return Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, spread(v)])) as Record<TaskPart, Spread>;
 }
 
 /** "task 1.8 + 5.5, activity 0.0 + 4.4 ms" (p50s: dispatch + run). */

@@ -16,7 +16,7 @@ import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import { timestampMs } from '../../common/time';
 import { tailReceived } from '../../examples/common';
 import { killUpdate, reviveUpdate } from '../../model/messages';
-import { fixed, spread, until } from '../common';
+import { fixed, spread, spreads, until } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
@@ -218,8 +218,8 @@ export async function measureCancel(env: BenchEnv, opts: CancelOptions) {
   } finally {
     await http.close();
   }
-  const stats = Object.fromEntries(Object.entries(latencies).map(([k, v]) => [k, spread(v)]));
-  const parts = Object.fromEntries(Object.entries(segments).map(([k, v]) => [k, spread(v)]));
+  const stats = spreads(latencies);
+  const parts = spreads(segments);
   const rows: Row[] = (['stdio', 'http'] as const).map((t) => {
     const s = stats[`cancel_${t}`];
     const p50 = (part: string) => fixed(parts[`${t}_${part}`]?.p50 ?? NaN, 0);

@@ -2,11 +2,11 @@
  * (a) The cost of one call, interleaved in one run: an oz0 job of sequential echo calls, a bare Temporal workflow
  * whose activity makes the same MCP call, and the MCP SDK call alone — the same reader server binary.
  */
-import { fixed, mean } from '../common';
+import { fixed, mean, spreads } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, startBareWorker, withNode } from '../env';
 import type { BenchEnv } from '../env';
-import { addTaskParts, describeTaskParts, noTaskParts, taskPartSpreads } from '../task-parts';
+import { addTaskParts, describeTaskParts, noTaskParts } from '../task-parts';
 
 export interface CostOptions {
   calls: number;
@@ -64,7 +64,7 @@ export async function measureCost(env: BenchEnv, opts: CostOptions) {
   const bareMs = mean(perCall.bare);
   const sdk = mean(perCall.sdk);
   const ratio = oz0 / bareMs;
-  const tasks = { oz0: taskPartSpreads(parts.oz0), bare: taskPartSpreads(parts.bare) };
+  const tasks = { oz0: spreads(parts.oz0), bare: spreads(parts.bare) };
   const rows: Row[] = [
     {
       measure: '(a) one call: oz0 / bare activity',

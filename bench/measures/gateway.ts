@@ -6,11 +6,11 @@
  */
 import type { Client } from '@temporalio/client';
 import { timestampMs } from '../../common/time';
-import { fixed, mean, spread } from '../common';
+import { fixed, mean, spreads } from '../common';
 import type { Row } from '../common';
 import { benchConfig, echoSteps, withNode } from '../env';
 import type { BenchEnv } from '../env';
-import { describeTaskParts, noTaskParts, taskPartSpreads, taskPartsOf } from '../task-parts';
+import { describeTaskParts, noTaskParts, taskPartsOf } from '../task-parts';
 import type { TaskParts } from '../task-parts';
 
 export interface GatewayOptions {
@@ -139,10 +139,9 @@ export async function measureGateway(env: BenchEnv, opts: GatewayOptions) {
   const gateway = mean(perCall.gateway);
   const scripted = mean(perCall.scripted);
   const ratio = gateway / scripted;
-  const spreads = (p: Parts) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, spread(v)]));
   const g = spreads(parts.gateway);
   const sc = spreads(parts.scripted);
-  const tasks = { gateway: taskPartSpreads(taskParts.gateway), scripted: taskPartSpreads(taskParts.scripted) };
+  const tasks = { gateway: spreads(taskParts.gateway), scripted: spreads(taskParts.scripted) };
   const p50 = (s: { p50: number }) => fixed(s.p50, 1);
   const rows: Row[] = [
     {
