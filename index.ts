@@ -31,6 +31,10 @@ export type {
   Outcome,
 } from './model/schemas';
 export { defaultKey, sessionKey, argsDigest } from './model/keys';
+export { jobPriority, liveCallPriority, DEFAULT_PRIORITY } from './model/shares';
+export type { Shares, Limits, Limit } from './model/shares';
+export { tenantStatus, setShares } from './client/tenants';
+export type { TenantShown, SharesChange } from './client/tenants';
 export { jobSummary, jobDetails } from './model/details';
 export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob, statusFilter } from './client/jobs';
 export { openSession, LiveSession, SessionUpdateError } from './client/sessions';

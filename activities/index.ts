@@ -11,12 +11,18 @@ import type {
   CallAsks,
   CallInput,
   CallOutput,
+  CallWaits,
   HarnessInput,
   HarnessOutcome,
   JobSettings,
   SessionPlan,
 } from '../model/activities';
 import { JobSpecError, parseJobSpec } from '../model/schemas';
+import { jobPriority, priorityProblem } from '../model/shares';
+import { compilePriority } from '@temporalio/common';
+import type { Priority } from '@temporalio/common';
+import { sharesOf } from '../model/policy-rules';
+import { sharesSeedOf } from '../common/config';
 import { listingDigest } from '../model/policy-rules';
 import { splitTool } from '../model/checks';
 import { mayBeMadeAgain } from './call/verdicts';
@@ -39,8 +45,11 @@ export interface ActivityDeps extends CallDeps {
 
 export function createActivities(deps: ActivityDeps): Activities {
   return {
-    /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
-    async callTool(input: CallInput): Promise<CallOutput | CallAsks> {
+    /**
+     * One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4); or, for one that
+     * may not go on now, what it waits for (F2, F3).
+     */
+    async callTool(input: CallInput): Promise<CallOutput | CallAsks | CallWaits> {
       // H4: a live session's answer goes to Temporal from here, then at once to its caller (./call/durable.ts).
       return completeDurably(deps, input, await callToolAttempt(deps, input));
     },
@@ -49,7 +58,7 @@ export function createActivities(deps: ActivityDeps): Activities {
      * Checks a job's input against the spec's schema (here, not in the workflow: zod stays out of the bundle) and
      * resolves the settings of the tools it names from this node's config (time limits, attempts, continue-as-new); a bad spec comes back as why, naming the field.
      */
-    async resolveJobSettings(input: unknown): Promise<JobSettings | { badSpec: string }> {
+    async resolveJobSettings(input: unknown, priority?: Priority): Promise<JobSettings | { badSpec: string }> {
       let spec: JobSpec;
       try {
         // H1: a spec naming a harness this node's config does not have is refused, naming the field.
@@ -58,6 +67,14 @@ export function createActivities(deps: ActivityDeps): Activities {
         if (err instanceof JobSpecError) return { badSpec: err.message };
         throw err;
       }
+      // F4: a priority ahead of what its tenant may ask is refused, naming the field.
+      if (spec.priority !== undefined) {
+        const { state } = await deps.gate.read(spec.tenant, deps.policyMaxAgeMs, true);
+        const { maxPriority } = sharesOf(state, sharesSeedOf(deps.config, spec.tenant));
+        const problem = priorityProblem(spec.priority, maxPriority);
+        if (problem) return { badSpec: `bad job spec: priority: ${problem}` };
+      }
+      if (priority && priority.fairnessKey !== spec.tenant) fixFairness(deps, spec);
       const tools = toolsOf(spec);
       const harnesses = spec.steps.flatMap((s) =>
         'session' in s && !Array.isArray(s.session) && 'harness' in s.session ? [s.session.harness] : [],
@@ -164,6 +181,30 @@ export function createActivities(deps: ActivityDeps): Activities {
       return deps.pool.releaseJob({ tenant, jobId });
     },
   };
+}
+
+/**
+ * F1: a job started without its tenant as its fairness key (a plain `client.workflow.start`, or another tenant's key)
+ * gets it now, so its next workflow tasks are dispatched fairly; its calls carry it anyway (workflows/calls.ts). Only
+ * its first workflow task went unfairly: `jobPriority` on the start avoids that too.
+ */
+function fixFairness(deps: Pick<ActivityDeps, 'client' | 'logger'>, spec: JobSpec): void {
+  const job = Context.current().info.workflowExecution;
+  const { client, logger } = deps;
+  if (!job || !client) return;
+  const { workflowId, runId } = job;
+  // Best effort, beside the job: its calls carry the key whatever becomes of this.
+  client.workflowService
+    .updateWorkflowExecutionOptions({
+      namespace: client.options.namespace,
+      workflowExecution: { workflowId, runId },
+      workflowExecutionOptions: { priority: compilePriority(jobPriority(spec)) },
+      updateMask: { paths: ['priority'] },
+    })
+    .then(
+      () => logger?.debug({ job: workflowId, tenant: spec.tenant }, 'job started without its fairness key: set it'),
+      (err: Error) => logger?.warn({ job: workflowId, err: err.message }, "could not set the job's fairness key"),
+    );
 }
 
 export type { Activities };

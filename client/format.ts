@@ -2,10 +2,12 @@
 import type { TenantState } from '../model/schemas';
 import { contentText, table } from '../common/text';
 import { callsOf, isSessionTrace } from '../model/job';
-import type { QuestionTrace, SessionTrace, StepTrace, ToolResult } from '../model/job';
+import type { QuestionTrace, SessionTrace, StepTrace, ToolResult, WaitTrace } from '../model/job';
 import { waitedInWords } from './calls';
 import type { ListedCall } from './calls';
 import type { ShownTrace } from './jobs';
+import type { TenantShown } from './tenants';
+import { TENANT_SCOPE, serverScope } from '../model/shares';
 
 /** A result as one line of at most 80 characters: its text parts, `[image]` for others; ERROR first for an error. */
 function textOf(result: ToolResult): string {
@@ -80,10 +82,18 @@ export function formatTrace(trace: ShownTrace): string {
   }
   const notes = calls.flatMap((s) => [
     ...(s.question ? [`  #${s.n} question: ${questionText(s.question)}`] : []),
+    ...(s.waited ?? []).map((w) => `  #${s.n} waited ${waitText(w)}`),
     ...s.attempts.filter((a) => a.note).map((a) => `  #${s.n} attempt ${a.attempt} (${a.outcome}): ${a.note}`),
   ]);
   if (notes.length) out.push('', 'notes:', ...notes);
   return out.join('\n');
+}
+
+/** F2, F3: `4.2 s for its turn: acme's cap of 3 running calls (2nd in line)`, `3 times, 2.9 s for a slot: …`. */
+function waitText(w: WaitTrace): string {
+  const times = w.times > 1 ? `${w.times} times, ` : '';
+  const seconds = `${(w.ms / 1000).toFixed(1)} s`;
+  return `${times}${seconds} for ${w.for === 'turn' ? 'its turn' : 'a slot'}: ${w.why}`;
 }
 
 /** A call's step in SPEC "Trace JSON": `{ tool, key, session, result, attempts }` first, then every other field it has. */
@@ -148,4 +158,55 @@ export function formatWaiting(calls: readonly ListedCall[], unreachable: readonl
   }
   for (const jobId of unreachable) out.push(`(job ${jobId} waits, but did not answer: is a node up?)`);
   return out.join('\n');
+}
+
+/** F5: `oz0 tenant status`: one line a tenant, its limits and what is counted of its calls now. */
+export function formatTenants(shown: readonly TenantShown[]): string {
+  if (shown.length === 0) return 'no tenants: none in the config, and no policy workflow yet';
+  const rows = shown.map((t) => {
+    const own = t.limiter?.scopes.find((s) => s.scope === TENANT_SCOPE);
+    return [
+      t.tenant,
+      String(t.shares.weight),
+      `${t.shares.maxPriority}-5`,
+      String(t.jobs),
+      String(t.calls.running),
+      String(t.calls.queued),
+      t.limiter ? String(t.limiter.queue) : '-',
+      capText(t.shares.limits.maxRunningCalls, own?.running),
+      rateText(t.shares.limits.callsPerSecond),
+    ];
+  });
+  const head = ['tenant', 'weight', 'priority', 'jobs', 'running', 'queued', 'in line', 'cap', 'rate'];
+  const out = table(head, rows);
+  for (const t of shown) {
+    for (const [server, limit] of Object.entries(t.shares.limits.servers ?? {})) {
+      const counted = t.limiter?.scopes.find((s) => s.scope === serverScope(server));
+      out.push(
+        `  ${t.tenant}'s calls of ${server}: cap ${capText(limit.maxRunningCalls, counted?.running)}, rate ` +
+          `${rateText(limit.callsPerSecond)}${counted?.waiting ? `, ${counted.waiting} in line` : ''}`,
+      );
+    }
+  }
+  const looked = shown.filter((t) => t.jobs > t.calls.jobsLooked);
+  out.push(
+    '',
+    'running: calls started on a node; queued: scheduled, waiting in Temporal for a slot; in line: waiting for their ' +
+      'turn under a cap or rate',
+  );
+  if (looked.length)
+    out.push(
+      `(running and queued count the calls of the first ${looked[0].calls.jobsLooked} running jobs of a tenant)`,
+    );
+  return out.join('\n');
+}
+
+/** `12 of 20`: a cap, and the permits its limiter counts held now; `-` for none. */
+function capText(cap: number | undefined, running: number | undefined): string {
+  if (cap === undefined) return '-';
+  return running === undefined ? String(cap) : `${running} of ${cap}`;
+}
+
+function rateText(rate: number | undefined): string {
+  return rate === undefined ? '-' : `${rate}/s`;
 }

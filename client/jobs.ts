@@ -8,7 +8,11 @@ import { assertReachable, connectionOptions, temporalUnreachable } from '../comm
 import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status } from '../model/job';
 import { statusQuery, traceQuery } from '../model/messages';
 import type { JobWorkflow } from '../model/messages';
-import { parseJobSpec } from '../model/schemas';
+import { JobSpecError, parseJobSpec } from '../model/schemas';
+import { jobPriority, priorityProblem } from '../model/shares';
+import { sharesOf } from '../model/policy-rules';
+import { readPolicy } from '../common/policy-client';
+import type { PolicyTarget } from '../common/policy-client';
 import { jobDetails, jobSummary } from '../model/details';
 import type { JobStatus, JobTrace } from '../model/job';
 import type { Config } from '../common/config';
@@ -18,6 +22,8 @@ export interface JobClient {
   taskQueue: string;
   /** The harnesses the config names: a spec naming another is refused before it starts (H1). */
   harnesses?: readonly string[];
+  /** F4: where the tenants' shares are: a priority ahead of what its tenant may ask is refused before it starts. */
+  policy?: PolicyTarget;
   close(): Promise<void>;
 }
 
@@ -35,14 +41,20 @@ export async function connectJobClient(temporal: Config['temporal']): Promise<Jo
 
 /**
  * Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). The job gets
- * a summary and details that the Temporal UI shows (`jobSummary`, `jobDetails`).
+ * a summary and details that the Temporal UI shows (`jobSummary`, `jobDetails`), and its tenant as Temporal's fairness
+ * key with the priority its spec asks (`jobPriority`, F1, F4).
  */
 export async function startJob(
-  jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses'>,
+  jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses' | 'policy'>,
   spec: unknown,
   opts: { workflowId?: string } = {},
 ): Promise<WorkflowHandleWithFirstExecutionRunId<JobWorkflow>> {
   const valid = parseJobSpec(spec, { harnesses: jc.harnesses });
+  if (valid.priority !== undefined && jc.policy) {
+    const { maxPriority } = sharesOf(await readPolicy(jc.policy, valid.tenant), jc.policy.shareSeeds[valid.tenant]);
+    const problem = priorityProblem(valid.priority, maxPriority);
+    if (problem) throw new JobSpecError(`bad job spec: priority: ${problem}`, [{ path: 'priority', message: problem }]);
+  }
   const workflowId =
     opts.workflowId ??
     `job-${new Date()
@@ -56,6 +68,7 @@ export async function startJob(
     // T3: what the Temporal UI and CLI show of the job beside its type: who, its steps, its tools.
     staticSummary: jobSummary(valid),
     staticDetails: jobDetails(valid),
+    priority: jobPriority(valid),
   });
 }
 

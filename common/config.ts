@@ -7,7 +7,9 @@ import path from 'node:path';
 import { z } from 'zod';
 import {
   DecisionSchema,
+  FairnessSchema,
   HarnessNameSchema,
+  LimitsSchema,
   PatternSchema,
   ServerNameSchema,
   TenantNameSchema,
@@ -18,6 +20,8 @@ import { ProtocolChoiceSchema } from '../model/schemas';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/activities';
 import type { ToolSettings } from '../model/activities';
 import { splitTool } from '../model/checks';
+import { DEFAULT_MAX_PRIORITY, DEFAULT_WEIGHT, defaultReserve } from '../model/shares';
+import type { Shares } from '../model/shares';
 import { CredentialSchema } from './credentials';
 
 /**
@@ -187,6 +191,13 @@ const TenantSchema = z.strictObject({
   policy: z.record(PatternSchema, DecisionSchema).default({}),
   /** R1: the tenant's own credentials for remote servers whose `credentials` are `per-tenant`, by server. */
   credentials: z.record(ServerNameSchema, CredentialSchema).default({}),
+  /**
+   * F1, F4: its weight in fair dispatch (default 1) and the highest priority its jobs may ask (default 3). Seeds its
+   * shares, like `policy`: `oz0 tenant set` changes them after.
+   */
+  fairness: FairnessSchema.optional(),
+  /** F3: at most this many calls at once and this many a second, on every node together; the same per server. */
+  limits: LimitsSchema.optional(),
 });
 
 const ConfigShape = z.strictObject({
@@ -217,6 +228,16 @@ const ConfigShape = z.strictObject({
   node: z
     .strictObject({
       slots: z.number().int().min(1).max(10_000).default(100),
+      /**
+       * F2: slots a node keeps for tenants under their share of it: a tenant whose calls fill the rest takes no more
+       * while another tenant's call would wait for one. Default: 5 % of the slots, at least 1 (none below 4 slots); 0: off.
+       */
+      reserveSlots: z.number().int().min(0).max(10_000).optional(),
+      /**
+       * F1: at start, a node checks that the Temporal server dispatches fairly (a probe of a few tasks on a queue of
+       * its own) and says so when it does not, naming the setting. Off: no probe.
+       */
+      fairnessProbe: z.boolean().default(true),
       /**
        * Where the server does not push cancels (worker commands off: Temporal Cloud, an older cluster), a running call
        * heartbeats this often, and a cancel reaches it within about this long. With push, calls beat a third of the
@@ -350,8 +371,16 @@ const ConfigShape = z.strictObject({
     .prefault({}),
 });
 
-/** R1: each tenant's credentials are for a remote server that takes them. */
+/** R1: each tenant's credentials are for a remote server that takes them. F2: a node keeps fewer slots than it has. */
 export const ConfigSchema = ConfigShape.superRefine((config, ctx) => {
+  const { slots, reserveSlots } = config.node;
+  if (reserveSlots !== undefined && reserveSlots > 0 && reserveSlots >= slots) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['node', 'reserveSlots'],
+      message: `a node keeps fewer slots for tenants under their share than it has (node.slots: ${slots})`,
+    });
+  }
   for (const [tenant, { credentials }] of Object.entries(config.tenants)) {
     for (const server of Object.keys(credentials)) {
       const target = Object.hasOwn(config.servers, server) ? config.servers[server] : undefined;
@@ -441,6 +470,22 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
     config.node.limitsBy = by.data;
   }
   return { ...config, baseDir: source === 'defaults' ? cwd : path.dirname(file), source };
+}
+
+/** F2: the slots a node keeps for tenants under their share. */
+export function reserveOf(node: Pick<Config['node'], 'slots' | 'reserveSlots'>): number {
+  return node.reserveSlots ?? defaultReserve(node.slots);
+}
+
+/** F1-F5: a tenant's shares as the config seeds them, when it says any; else undefined (the defaults). */
+export function sharesSeedOf(config: Pick<Config, 'tenants'>, tenant: string): Shares | undefined {
+  const t = Object.hasOwn(config.tenants, tenant) ? config.tenants[tenant] : undefined;
+  if (!t?.fairness && !t?.limits) return undefined;
+  return {
+    weight: t.fairness?.weight ?? DEFAULT_WEIGHT,
+    maxPriority: t.fairness?.maxPriority ?? DEFAULT_MAX_PRIORITY,
+    limits: t.limits ?? {},
+  };
 }
 
 /** The settings of a tool: its own entry, else `server.*`, else `*`, else the defaults — field by field. */

@@ -3,7 +3,8 @@
  * they raise. The workflows type their calls against {@link Activities} (activities/index.ts builds them), so nothing
  * of the node's code reaches the workflow bundle. Pure.
  */
-import type { AttemptRecord } from './schemas';
+import type { Priority } from '@temporalio/common';
+import type { AttemptRecord, CallProgressState } from './schemas';
 import type { ToolResult } from './job';
 
 /** Failure types oz0 raises on purpose (ApplicationFailure.type). */
@@ -45,6 +46,28 @@ export interface CallInput {
   confirmed?: { key: string; by: string; at: string };
   /** A6: how long its question may wait, so its policy workflow can forget one never said to have ended. */
   confirmTimeoutSeconds?: number;
+  /** F4: the priority it was scheduled with (its place in its tenant's line, F3); none: the default, 3. */
+  priority?: number;
+  /** F3: its turn came in its tenant's line: its limiter holds a permit for it, which the node claims. */
+  granted?: true;
+  /**
+   * F2, F3: the call waited between attempts (its activity scheduled anew): the attempts made before, and the state
+   * they left, which a first attempt of the new activity carries on as Temporal's heartbeat would.
+   */
+  before?: { attempts: number; state: CallProgressState };
+}
+
+/**
+ * F2, F3: the call may not go on now: it gave its slot back and sent nothing, and its job waits without holding a
+ * slot or using an attempt: for its turn in its tenant's line (`turn`, signalled by its limiter), or a moment
+ * (`slot`: the node keeps its last slots for tenants under their share), then schedules it again.
+ */
+export interface CallWaits {
+  waits: { for: 'turn' | 'slot'; why: string; retryInMs?: number };
+  /** The attempts made before the wait, and the state they left (for the next one). */
+  attempts: number;
+  state: CallProgressState;
+  node: string;
 }
 
 /** A4: an attempt found that the call waits for a person's yes, and sent nothing. */
@@ -119,10 +142,13 @@ export interface JobSettings {
 
 /** The node's activities (activities/index.ts `createActivities`), as the workflows call them. */
 export interface Activities {
-  /** One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4). */
-  callTool(input: CallInput): Promise<CallOutput | CallAsks>;
+  /**
+   * One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4); or, for one that
+   * may not go on now, what it waits for (F2, F3).
+   */
+  callTool(input: CallInput): Promise<CallOutput | CallAsks | CallWaits>;
   /** Checks a job's input against the spec's schema and resolves the settings of the tools it names; or why not. */
-  resolveJobSettings(input: unknown): Promise<JobSettings | { badSpec: string }>;
+  resolveJobSettings(input: unknown, priority?: Priority): Promise<JobSettings | { badSpec: string }>;
   /** Opens a session on the node (T4), or describes a live session's new tool: hints, settings, the node's queue. */
   describeTools(jobId: string, tenant: string, tools: string[]): Promise<SessionPlan>;
   /** Holds a session's place on the node: it heartbeats until cancelled (T4). */

@@ -70,6 +70,19 @@ export interface StepTrace {
   running?: true;
   /** A4-A6: the call waited for a person's yes: when it was asked, and how it was answered (or why not). */
   question?: QuestionTrace;
+  /** F2, F3: the call waited for its turn (its tenant's caps and rates) or a slot, holding none: why, and how long. */
+  waited?: WaitTrace[];
+}
+
+/** F2, F3: what a call waited for between its attempts, in all. */
+export interface WaitTrace {
+  /** `turn`: its tenant's cap or rate (F3); `slot`: its node kept its last slots for other tenants (F2). */
+  for: 'turn' | 'slot';
+  /** Why, as the node said the last time: `acme's cap of 3 running calls (2nd in line)`. */
+  why: string;
+  /** How long, in all (ms, the workflow's clock). */
+  ms: number;
+  times: number;
 }
 
 /** A4-A6: a call's question and its answer, as its step keeps them. */

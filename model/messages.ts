@@ -7,11 +7,21 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { Answer, JobCarry, JobStatus, JobTrace, ToolResult } from './job';
 import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from './schemas';
+import type { LimiterState, LimiterStatus, TakeRequest, TakeResult } from './limiter';
+import type { Shares } from './shares';
 
 /** The job workflow, as a client starts it: `client.workflow.start<JobWorkflow>(JOB_WORKFLOW, …)` (workflows/job.ts). */
 export type JobWorkflow = (input: unknown, carry?: JobCarry) => Promise<JobTrace>;
 /** A tenant's policy workflow, as the node and the CLI start it (workflows/policy.ts). */
 export type TenantPolicyWorkflow = (input: PolicyInput) => Promise<void>;
+/** F3: a tenant's limiter, as a node starts it with its first ask (workflows/shares.ts). */
+export type TenantSharesWorkflow = (input: SharesInput) => Promise<void>;
+
+/** The limiter's input: its tenant, or the state a run before it carried over. */
+export interface SharesInput {
+  tenant: string;
+  state?: LimiterState;
+}
 
 export const statusQuery = defineQuery<JobStatus>('status');
 export const traceQuery = defineQuery<JobTrace>('trace');
@@ -138,3 +148,39 @@ export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
 export const watchQuestionUpdate = defineUpdate<TenantState, [WatchedQuestion]>('watchQuestion');
 /** A4: the call's wait has ended (answered, timed out, withdrawn): nothing more to tell its job. */
 export const forgetQuestionSignal = defineSignal<[{ jobId: string; key: string }]>('forgetQuestion');
+/** F1-F5: sets a tenant's share of the platform: weight, highest priority, caps and rates (`oz0 tenant set`). */
+export const setSharesUpdate = defineUpdate<TenantState, [Shares]>('setShares');
+
+/** F3: a node asks its tenant's limiter for a call's permits; the call starts, or waits in line for its turn. */
+export const takeUpdate = defineUpdate<TakeResult, [TakeRequest]>('take');
+/** F3: a node gives back permits (its calls ended) and renews the ones it keeps; answers the calls in line, by scope. */
+export const giveUpdate = defineUpdate<Record<string, number>, [GiveInput]>('give');
+/** F3: the same, from a node that stops: a signal, which needs no worker to answer it (the node may be the last). */
+export const giveSignal = defineSignal<[GiveInput]>('giveBack');
+/** F3: a call in line will not come for its turn (its job was cancelled, or the call ended otherwise). */
+export const withdrawSignal = defineSignal<[{ jobId: string; key: string }]>('withdraw');
+/** F3, C5: news of a tenant's kill switches (from a node that follows its policy): calls in line they cover look again. */
+export const killsSignal = defineSignal<[{ kills: string[] }]>('kills');
+/** F5: the limits a tenant's limiter holds calls to, once changed (`oz0 tenant set`): those in line may fit now. */
+export const limitsSignal = defineSignal<[LimiterState['settings']]>('limits');
+/** F5: what the limiter counts now: running and waiting calls by scope. */
+export const limiterStatusQuery = defineQuery<LimiterStatus>('limiterStatus');
+
+export interface GiveInput {
+  holder: string;
+  /** Permits given back, by scope (relative: a give never undoes a take that crossed it). */
+  caps: Record<string, number>;
+  ttlMs: number;
+}
+
+/**
+ * F3: a job's call in line has its turn (its limiter holds a permit for it, `granted`), or should look again at once
+ * (`recheck`: a kill switch covers its tool now).
+ */
+export const turnSignal = defineSignal<[Turn]>('turn');
+
+export interface Turn {
+  key: string;
+  granted?: true;
+  recheck?: string;
+}

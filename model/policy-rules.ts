@@ -7,11 +7,19 @@ import { sha256 } from '@noble/hashes/sha256';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
 import type { Approval, Decision, TenantState } from './schemas';
 import { matches, splitTool } from './checks';
+import { defaultShares } from './shares';
+import type { Shares } from './shares';
 
 export { matches };
 
-export function emptyState(policy: Record<string, Decision> = {}): TenantState {
-  return { version: 0, policy: { ...policy }, kills: [], approvals: {} };
+/** A tenant's first state: its config's policy and shares (F5), as its workflow starts for the first time. */
+export function emptyState(policy: Record<string, Decision> = {}, shares?: Shares): TenantState {
+  return { version: 0, policy: { ...policy }, kills: [], approvals: {}, ...(shares ? { shares } : {}) };
+}
+
+/** F1-F5: a tenant's shares: its state's, else the config's seed, else the defaults. */
+export function sharesOf(state: Pick<TenantState, 'shares'> | undefined, seed?: Shares): Shares {
+  return state?.shares ?? seed ?? defaultShares();
 }
 
 /** Workflow id of a tenant's policy workflow; `*` holds the kill switches thrown for all tenants. */

@@ -16,6 +16,15 @@ import {
   toolProblem,
 } from './checks';
 import { LEGACY_PROTOCOL, MODERN_PROTOCOL, RESUME_TOKEN } from './protocol';
+import {
+  DEFAULT_MAX_PRIORITY,
+  DEFAULT_WEIGHT,
+  MAX_CALLS_PER_SECOND,
+  MAX_RUNNING_CALLS,
+  MAX_WEIGHT,
+  MIN_WEIGHT,
+  PRIORITY_LEVELS,
+} from './shares';
 
 /** A schema over one of the pure checks: its problem, if any, is the issue. */
 function checkedBy(problemOf: (value: unknown) => string | undefined) {
@@ -129,10 +138,18 @@ export const StepSchema = eitherBy(
   'a step is either { "call": "<server>.<function>", "args": {…} } or { "session": [ …calls ] }',
 );
 
-/** A job spec: the tenant who owns it and the steps it runs in order. */
+/** F4: 1 (first) to 5; a job without one gets Temporal's default, 3. */
+export const PrioritySchema = z
+  .number({ error: 'priority is a whole number from 1 (first) to 5' })
+  .int('priority is a whole number from 1 (first) to 5')
+  .min(1, 'priority is a whole number from 1 (first) to 5')
+  .max(PRIORITY_LEVELS, 'priority is a whole number from 1 (first) to 5');
+
+/** A job spec: the tenant who owns it, the steps it runs in order, and its priority (F4). */
 export const JobSpecSchema = z.strictObject({
   tenant: TenantNameSchema,
   steps: z.array(StepSchema).min(1, 'a job has at least one step'),
+  priority: PrioritySchema.optional(),
 });
 
 /** One call: `<server>.<function>` and its arguments. */
@@ -267,6 +284,33 @@ export const ApprovalSchema = z.custom<{ digest: string; tools: Record<string, s
 );
 export type Approval = z.infer<typeof ApprovalSchema>;
 
+/** F3: a cap on running calls and a rate of new ones, for a tenant or one of its servers. */
+const LimitSchema = z.strictObject({
+  /** At most this many of the calls run at once, on every node together. */
+  maxRunningCalls: z.number().int().min(1).max(MAX_RUNNING_CALLS).optional(),
+  /** Calls start at least 1/callsPerSecond apart, on every node together. */
+  callsPerSecond: z.number().positive().max(MAX_CALLS_PER_SECOND).optional(),
+});
+
+/** F3: `tenants.<t>.limits`: the tenant's own, and per server (`servers.<s>`), to spare the service behind it. */
+export const LimitsSchema = LimitSchema.extend({ servers: z.record(ServerNameSchema, LimitSchema).optional() });
+
+/** F1, F4: `tenants.<t>.fairness`: its weight in fair dispatch, and the highest priority its jobs may ask. */
+export const FairnessSchema = z.strictObject({
+  weight: z.number().min(MIN_WEIGHT).max(MAX_WEIGHT).default(DEFAULT_WEIGHT),
+  maxPriority: PrioritySchema.default(DEFAULT_MAX_PRIORITY),
+});
+
+/**
+ * A tenant's share of the platform as its policy state keeps it (model/shares.ts; its workflow's validator,
+ * sharesProblem, says the same without zod).
+ */
+export const SharesSchema = z.strictObject({
+  weight: z.number().min(MIN_WEIGHT).max(MAX_WEIGHT),
+  maxPriority: PrioritySchema,
+  limits: LimitsSchema,
+});
+
 /** A tenant's policy, kill switches and approvals, as its workflow keeps them (A1-A3, C5). */
 export const TenantStateSchema = z.strictObject({
   /** Grows by one with every change: a node can tell a fresh read from a stale one. */
@@ -275,6 +319,8 @@ export const TenantStateSchema = z.strictObject({
   /** Tools (or `server.*`, `*`) whose kill switch is on. */
   kills: z.array(PatternSchema),
   approvals: z.record(ServerNameSchema, ApprovalSchema),
+  /** F1-F5: its share of the platform, once set (`oz0 tenant set`) or seeded; absent: the config's, else defaults. */
+  shares: SharesSchema.optional(),
 });
 export type TenantState = z.infer<typeof TenantStateSchema>;
 
@@ -299,6 +345,8 @@ export const PolicyInputSchema = z.object({
   tenant: z.string(),
   /** The config's policy: used only when the workflow starts for the first time. */
   seed: z.record(PatternSchema, DecisionSchema).optional(),
+  /** The config's shares for the tenant (F5): used, like `seed`, only when the workflow starts for the first time. */
+  shares: SharesSchema.optional(),
   state: TenantStateSchema.optional(),
   /** A4: the questions a run before it was watching. */
   waiting: z.array(WatchedQuestionSchema).optional(),

@@ -9,6 +9,9 @@ export const SpanAttr = {
   tool: 'oz0.tool',
   attempt: 'oz0.attempt',
   outcome: 'oz0.outcome',
+  /** F2, F3: the attempt gave its slot back to wait, and why; on a step's span, how long it waited in all (ms). */
+  waits: 'oz0.waits',
+  waitedMs: 'oz0.waited_ms',
   genAiToolName: 'gen_ai.tool.name',
   genAiOperation: 'gen_ai.operation.name',
 } as const;

@@ -17,6 +17,9 @@ import { Connection } from '@temporalio/client';
  *   queue too, which carries the worker commands below (issue 36).
  * - Worker commands (issue 26): the server pushes an activity's cancel to the worker that runs it, on its process's
  *   control queue, instead of leaving it for the answer to the activity's next heartbeat. Off by default in 1.32.
+ * - Fair dispatch by tenant (SPEC F1): the matcher orders each queue's tasks by their fairness key (oz0 puts the tenant
+ *   there) and weight, not only by arrival; off by default in 1.32. A queue of one partition dispatches in that order
+ *   exactly: with the default four, each partition keeps its own order and a poll takes from any (docs/tenants.md).
  */
 export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, number | boolean> = {
   'history.transferProcessorMaxPollRPS': 1000,
@@ -25,6 +28,9 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, number | boolean> = {
   'history.outboundProcessorMaxPollRPS': 1000,
   'system.enableCancelActivityWorkerCommand': true,
   'frontend.WorkerCommandsEnabled': true,
+  'matching.enableFairness': true,
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
 };
 
 export interface DevServerOptions {

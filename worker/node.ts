@@ -19,6 +19,7 @@ import { CallRelay } from '../activities/call/relay';
 import { JobFollows } from '../activities/call/job-follows';
 import { Gateway } from '../activities/harness/gateway';
 import { policyTargetOf } from '../common/policy-client';
+import { ALL_TENANTS } from '../model/policy-rules';
 import { Client } from '@temporalio/client';
 import type { LoadedConfig } from '../common/config';
 import { workflowBundle } from './bundle';
@@ -43,6 +44,14 @@ import { findCancelWay } from './cancel-way';
 import { completionsSent } from '../activities/call/durable';
 import { EndedJobs, RunningHarnesses } from '../activities/ended-jobs';
 import { claimFolder, stopLeftovers } from '../activities/sandbox/leftovers';
+import { ShareGate } from '../activities/policy/shares';
+import { SlotCounter } from '../activities/slots';
+import { readPolicy } from '../common/policy-client';
+import { reserveOf, sharesSeedOf } from '../common/config';
+import { sharedQueues } from '../common/shares-client';
+import { sharesOf } from '../model/policy-rules';
+import { FAIRNESS_SAID, WeightKeeper, probeFairness } from './fairness';
+import type { FairnessFound } from './fairness';
 
 let runtimeInstalled = false;
 /** The runtime's worker heartbeats: see installRuntime. */
@@ -102,6 +111,10 @@ export interface Oz0Node {
   metricsUrl?: string;
   /** What it said at start about its sandboxes (I6): which bubblewrap, from where, its limits; or why none can start. */
   isolationLines: Array<{ level: 'info' | 'warn' | 'error'; text: string }>;
+  /** F1: what its start probe found of Temporal's fair dispatch, once it ran (undefined: no probe, or it failed). */
+  fairness: Promise<FairnessFound | undefined>;
+  /** F2, F3: its rule for its slots, and its tenants' caps and rates. */
+  shares: ShareGate;
   /** Runs until shutdown() or a fatal error. */
   run(): Promise<void>;
   /** Runs the workers while fn runs, then shuts them down (tests). */
@@ -173,6 +186,37 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     config.node.policyWatch,
   );
   const relay = new CallRelay();
+  // F2: what the node's slots hold, by queue; F3: its tenants' caps and rates, counted by their limiters.
+  const slotCounter = new SlotCounter();
+  const reserve = reserveOf(config.node);
+  const queueSlots = (queue: string) => ({
+    slots: config.node.slots,
+    reserve,
+    busy: () => slotCounter.count(queue),
+  });
+  const shares = new ShareGate({
+    client,
+    taskQueue: config.temporal.policyTaskQueue,
+    holder: identity.queue,
+    queues: {
+      [config.temporal.taskQueue]: queueSlots(config.temporal.taskQueue),
+      [identity.queue]: queueSlots(identity.queue),
+    },
+    gate,
+    seedOf: (tenant) => sharesSeedOf(config, tenant),
+    logger: logger.child({ node: name }),
+  });
+  metrics?.countTenants(() => shares.snapshot());
+  // F1: each tenant's weight in the config of the queues this node serves, kept as the node learns it.
+  const weights = new WeightKeeper(
+    client,
+    [...sharedQueues(config.temporal), { name: identity.queue, workflows: false, activities: true }],
+    name,
+    logger.child({ node: name }),
+  );
+  const stopWeights = gate.onChange((tenant, state) => {
+    if (tenant !== ALL_TENANTS) weights.learn(tenant, sharesOf(state, sharesSeedOf(config, tenant)).weight);
+  });
   // C1 (issue 36.4): a job's cancel read in its own history stops its calls here before its workflow task has run.
   const follows = new JobFollows(
     client,
@@ -209,6 +253,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     config,
     pool,
     gate,
+    shares,
     relay,
     follows,
     logger,
@@ -225,6 +270,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       sessionRoot,
     },
   });
+  const traced = tracingWorkerOptions();
   const common: Partial<WorkerOptions> = {
     connection,
     namespace: config.temporal.namespace,
@@ -239,8 +285,12 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     shutdownGraceTime: config.node.shutdownGraceSeconds * 1000,
     // A job cached on a node that died waits this long before another node takes its next workflow task (T4).
     stickyQueueScheduleToStartTimeout: '3s',
-    // O2: each attempt's span, and the sink of the workflows' spans.
-    ...tracingWorkerOptions(),
+    // O2: each attempt's span, and the sink of the workflows' spans; F2: what the node's slots hold.
+    ...traced,
+    interceptors: {
+      ...traced.interceptors,
+      activity: [slotCounter.interceptor(), ...(traced.interceptors?.activity ?? [])],
+    },
   };
   // Issue 36.3: the jobs' workflows and the tenants' policy workflows run on one workflow thread (one isolate).
   const workflowThread = new SharedWorkflowThread();
@@ -281,6 +331,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
 
   let stopping: Promise<void> | undefined;
   const probing = new AbortController();
+  let foundFairness!: (found: FairnessFound | undefined) => void;
+  const fairness = new Promise<FairnessFound | undefined>((resolve) => (foundFairness = resolve));
   const shutdown = () => {
     stopping ??= (async () => {
       probing.abort();
@@ -302,6 +354,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       signal: probing.signal,
     });
     endedJobs.start();
+    void checkFairness();
     try {
       // When one worker ends, for whatever reason, the others go down with it.
       const results = await Promise.allSettled(workers.map((w) => w.run().finally(shutdown)));
@@ -312,6 +365,10 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       await completionsSent();
       await endedJobs.close();
       await gateway.close();
+      // F3: no call runs here now: the permits this node held go back to their tenants' limiters.
+      await shares.close();
+      stopWeights();
+      await weights.settled();
       gate.close();
       await pool.close();
       fs.rmSync(sessionRoot, { recursive: true, force: true });
@@ -321,12 +378,41 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       if (ownConnection) await connection.close();
     }
   };
+  /**
+   * F1, beside the workers: the weights of the tenants the config names go into the queues' config, and the node says
+   * whether the server dispatches fairly (a warning naming the setting when it does not).
+   */
+  const checkFairness = async () => {
+    const target = policyTargetOf(config, client);
+    for (const tenant of Object.keys(config.tenants)) {
+      if (probing.signal.aborted) break;
+      try {
+        const state = await readPolicy(target, tenant);
+        weights.learn(tenant, sharesOf(state, sharesSeedOf(config, tenant)).weight);
+      } catch (err) {
+        logger.debug({ node: name, tenant, err: (err as Error).message }, "could not read a tenant's weight");
+      }
+    }
+    if (!config.node.fairnessProbe) return foundFairness(undefined);
+    try {
+      const found = await probeFairness(client, probing.signal);
+      if (found === 'on') logger.info({ node: name }, "Temporal's fair dispatch by tenant is on (SPEC F1)");
+      else logger.warn({ node: name, fairness: found }, FAIRNESS_SAID[found]);
+      foundFairness(found);
+    } catch (err) {
+      if (!probing.signal.aborted)
+        logger.warn({ node: name, err: (err as Error).message }, "could not tell whether Temporal's dispatch is fair");
+      foundFairness(undefined);
+    }
+  };
   return {
     identity,
     pool,
     route,
     follows,
     gateway,
+    fairness,
+    shares,
     ...(served ? { metricsUrl: served.url } : {}),
     isolationLines,
     run,

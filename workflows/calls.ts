@@ -6,21 +6,25 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
+  CancellationScope,
   TimeoutFailure,
   isCancellation,
   log,
   patched,
   proxyActivities,
 } from '@temporalio/workflow';
+import type { Priority } from '@temporalio/common';
 import { TimeoutType } from '@temporalio/common';
 import type { Activities } from '../model/activities';
 import type { AttemptRecord, CallProgressState, CallStep } from '../model/schemas';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from '../model/activities';
-import type { CallInput, JobSettings, ToolSettings } from '../model/activities';
-import type { QuestionTrace, StepTrace, ToolResult } from '../model/job';
+import type { CallInput, CallWaits, JobSettings, ToolSettings } from '../model/activities';
+import type { QuestionTrace, StepTrace, ToolResult, WaitTrace } from '../model/job';
 import { callSummary } from '../model/details';
 import type { RunningCall } from '../model/details';
 import type { Questions } from './questions';
+import { addWait, withdraw } from './turns';
+import type { Turns } from './turns';
 
 /** Time an attempt gets beyond its own limit to stop cleanly (cancel sent, sandbox stopped) before Temporal's backstop. */
 const BACKSTOP_SLACK_SECONDS = 10;
@@ -47,6 +51,13 @@ export interface JobContext {
   show(): void;
   /** A4: its calls that wait for a person's yes. */
   questions: Questions;
+  /** F2, F3: its calls that wait for their turn. */
+  turns: Turns;
+  /**
+   * F1, F4: what every activity it schedules carries: its tenant as Temporal's fairness key (said on each, so a job
+   * started without it still dispatches fairly), and its spec's priority.
+   */
+  priority: Priority;
 }
 
 /**
@@ -88,6 +99,8 @@ export interface CallPlace {
   relay?: CallInput['relay'];
   /** The tool's settings, when the job's settings do not have them (a live session's tools). */
   settings?: ToolSettings;
+  /** F4: the call's own priority, when not its job's (a live session's calls go one step ahead). */
+  priorityKey?: number;
   /** Puts the call's step in the trace: once, when it ended, before a job cancel is thrown on. */
   record(step: StepTrace): void;
 }
@@ -118,25 +131,29 @@ export async function makeCall(
 ): Promise<CallEnd> {
   const tool = call.call;
   const settings = ctx.settings.tools[tool] ?? place.settings ?? UNKNOWN_TOOL_SETTINGS;
-  const { callTool } = proxyActivities<Activities>({
-    activityId: placed.activityId,
-    // A session's calls run on its node's own queue (T4); any other call on the shared one.
-    ...(place.taskQueue ? { taskQueue: place.taskQueue } : {}),
-    summary: callSummary(tool, key, ctx.jobId),
-    // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
-    startToCloseTimeout: `${settings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
-    heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
-    retry: {
-      maximumAttempts: settings.maxAttempts,
-      initialInterval: '1s',
-      backoffCoefficient: 2,
-      // At least 60 s so that a server's own wait (B2, up to a minute) is never cut short.
-      maximumInterval: '60s',
-      nonRetryableErrorTypes: [FailureType.badSpec, FailureType.unknownTool, FailureType.mayHaveRun],
-    },
-    // Said explicitly: the job must not show CANCELED before the call has really stopped (C4).
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  });
+  const priority = { ...ctx.priority, ...(place.priorityKey ? { priorityKey: place.priorityKey } : {}) };
+  /** The call's activity; scheduled anew after a wait for its turn, with the attempts it has left (F2, F3). */
+  const callTool = (attemptsBefore: number) =>
+    proxyActivities<Activities>({
+      activityId: placed.activityId,
+      // A session's calls run on its node's own queue (T4); any other call on the shared one.
+      ...(place.taskQueue ? { taskQueue: place.taskQueue } : {}),
+      summary: callSummary(tool, key, ctx.jobId),
+      priority,
+      // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
+      startToCloseTimeout: `${settings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
+      heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
+      retry: {
+        maximumAttempts: settings.maxAttempts - attemptsBefore,
+        initialInterval: '1s',
+        backoffCoefficient: 2,
+        // At least 60 s so that a server's own wait (B2, up to a minute) is never cut short.
+        maximumInterval: '60s',
+        nonRetryableErrorTypes: [FailureType.badSpec, FailureType.unknownTool, FailureType.mayHaveRun],
+      },
+      // Said explicitly: the job must not show CANCELED before the call has really stopped (C4).
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    }).callTool;
   const base = {
     n: placed.n,
     tool,
@@ -171,13 +188,29 @@ export async function makeCall(
     timeoutSeconds: settings.timeoutSeconds,
     maxAttempts: settings.maxAttempts,
     confirmTimeoutSeconds,
+    ...(priority.priorityKey ? { priority: priority.priorityKey } : {}),
     ...(place.relay ? { relay: place.relay } : {}),
   };
   let question: QuestionTrace | undefined;
   let waiting = false;
+  /** F2, F3: what the call waited for, if it did; and what it waits for now, since when. */
+  const waited: WaitTrace[] = [];
+  let waitsNow: { waits: CallWaits['waits']; since: number } | undefined;
   try {
     for (;;) {
-      const out = await callTool(input);
+      const out = await callTool(input.before?.attempts ?? 0)(input);
+      if ('waits' in out) {
+        // F2, F3: nothing was sent and no attempt used; the call waits here, holding no slot, then goes again.
+        for (const queue of out.state.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);
+        input.before = out.attempts > 0 ? { attempts: out.attempts, state: out.state } : undefined;
+        waitsNow = { waits: out.waits, since: Date.now() };
+        const turn = await ctx.turns.wait(key, out.waits);
+        addWait(waited, out.waits.for, out.waits.why, Date.now() - waitsNow.since);
+        waitsNow = undefined;
+        if (turn?.granted) input.granted = true;
+        else delete input.granted;
+        continue;
+      }
       for (const queue of out.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);
       if ('asks' in out) {
         // A4: nothing was sent; the call waits for a person's yes before its first attempt.
@@ -204,35 +237,63 @@ export async function makeCall(
       const { _meta: meta, ...result } = out.result;
       const protocol = out.protocol ? { protocol: out.protocol } : {};
       const withQuestion = question ? { question } : {};
-      const step = { ...base, ...withQuestion, result, attempts: out.attempts, node: out.node, ...protocol };
+      const withWaits = waited.length ? { waited } : {};
+      const step = {
+        ...base,
+        ...withQuestion,
+        ...withWaits,
+        result,
+        attempts: out.attempts,
+        node: out.node,
+        ...protocol,
+      };
       return ended({ step, meta });
     }
   } catch (err) {
+    // F2, F3: a call stopped while it waited says how long it did; one in line leaves it, whatever stopped it.
+    const inLine = waitsNow?.waits.for === 'turn';
+    if (waitsNow) addWait(waited, waitsNow.waits.for, waitsNow.waits.why, Date.now() - waitsNow.since);
+    if (inLine) await CancellationScope.nonCancellable(() => withdraw(ctx.tenant, { jobId: ctx.jobId, key }));
+    const prior = input.before?.state.attempts ?? [];
     try {
-      return ended(failedEnd(ctx, err, { base, question, waiting }, place, { tool, key }));
+      const at = { base, question, waiting, prior, inLine };
+      return ended(withWaits(failedEnd(ctx, err, at, place, { tool, key }), waited));
     } catch (stop) {
       if (!(stop instanceof CallStopped)) throw stop;
-      ended({ step: stop.step });
+      ended({ step: withWaits({ step: stop.step }, waited).step });
       throw stop.cancel;
     }
   } finally {
+    ctx.turns.forget(key);
     // Shown already where it ended; a failure of the workflow's own is shown here.
     if (ctx.running.delete(placed.activityId)) ctx.show();
   }
+}
+
+/** F2, F3: the step keeps what its call waited for. */
+function withWaits(end: CallEnd, waited: WaitTrace[]): CallEnd {
+  return waited.length ? { ...end, step: { ...end.step, waited } } : end;
 }
 
 /** How a call whose activity failed (or that was stopped while it waited for a person) ended; a job cancel throws. */
 function failedEnd(
   ctx: JobContext,
   err: unknown,
-  at: { base: Omit<StepTrace, 'result' | 'attempts'>; question?: QuestionTrace; waiting: boolean },
+  at: {
+    base: Omit<StepTrace, 'result' | 'attempts'>;
+    question?: QuestionTrace;
+    waiting: boolean;
+    /** F2, F3: the attempts made before the call's wait for its turn, and whether it waited then. */
+    prior: AttemptRecord[];
+    inLine: boolean;
+  },
   place: CallPlace,
   call: { tool: string; key: string },
 ): CallEnd {
   const { base, question } = at;
   const { tool, key } = call;
   if (at.waiting) return whileWaiting(err, base, question!, place);
-  const failed = describeFailure(err);
+  const failed = describeFailure(err, at);
   for (const queue of failed.sandboxQueues) ctx.sandboxQueues.add(queue);
   const protocol = failed.protocol ? { protocol: failed.protocol } : {};
   const withQuestion = question ? { question } : {};
@@ -313,7 +374,10 @@ function nodeTimedOut(err: unknown): boolean {
 }
 
 /** A failed or stopped call as its step records it: an error result a model can read, and its attempts. */
-function describeFailure(err: unknown): {
+function describeFailure(
+  err: unknown,
+  before: { prior: AttemptRecord[]; inLine: boolean } = { prior: [], inLine: false },
+): {
   result: ToolResult;
   attempts: AttemptRecord[];
   message: string;
@@ -335,11 +399,15 @@ function describeFailure(err: unknown): {
       type = (cause as { type?: string }).type;
     }
   }
-  const attempts = Array.isArray(state?.attempts) ? [...state.attempts] : [];
+  // A stop while the call waited for its turn (F2, F3) finds the attempts made before the wait.
+  const attempts = Array.isArray(state?.attempts) ? [...state.attempts] : [...before.prior];
+  const cancelled = before.inLine
+    ? 'oz0: job cancelled while the call waited for its turn; nothing was sent'
+    : 'oz0: job cancelled';
   // A cancellation's own message is often empty: the last attempt's note says why.
-  if (!message) message = attempts.at(-1)?.note ?? (isCancellation(err) ? 'oz0: job cancelled' : 'unknown failure');
+  if (!message) message = attempts.at(-1)?.note ?? (isCancellation(err) ? cancelled : 'unknown failure');
   if (isCancellation(err) && !attempts.some((a) => a.outcome === 'cancelled')) {
-    attempts.push({ attempt: attempts.length + 1, outcome: 'cancelled', note: 'oz0: job cancelled' });
+    attempts.push({ attempt: attempts.length + 1, outcome: 'cancelled', note: cancelled });
   }
   if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
     attempts.push({ attempt: attempts.length + 1, outcome: 'lost', note: message });

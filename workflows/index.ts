@@ -1,10 +1,12 @@
 /** The workflows a node registers; loaded by path (workflowsPath), never imported by node code. */
-import type { JobWorkflow, TenantPolicyWorkflow } from '../model/messages';
+import type { JobWorkflow, TenantPolicyWorkflow, TenantSharesWorkflow } from '../model/messages';
 import type { job } from './job';
 import type { tenantPolicy } from './policy';
+import type { tenantShares } from './shares';
 
 export { job } from './job';
 export { tenantPolicy } from './policy';
+export { tenantShares } from './shares';
 export { probeCancelPush } from './probe';
 
 /**
@@ -12,4 +14,8 @@ export { probeCancelPush } from './probe';
  * be callable as its signature says, or this fails to compile.
  */
 type StartedAs<Signature, _Workflow extends Signature> = Signature;
-export type Signatures = [StartedAs<JobWorkflow, typeof job>, StartedAs<TenantPolicyWorkflow, typeof tenantPolicy>];
+export type Signatures = [
+  StartedAs<JobWorkflow, typeof job>,
+  StartedAs<TenantPolicyWorkflow, typeof tenantPolicy>,
+  StartedAs<TenantSharesWorkflow, typeof tenantShares>,
+];

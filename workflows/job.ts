@@ -32,6 +32,8 @@ import { defaultKey } from '../model/keys';
 import { LiveSessions } from './live-session';
 import { Questions } from './questions';
 import { runScriptedSession } from './session';
+import { Turns } from './turns';
+import { jobPriority } from '../model/shares';
 
 /** Steps kept in the trace within one run; older ones are counted in `omitted`. */
 const MAX_TRACE_STEPS = 1000;
@@ -63,11 +65,14 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     else show();
   });
   questions.register();
+  const turns = new Turns();
+  turns.register();
   setCurrentDetails(`**${status}** · checking the job's spec`);
 
   // The spec is checked (zod, outside the workflow bundle) by the node before anything else; a spec started from
-  // the client was checked before it started, one started from elsewhere is refused here, naming the field.
-  const resolved = await resolveJobSettings(input);
+  // the client was checked before it started, one started from elsewhere is refused here, naming the field. F1: the
+  // node also puts the job's fairness key on it when it was started without (its later tasks are then fair too).
+  const resolved = await resolveJobSettings(input, workflowInfo().priority ?? {});
   if ('badSpec' in resolved) {
     // What can be known goes on the failed run, so a tenant's filter finds its own failed jobs too.
     const known = knownOf(input);
@@ -111,6 +116,8 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     running,
     show,
     questions,
+    turns,
+    priority: jobPriority(spec),
   };
   live.attach(ctx);
 
@@ -208,6 +215,7 @@ async function stopSandboxes(jobId: string, tenant: string, queues: Set<string>)
       [...queues].map(async (taskQueue) => {
         const { stopSandboxes: stop } = proxyActivities<Activities>({
           taskQueue,
+          priority: { fairnessKey: tenant },
           scheduleToStartTimeout: '10s',
           startToCloseTimeout: '30s',
           retry: { maximumAttempts: 1 },

@@ -44,6 +44,7 @@ import type { HarnessOutcome, SessionPlan } from '../model/activities';
 import type { SessionTrace, StepTrace, ToolResult, TraceStep } from '../model/job';
 import { SessionKeys, defaultKey } from '../model/keys';
 import { MAX_SESSION_RUNS, describeOn, mayHaveRun, sessionLease } from './session';
+import { liveCallPriority } from '../model/shares';
 
 /** Calls a session step keeps in the trace; older ones are counted in `omitted`. */
 const MAX_SESSION_TRACE_CALLS = 1000;
@@ -93,7 +94,7 @@ class LiveRun {
   describe(tool: string): Promise<SessionPlan> {
     let plan = this.plans.get(tool);
     if (!plan) {
-      plan = describeOn(this.node.queue)(this.ctx.jobId, this.ctx.tenant, [tool]);
+      plan = describeOn(this.ctx, this.node.queue)(this.ctx.jobId, this.ctx.tenant, [tool]);
       this.plans.set(tool, plan);
       plan.then(
         (p) => this.known.set(tool, p),
@@ -142,6 +143,7 @@ async function stopCall(live: LiveRun, callId: string, why: string): Promise<boo
   call.cancelledBy ??= why;
   const { stopCall: stop } = proxyActivities<Activities>({
     taskQueue: live.node.queue,
+    priority: live.ctx.priority,
     scheduleToCloseTimeout: '10s',
     retry: { maximumAttempts: 1 },
   });
@@ -267,6 +269,8 @@ export class LiveSessions {
           cancelledBy: () => running.cancelledBy,
           relay: { callId: input.callId, progress: input.progress === true },
           settings: plan.settings[tool],
+          // F4: an agent waits on each of its calls: they go one step ahead of a scripted call of the same job.
+          priorityKey: liveCallPriority(ctx.priority.priorityKey),
           record: settle,
         });
         // A call that ended while it waited for a person sent nothing: it counts as not made (H8).
@@ -306,7 +310,7 @@ export class LiveSessions {
     const w = this.waiting!;
     w.opening = true;
     try {
-      const plan = await describeOn()(ctx.jobId, ctx.tenant, []);
+      const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, []);
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, w.n, w.run, plan.node, w.trace, undefined);
       w.trace.runs.push({ run: w.run, node: plan.node.id, ...(input?.client ? { client: input.client } : {}) });
@@ -342,7 +346,7 @@ export class LiveSessions {
     const trace = sessionTrace(`s${n}`, 'harness', step.harness);
     record(trace);
     for (let run = 1; ; run++) {
-      const plan = await describeOn()(ctx.jobId, ctx.tenant, []);
+      const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, []);
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, n, run, plan.node, trace, ctx.settings.harnesses[step.harness]?.tools);
       trace.runs.push({ run, node: plan.node.id });
@@ -366,6 +370,7 @@ export class LiveSessions {
     const limit = ctx.settings.harnesses[step.harness]?.timeoutSeconds ?? 600;
     const { runHarness } = proxyActivities<Activities>({
       taskQueue: live.node.queue,
+      priority: ctx.priority,
       summary: `harness ${step.harness} · ${live.session} run ${live.run}`,
       scheduleToStartTimeout: HARNESS_PICKUP,
       startToCloseTimeout: `${limit + HARNESS_SLACK_SECONDS}s`,

@@ -1,8 +1,10 @@
 /**
  * One long-running workflow per tenant keeps its policy, kill switches and approvals (A3): durable in
  * Temporal, visible in the UI, changed only through updates, read through a query. `oz0-policy/*` holds the
- * kill switches thrown for every tenant. It also watches the tenant's calls that wait for a person's yes (A4): a
- * change that may end such a wait (the call's pattern set again, a kill switch over its tool) is told to its job.
+ * kill switches thrown for every tenant. It keeps the tenant's share of the platform too (F1-F5: weight, priority,
+ * caps and rates; the counting behind caps is its limiter's, ./shares.ts). It also watches the tenant's calls that
+ * wait for a person's yes (A4): a change that may end such a wait (the call's pattern set again, a kill switch over its
+ * tool) is told to its job.
  */
 import {
   allHandlersFinished,
@@ -30,9 +32,11 @@ import {
   reviveUpdate,
   revokeUpdate,
   setPolicyUpdate,
+  setSharesUpdate,
   watchQuestionUpdate,
 } from '../model/messages';
 import { emptyState } from '../model/policy-rules';
+import { sharesProblem } from '../model/shares';
 
 /** Changes kept in one run's history before it continues as new. */
 const CHANGES_PER_RUN = 500;
@@ -44,7 +48,7 @@ function questionId(q: { jobId: string; key: string }): string {
 }
 
 export async function tenantPolicy(input: PolicyInput): Promise<void> {
-  const state: TenantState = input.state ?? emptyState(input.seed);
+  const state: TenantState = input.state ?? emptyState(input.seed, input.shares);
   let changes = 0;
   const waiting = new Map((input.waiting ?? []).map((q) => [questionId(q), q]));
   /** Jobs being told of a change: the run continues as new only once each was told. */
@@ -121,6 +125,10 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
   setHandler(revokeUpdate, (server) => change(() => delete state.approvals[server])(), {
     validator: (server) => check(serverNameProblem(server)),
     description: "A2: takes a server's approval back",
+  });
+  setHandler(setSharesUpdate, (shares) => change(() => (state.shares = shares))(), {
+    validator: (shares) => check(sharesProblem(shares)),
+    description: "F1-F5: sets the tenant's weight, highest priority, caps and rates",
   });
   setHandler(
     watchQuestionUpdate,

@@ -39,6 +39,7 @@ export function leasePickupSeconds(ctx: JobContext): number {
 export function sessionLease(ctx: JobContext, queue: string) {
   return proxyActivities<Activities>({
     taskQueue: queue,
+    priority: ctx.priority,
     scheduleToStartTimeout: `${leasePickupSeconds(ctx)}s`,
     startToCloseTimeout: '365d',
     heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
@@ -49,8 +50,9 @@ export function sessionLease(ctx: JobContext, queue: string) {
 }
 
 /** Describes tools on a node: the shared queue (any node: where a session lands) or a session's own. */
-export function describeOn(queue?: string) {
+export function describeOn(ctx: JobContext, queue?: string) {
   return proxyActivities<Activities>({
+    priority: ctx.priority,
     startToCloseTimeout: '60s',
     retry: { maximumAttempts: 3 },
     ...(queue ? { taskQueue: queue, scheduleToStartTimeout: '30s' } : {}),
@@ -85,7 +87,7 @@ export async function runScriptedSession(
   const keys: (string | undefined)[] = [];
   let sessionKeys: SessionKeys | undefined;
   for (let sessionRun = 1; ; sessionRun++) {
-    const plan = await describeOn()(ctx.jobId, ctx.tenant, tools);
+    const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, tools);
     // The session's sandboxed servers live on its node; they stop when the job ends.
     ctx.sandboxQueues.add(plan.node.queue);
     sessionKeys ??= new SessionKeys(ctx.jobId, ctx.run, n);

@@ -15,7 +15,7 @@ import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activ
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
 import { splitTool } from '../../model/checks';
 import { FailureType } from '../../model/activities';
-import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
+import type { CallAsks, CallInput, CallOutput, CallWaits } from '../../model/activities';
 import { AskedForInput, TaskGone, cancelTask, makeCall } from '../../mcp';
 import type { TenantCredential } from '../../mcp';
 import { functionOf, listingFailure, notAuthorizedBy, refusalNotes, refusedBeforeLease } from './listing';
@@ -23,12 +23,15 @@ import type { CallDeps } from './deps';
 import { perTenant } from '../../common/config';
 import type { Lease, ServerConnection } from '../pool';
 import { AttemptWatch } from '../observe/attempt';
-import { Carried } from './carried';
+import { Carried, attemptOf } from './carried';
 import type { ProgressNote } from './resume';
 import { requestOf, requestPlan } from './plan';
 import type { RequestPlan } from './plan';
-import { AsksPerson, asksPerson, checkPolicy } from './policy-check';
-import { AttemptEnd, outputOf, settleAnswer, settleStop, settleTaskGone, settleUnknown } from './settle';
+import { AsksPerson, asksPerson, checkPolicy, readTenantPolicy } from './policy-check';
+import { MustWait } from '../policy/shares';
+import type { Admission } from '../policy/shares';
+import type { PolicyRead } from '../policy/gate';
+import { AttemptEnd, Unsent, outputOf, settleAnswer, settleStop, settleTaskGone, settleUnknown } from './settle';
 import type { AttemptFacts, Ending } from './settle';
 import { hearStops, hearTimeLimit } from './stops';
 import type { StopCause } from './stops';
@@ -47,13 +50,13 @@ interface Prepared extends RequestPlan {
   tool: Tool;
 }
 
-export function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput | CallAsks> {
+export function callToolAttempt(deps: CallDeps, input: CallInput): Promise<CallOutput | CallAsks | CallWaits> {
   return new Attempt(deps, input).run();
 }
 
 class Attempt {
   private readonly ctx = Context.current();
-  private readonly n = this.ctx.info.attempt;
+  private readonly n: number;
   private readonly last: boolean;
   /** C6: the attempt's clock starts when it got its slot on the node, i.e. now. */
   private readonly startedAt = Date.now();
@@ -63,6 +66,8 @@ class Attempt {
   private readonly controller = new AbortController();
   private stopCause?: StopCause;
   private lease?: Lease;
+  /** F2, F3: the call may go on now: the slot it was given, and its tenant's permits, until it ends. */
+  private admission?: Admission;
   /** SPEC "Words": this call may be made again; known once prepare has read the listing and the policy. */
   private again = false;
   /** The function only reads: a task of it that its server lost may be made anew. */
@@ -77,16 +82,18 @@ class Attempt {
     private readonly deps: CallDeps,
     private readonly input: CallInput,
   ) {
+    this.n = attemptOf(this.ctx, input);
     this.last = this.n >= input.maxAttempts;
     this.watch = new AttemptWatch(deps.metrics, input, this.n);
+    this.watch.dispatched(this.ctx.info.currentAttemptScheduledTimestampMs);
     this.carried = new Carried(this.ctx, deps.route.pace(this.ctx.info.heartbeatTimeoutMs), input);
   }
 
   /** The attempt, and what it tells observability when it ends: its outcome, and whether a next attempt follows. */
-  async run(): Promise<CallOutput | CallAsks> {
+  async run(): Promise<CallOutput | CallAsks | CallWaits> {
     try {
       const out = await this.attempt();
-      this.watch.ended('asks' in out ? undefined : this.carried.outcome(), true);
+      this.watch.ended('result' in out ? this.carried.outcome() : undefined, true);
       return out;
     } catch (err) {
       const retried = err instanceof ApplicationFailure && !err.nonRetryable && !this.last;
@@ -97,10 +104,11 @@ class Attempt {
 
   /**
    * prepare → send → settle, with the attempt's stops (job cancel, kill switch, its session's caller) heard around
-   * them; a call that waits for a person's yes ends after prepare, and its job asks (A4). One async frame for the
-   * three: each more is a promise or two of every call (issue 36.7).
+   * them; a call that waits for a person's yes ends after prepare, and its job asks (A4); one that may not go on now
+   * (F2, F3) ends before prepare takes anything, and its job waits. One async frame for the three: each more is a
+   * promise or two of every call (issue 36.7).
    */
-  private async attempt(): Promise<CallOutput | CallAsks> {
+  private async attempt(): Promise<CallOutput | CallAsks | CallWaits> {
     // C5: heard before the policy is read, so a kill switch thrown from here on stops this call too.
     const { gate, relay, follows } = this.deps;
     const unhear = hearStops({ gate, relay, follows, ctx: this.ctx }, this.input, (why) => this.stop(why));
@@ -111,6 +119,7 @@ class Attempt {
         ending = settleAnswer(await this.send(prepared), this.facts());
       } catch (err) {
         if (err instanceof AsksPerson) return this.asks(err.pattern);
+        if (err instanceof MustWait && !this.stopCause) return this.waits(err);
         ending = this.settleFailure(err);
       }
       return await this.end(ending);
@@ -118,6 +127,7 @@ class Attempt {
       unhear();
       this.carried.stopBeating();
       this.lease?.release();
+      this.admission?.release();
     }
   }
 
@@ -126,6 +136,7 @@ class Attempt {
   private async prepare(): Promise<Prepared> {
     const { deps, input } = this;
     const { server, fn } = splitTool(input.tool);
+    const read = await readTenantPolicy(deps, input, this.n);
     const { connection, tools } = await this.list(server);
     this.carried.served(connection, deps.node.queue);
     // I6: a sandboxed server that is not isolated is said on every attempt it serves.
@@ -133,15 +144,35 @@ class Attempt {
     const tool = await functionOf(deps.pool, server, fn, tools, input.tenant);
     this.watch.listed(true, true);
     const { kind } = connection;
-    const { approved } = await checkPolicy(deps, { input, attempt: this.n, server, tools, remote: kind === 'remote' });
+    const remote = kind === 'remote';
+    const { approved } = await checkPolicy(deps, { input, attempt: this.n, server, tools, remote, read });
     const stopped = this.stopCause !== undefined;
     const prior = this.carried.state;
     const plan = requestPlan({ call: input, attempt: this.n, tool, connection, approved, prior, stopped });
     ({ again: this.again, readOnly: this.readOnly } = plan);
     this.carried.note(...plan.notes);
+    await this.admit(server, read);
     // A7: a live session's caller that heard the call wait for a person hears now that it goes on.
     if (input.relay) deps.relay.waiting(input.jobId, input.relay.callId, undefined);
     return { connection, fn, tool, ...plan };
+  }
+
+  /**
+   * F2, F3, last before the request: the call may go on now (the slot it was given, its tenant's caps and rates), or
+   * it waits ({@link MustWait}), having sent nothing; its lease goes back as the attempt ends. Last, so a call refused
+   * by its policy, or waiting for a person, never waits in line too, and a rate spaces the requests themselves.
+   */
+  private async admit(server: string, read: PolicyRead): Promise<void> {
+    const { deps, input } = this;
+    const queue = this.ctx.info.taskQueue;
+    try {
+      this.admission = await deps.shares.admit({ input, server, queue, state: read.state }, this.controller.signal);
+    } catch (err) {
+      if (err instanceof MustWait) throw err;
+      // Its tenant's limiter did not answer (no node runs the policy queue, Temporal is away): nothing was sent.
+      const message = `could not reach the limiter of ${input.tenant}: ${(err as Error).message}`;
+      throw new Unsent(message, message);
+    }
   }
 
   /** A lease on the call's server, and its listing (./listing.ts says how they end when they cannot be had). */
@@ -310,6 +341,18 @@ class Attempt {
       nonRetryable: true,
       details: [this.carried.state],
     });
+  }
+
+  /**
+   * F2, F3: the call waits, in its job, having taken nothing here: its slot goes back as the activity ends. A live
+   * session's caller hears that it waits, and why.
+   */
+  private waits(err: MustWait): CallWaits {
+    const { input, deps } = this;
+    this.watch.waits(err.kind, err.why);
+    if (input.relay) deps.relay.waiting(input.jobId, input.relay.callId, `waiting for its turn: ${err.why}`);
+    const waits = { for: err.kind, why: err.why, ...(err.retryInMs !== undefined ? { retryInMs: err.retryInMs } : {}) };
+    return { waits, attempts: this.n - 1, state: this.carried.state, node: deps.node.id };
   }
 
   /** A4: the job asks a person (./policy-check.ts); a live session's caller hears that the call waits. */

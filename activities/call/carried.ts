@@ -14,6 +14,14 @@ import type { ProgressNote } from './resume';
 import { lineOf } from './settle';
 import type { Ending } from './settle';
 
+/**
+ * The call's attempt number: Temporal's, plus the attempts made before its activity was scheduled anew after a wait
+ * for its turn (F2, F3: a wait uses no attempt).
+ */
+export function attemptOf(ctx: Pick<Context, 'info'>, call: Pick<CallInput, 'before'>): number {
+  return ctx.info.attempt + (call.before?.attempts ?? 0);
+}
+
 export class Carried {
   /** What the heartbeat carries: the call, its progress and the attempts so far, for the UI and the next attempt. */
   readonly state: CallProgressState;
@@ -26,10 +34,12 @@ export class Carried {
   constructor(
     private readonly ctx: Context,
     pace: Pace,
-    call: Pick<CallInput, 'tool' | 'key'>,
+    call: Pick<CallInput, 'tool' | 'key' | 'before'>,
   ) {
-    this.attempt = ctx.info.attempt;
-    this.state = { ...readPriorState(ctx.info.heartbeatDetails, this.attempt), tool: call.tool, key: call.key };
+    this.attempt = attemptOf(ctx, call);
+    // F2, F3: the first attempt after a wait carries on what the attempts before it left, as a heartbeat would.
+    const details = ctx.info.attempt === 1 && call.before ? call.before.state : ctx.info.heartbeatDetails;
+    this.state = { ...readPriorState(details, this.attempt), tool: call.tool, key: call.key };
     // No heartbeat up front: Temporal already holds what the attempts before left, and an attempt that ends without
     // a word is read as lost. A call that runs longer than its pace's idle period beats from then on.
     this.pulse = new Pulse(ctx, pace, () => this.state);

@@ -1,6 +1,7 @@
 /** What an attempt runs with: the node's pool, policy gate, identity, cancel routes, live sessions and series. */
 import type { Logger } from '../../common/logger';
 import type { PolicyGate } from '../policy/gate';
+import type { ShareGate } from '../policy/shares';
 import type { ServerPool } from '../pool';
 import type { CancelRoute } from '../heartbeats';
 import type { NodeMetrics } from '../observe/metrics';
@@ -17,6 +18,8 @@ export interface NodeIdentity {
 export interface CallDeps {
   pool: ServerPool;
   gate: PolicyGate;
+  /** F2, F3: the node's rule for its slots, and its tenants' caps and rates. */
+  shares: ShareGate;
   /** A first attempt may use a policy read this recent; a retry always reads it anew (B6). */
   policyMaxAgeMs: number;
   logger: Logger;

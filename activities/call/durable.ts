@@ -13,7 +13,7 @@ import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { ActivityNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../../common/logger';
-import type { CallAsks, CallInput, CallOutput } from '../../model/activities';
+import type { CallAsks, CallInput, CallOutput, CallWaits } from '../../model/activities';
 import type { CallRelay } from './relay';
 
 /** How often the completion is offered again when Temporal could not be reached, before the attempt is left to time out. */
@@ -40,10 +40,10 @@ export interface DurableDeps {
 export function completeDurably(
   deps: DurableDeps,
   input: CallInput,
-  out: CallOutput | CallAsks,
-): CallOutput | CallAsks {
+  out: CallOutput | CallAsks | CallWaits,
+): CallOutput | CallAsks | CallWaits {
   const relay = input.relay;
-  if (!relay || 'asks' in out) return out;
+  if (!relay || !('result' in out)) return out;
   const { taskToken } = Context.current().info;
   // After the worker has taken the CompleteAsyncError below: the activity is then ours to complete.
   let settle!: () => void;

@@ -43,6 +43,8 @@ export interface CheckedCall {
   server: string;
   tools: Tool[];
   remote: boolean;
+  /** The read of the tenant's policy this attempt began with ({@link readTenantPolicy}). */
+  read: PolicyRead;
 }
 
 /**
@@ -53,18 +55,41 @@ export interface CheckedCall {
 export async function checkPolicy(deps: PolicyDeps, call: CheckedCall): Promise<{ approved: boolean }> {
   let allowed = await policyVerdict(deps, call);
   if (waitingOn(allowed, call.input)) allowed = await question(deps.gate, call);
-  if (!allowed.allowed) {
-    throw new AttemptEnd('refused', allowed.why, {
-      type: FailureType.refused,
-      retryable: false,
-      message: `${call.input.tool}: refused: ${allowed.why}`,
-    });
-  }
+  if (!allowed.allowed) throw refused(call.input, allowed.why);
   return { approved: allowed.approved };
 }
 
+function refused(input: CallInput, why: string): AttemptEnd {
+  return new AttemptEnd('refused', why, {
+    type: FailureType.refused,
+    retryable: false,
+    message: `${input.tool}: refused: ${why}`,
+  });
+}
+
+/**
+ * A1-A3, B6, C5: the tenant's current policy, kill switches and approvals, read once as an attempt begins. A first
+ * attempt may use the node's live copy; a retry reads anew (B6). Without it nothing is sent, and the call may try
+ * again ({@link Unsent}).
+ */
+export async function readTenantPolicy(deps: PolicyDeps, input: CallInput, attempt: number): Promise<PolicyRead> {
+  try {
+    return await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs, attempt === 1);
+  } catch (err) {
+    throw unread(input, err);
+  }
+}
+
+function unread(input: CallInput, err: unknown): Unsent {
+  const message = (err as Error).message;
+  return new Unsent(
+    `could not read the tenant's policy: ${message}`,
+    `could not read the policy of ${input.tenant}: ${message}`,
+  );
+}
+
 /** The one verdict builder: a read of the tenant's policy against this call, and its server's listing (A2). */
-function verdictOf(policy: PolicyRead, call: CheckedCall): Verdict {
+function verdictOf(policy: PolicyRead, call: Omit<CheckedCall, 'read'>): Verdict {
   const { input, server, tools, remote } = call;
   return verdict({
     ...policy,
@@ -80,22 +105,16 @@ function waitingOn(v: Verdict, input: CallInput): string | undefined {
 }
 
 /**
- * A1-A3, B6, C5: the tenant's current policy, kill switches and approvals. A first attempt may be checked against
- * the node's live copy; a retry reads anew (B6), and so does a refusal.
+ * A1-A3, B6, C5: the verdict on the tenant's policy as the attempt read it; a refusal from the live copy is made again
+ * on a fresh read.
  */
 async function policyVerdict(deps: PolicyDeps, call: CheckedCall): Promise<Verdict> {
-  const { input, attempt } = call;
+  const first = verdictOf(call.read, call);
+  if (first.allowed || !call.read.watched) return first;
   try {
-    const policy = await deps.gate.read(input.tenant, attempt > 1 ? 0 : deps.policyMaxAgeMs, attempt === 1);
-    const first = verdictOf(policy, call);
-    return !first.allowed && policy.watched ? verdictOf(await deps.gate.read(input.tenant, 0), call) : first;
+    return verdictOf(await deps.gate.read(call.input.tenant, 0), call);
   } catch (err) {
-    // Without the tenant's policy nothing is sent; the call may try again.
-    const message = (err as Error).message;
-    throw new Unsent(
-      `could not read the tenant's policy: ${message}`,
-      `could not read the policy of ${input.tenant}: ${message}`,
-    );
+    throw unread(call.input, err);
   }
 }
 

@@ -65,6 +65,17 @@ export class AttemptWatch {
     });
   }
 
+  /** F1: the attempt was scheduled at this time (ms since the epoch) and starts now. */
+  dispatched(scheduledMs: number): void {
+    this.metrics?.attemptDispatched(this.input.tenant, (Date.now() - scheduledMs) / 1000);
+  }
+
+  /** F2, F3: the call gives its slot back to wait (no attempt is used: none ends, so the series say it here). */
+  waits(kind: 'turn' | 'slot', why: string): void {
+    this.metrics?.callWaited(this.input.tenant, kind);
+    this.span?.setAttributes({ [SpanAttr.waits]: `${kind}: ${why}` });
+  }
+
   /** The server exists on this node, and (when it does) whether it lists the function: bounds the labels. */
   listed(server: boolean, fn: boolean): void {
     this.known = { server, fn };

@@ -15,6 +15,14 @@ const ATTEMPT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 const STOP_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30];
 /** Seconds a busy server asked oz0 to wait (B2: up to a minute). */
 const WAIT_BUCKETS = [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60];
+/** Seconds from a call's activity scheduled to a node starting it: F1 wants another tenant's call under 2 s. */
+const DISPATCH_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300];
+
+/** F5: what a node counts of each tenant's calls now: running on it, and waiting in line (as its limiter last said). */
+export interface TenantCounts {
+  running: Map<string, number>;
+  waiting: Map<string, number>;
+}
 
 export const UNKNOWN = '(unknown)';
 
@@ -53,6 +61,9 @@ export class NodeMetrics {
   private readonly sandboxesStarted: Counter<'kind' | 'name'>;
   private readonly sandboxesStopped: Counter<'kind' | 'name' | 'reason'>;
   private readonly gatewayCalls: Counter<'tool' | 'tenant' | 'outcome'>;
+  private readonly dispatchSeconds: Histogram<'tenant'>;
+  private readonly waits: Counter<'tenant' | 'for'>;
+  private tenantCounts?: () => TenantCounts;
   private running = 0;
   private sandboxes = 0;
   private sessions = 0;
@@ -164,6 +175,53 @@ export class NodeMetrics {
       "Harnesses' tools/call requests through this node's gateway, by how they ended (H3)",
       ['tool', 'tenant', 'outcome'],
     );
+    this.dispatchSeconds = histogram(
+      'oz0_call_schedule_to_start_seconds',
+      "From a call's attempt scheduled to a node starting it: its wait in Temporal's queue (F1)",
+      ['tenant'],
+      DISPATCH_BUCKETS,
+    );
+    this.waits = counter(
+      'oz0_call_waits_total',
+      "Times a call gave its slot back to wait: for its turn under its tenant's cap or rate (turn), or for a slot its share allows (slot)",
+      ['tenant', 'for'],
+    );
+    const counts = () => this.tenantCounts?.();
+    new Gauge({
+      name: 'oz0_tenant_calls_running',
+      help: "Each tenant's calls running on this node now (F5)",
+      labelNames: ['tenant'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [tenant, n] of counts()?.running ?? []) this.set({ tenant }, n);
+      },
+    });
+    new Gauge({
+      name: 'oz0_tenant_calls_waiting',
+      help: "Calls waiting in line under each tenant's caps and rates, as its limiter last told this node (F5)",
+      labelNames: ['tenant'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [tenant, n] of counts()?.waiting ?? []) this.set({ tenant }, n);
+      },
+    });
+  }
+
+  /** F5: where the node's counts by tenant come from (its share gate). */
+  countTenants(fn: () => TenantCounts): void {
+    this.tenantCounts = fn;
+  }
+
+  /** F1: a call's attempt waited this long in Temporal's queue before a node started it. */
+  attemptDispatched(tenant: string, seconds: number): void {
+    this.dispatchSeconds.observe({ tenant }, Math.max(0, seconds));
+  }
+
+  /** F2, F3: a call gave its slot back to wait. */
+  callWaited(tenant: string, kind: 'turn' | 'slot'): void {
+    this.waits.inc({ tenant, for: kind });
   }
 
   /** An attempt took a slot; the returned function gives it back. */

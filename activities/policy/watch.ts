@@ -8,23 +8,19 @@
  * error it is not, and the node reads the policy for every call until the watch has caught up again.
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
-import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import type { Logger } from '../../common/logger';
 import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../../model/policy-rules';
 import { PolicyInputSchema, TenantStateSchema } from '../../model/schemas';
-import type { Decision, TenantState } from '../../model/schemas';
+import type { TenantState } from '../../model/schemas';
+import { policyStart } from '../../common/policy-client';
+import type { PolicyTarget } from '../../common/policy-client';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 
-export interface WatchTarget {
-  client: Client;
-  /** Where a tenant's policy workflow runs, if this node is the first to need it. */
-  taskQueue: string;
-  /** The config's `tenants.<tenant>.policy`: seeds a tenant's workflow the first time it starts. */
-  seeds: Record<string, Record<string, Decision>>;
-}
+/** Where the tenants' policy workflows are, and how one starts if this node is the first to need it. */
+export type WatchTarget = PolicyTarget;
 
 /** What one history event says about the policy: a new state, the next run, or the end of the workflow. */
 export type PolicyEventEffect = { state: TenantState } | { continuedAs: string } | { closed: string } | undefined;
@@ -34,7 +30,7 @@ export function policyEventEffect(event: HistoryEvent): PolicyEventEffect {
   const started = event.workflowExecutionStartedEventAttributes;
   if (started) {
     const input = PolicyInputSchema.parse(payload(started.input?.payloads?.[0]));
-    return { state: input.state ?? emptyState(input.seed) };
+    return { state: input.state ?? emptyState(input.seed, input.shares) };
   }
   const completed = event.workflowExecutionUpdateCompletedEventAttributes;
   if (completed) {
@@ -144,7 +140,7 @@ export class PolicyWatch {
 
   /** The running run and how long its history is now; the workflow is started (seeded) if it never was. */
   private async currentRun(): Promise<{ runId: string; historyLength: number }> {
-    const { client, taskQueue, seeds } = this.target;
+    const { client } = this.target;
     const workflowId = policyWorkflowId(this.tenant);
     const describe = () => client.workflow.getHandle(workflowId).describe();
     let described;
@@ -153,12 +149,7 @@ export class PolicyWatch {
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // Nobody changed this tenant yet: start its workflow, seeded as `oz0 policy set` would have.
-      await client.workflow.start(POLICY_WORKFLOW, {
-        workflowId,
-        taskQueue,
-        args: [{ tenant: this.tenant, seed: seeds[this.tenant] }],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-      });
+      await client.workflow.start(POLICY_WORKFLOW, policyStart(this.target, this.tenant));
       described = await describe();
     }
     // A policy workflow that was ended by hand is not restarted here: its last state stays readable by query.

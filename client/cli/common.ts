@@ -36,10 +36,13 @@ export async function config(opts: ConfigOpts): Promise<LoadedConfig> {
 
 /** Connects to Temporal for one command and closes the connection after it. */
 export async function withJobClient<T>(cfg: LoadedConfig, fn: (jc: JobClient) => Promise<T>): Promise<T> {
-  const { connectJobClient } = await import('../jobs.js');
+  const [{ connectJobClient }, { policyTargetOf }] = await Promise.all([
+    import('../jobs.js'),
+    import('../../common/policy-client.js'),
+  ]);
   const jc = await connectJobClient(cfg.temporal);
   try {
-    return await fn({ ...jc, harnesses: Object.keys(cfg.harnesses) });
+    return await fn({ ...jc, harnesses: Object.keys(cfg.harnesses), policy: policyTargetOf(cfg, jc.client) });
   } finally {
     await jc.close();
   }

@@ -10,6 +10,7 @@ import { registerJobCommands } from './jobs';
 import { registerNodeCommands } from './nodes';
 import { registerPluginCommands } from './plugin';
 import { registerPolicyCommands, registerToolCommands } from './policy';
+import { registerTenantCommands } from './tenants';
 
 export { UsageError };
 
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerCallCommands(program);
   registerToolCommands(program);
   registerPolicyCommands(program);
+  registerTenantCommands(program);
   registerPluginCommands(program);
   return program;
 }

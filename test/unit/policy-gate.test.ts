@@ -28,7 +28,11 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 test('callers that come while a read is in flight do not get it: they share the one read that starts after it', async () => {
   const { client, reads } = heldClient();
-  const gate = new PolicyGate({ client, taskQueue: 'p', seeds: {} }, createLogger({ level: 'silent' }), 60_000);
+  const gate = new PolicyGate(
+    { client, taskQueue: 'p', seeds: {}, shareSeeds: {} },
+    createLogger({ level: 'silent' }),
+    60_000,
+  );
   try {
     const first = gate.read('t', 0);
     await tick();
@@ -58,7 +62,7 @@ test('a failed read fails its callers; the next caller starts a new one', async 
     workflow: { getHandle: () => ({ query: () => (queries++, Promise.reject(new Error('no worker'))) }) },
   } as unknown as Client;
   const gate = new PolicyGate(
-    { client: failing, taskQueue: 'p', seeds: {} },
+    { client: failing, taskQueue: 'p', seeds: {}, shareSeeds: {} },
     createLogger({ level: 'silent' }),
     60_000,
   );
@@ -83,7 +87,12 @@ test('a node watches at most MAX_WATCHES tenants (and always the all-tenants swi
       }),
     },
   } as unknown as Client;
-  const gate = new PolicyGate({ client, taskQueue: 'p', seeds: {} }, createLogger({ level: 'silent' }), 60_000, true);
+  const gate = new PolicyGate(
+    { client, taskQueue: 'p', seeds: {}, shareSeeds: {} },
+    createLogger({ level: 'silent' }),
+    60_000,
+    true,
+  );
   try {
     for (let i = 0; i < MAX_WATCHES + 20; i++) {
       const read = await gate.read(`t${i}`, 0, true);

@@ -96,9 +96,9 @@ describe('Job spec: parseJobSpec', () => {
   });
 
   test('Bad input: an unknown top-level key is refused, naming the key', () => {
-    const err = specError(() => parseJobSpec(spec((s) => (s.priority = 'high'))));
-    expect(err.message).toContain('"priority"');
-    expect(err.issues).toEqual([{ path: '(top level)', message: expect.stringContaining('priority') }]);
+    const err = specError(() => parseJobSpec(spec((s) => (s.urgency = 'high'))));
+    expect(err.message).toContain('"urgency"');
+    expect(err.issues).toEqual([{ path: '(top level)', message: expect.stringContaining('urgency') }]);
   });
 
   test('Bad input: an unknown key on a call is named', () => {

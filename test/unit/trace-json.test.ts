@@ -26,6 +26,7 @@ const full: Required<StepTrace> = {
   sessionRun: 2,
   running: true,
   question: { askedAt: '2026-12-04T13:10:43.586Z', pattern: 'ledger.refund', answer: undefined, ended: undefined },
+  waited: [{ for: 'turn', why: "acme's cap of 3 running calls (2nd in line)", ms: 4210, times: 1 }],
 };
 const { running: _running, ...ended } = full;
 const plain: StepTrace = { ...ended, n: 1, session: null, key: 'job-1/c1', activityId: 'c1' };

@@ -1,0 +1,142 @@
+/**
+ * A tenant's share of the platform, as `oz0 tenant status|set` shows and changes it (SPEC F5): its weight, the
+ * highest priority its jobs may ask, its caps and rates (durable in its policy workflow), what its limiter counts, and
+ * its calls in Temporal now.
+ */
+import type { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { changePolicy, readPolicy } from '../common/policy-client';
+import type { PolicyTarget } from '../common/policy-client';
+import { applyWeights, limiterStatus, sharedQueues, tellLimiter } from '../common/shares-client';
+import { setSharesUpdate } from '../model/messages';
+import { ALL_TENANTS, POLICY_WORKFLOW, sharesOf } from '../model/policy-rules';
+import { Oz0Tenant, JOB_WORKFLOW } from '../model/job';
+import type { Limit, Shares } from '../model/shares';
+import type { LimiterStatus } from '../model/limiter';
+
+/** At most this many of a tenant's running jobs are looked into for their calls (one describe each). */
+const JOBS_LOOKED = 50;
+
+export interface TenantShown {
+  tenant: string;
+  /** The policy version its shares are as of. */
+  version: number;
+  /** Its shares were set (`oz0 tenant set`) or seeded from a config; else the defaults. */
+  source: 'set' | 'config' | 'defaults';
+  shares: Shares;
+  /** Its jobs running now. */
+  jobs: number;
+  /** Its calls in Temporal now, from its running jobs (the first {@link JOBS_LOOKED}): started, and queued. */
+  calls: { running: number; queued: number; jobsLooked: number };
+  /** What its limiter counts, across every node: running and waiting in line, by scope; none without caps or rates. */
+  limiter?: LimiterStatus;
+}
+
+/** The tenants there are: those the config names, and those with a policy workflow. */
+export async function knownTenants(client: Client, configured: readonly string[]): Promise<string[]> {
+  const found = new Set(configured);
+  const query = `WorkflowType = '${POLICY_WORKFLOW}' AND ExecutionStatus = 'Running'`;
+  for await (const wf of client.workflow.list({ query })) {
+    const tenant = wf.workflowId.slice('oz0-policy/'.length);
+    if (tenant && tenant !== ALL_TENANTS) found.add(tenant);
+  }
+  return [...found].sort();
+}
+
+export async function tenantStatus(client: Client, target: PolicyTarget, tenant: string): Promise<TenantShown> {
+  const running = `WorkflowType = '${JOB_WORKFLOW}' AND ExecutionStatus = 'Running' AND ${Oz0Tenant.name} = '${tenant}'`;
+  const [state, counted, jobs, calls] = await Promise.all([
+    readPolicy(target, tenant),
+    limiterStatus(client, tenant),
+    client.workflow.count(running),
+    callsInTemporal(client, running),
+  ]);
+  const seed = target.shareSeeds[tenant];
+  return {
+    tenant,
+    version: state.version,
+    source: state.shares ? 'set' : seed ? 'config' : 'defaults',
+    shares: sharesOf(state, seed),
+    jobs: jobs.count,
+    calls,
+    ...(counted ? { limiter: counted } : {}),
+  };
+}
+
+/** The calls of the first running jobs: started on a node, or still in Temporal's queue. */
+async function callsInTemporal(client: Client, query: string): Promise<TenantShown['calls']> {
+  const ids: string[] = [];
+  for await (const wf of client.workflow.list({ query, pageSize: JOBS_LOOKED })) {
+    ids.push(wf.workflowId);
+    if (ids.length >= JOBS_LOOKED) break;
+  }
+  const { PENDING_ACTIVITY_STATE_STARTED, PENDING_ACTIVITY_STATE_SCHEDULED } =
+    temporal.api.enums.v1.PendingActivityState;
+  let started = 0;
+  let queued = 0;
+  await Promise.all(
+    ids.map(async (id) => {
+      const described = await client.workflow
+        .getHandle(id)
+        .describe()
+        .catch(() => undefined);
+      for (const a of described?.raw.pendingActivities ?? []) {
+        if (a.activityType?.name !== 'callTool') continue;
+        if (a.state === PENDING_ACTIVITY_STATE_STARTED) started++;
+        else if (a.state === PENDING_ACTIVITY_STATE_SCHEDULED) queued++;
+      }
+    }),
+  );
+  return { running: started, queued, jobsLooked: ids.length };
+}
+
+/** What `oz0 tenant set` changes: each field given replaces the one in force; `null` takes a cap or rate off. */
+export interface SharesChange {
+  weight?: number;
+  maxPriority?: number;
+  maxRunningCalls?: number | null;
+  callsPerSecond?: number | null;
+  /** The cap and rate given are this server's (`tenants.<t>.limits.servers.<server>`), not the tenant's own. */
+  server?: string;
+}
+
+/** The tenant's shares with the change made. */
+export function changedShares(shares: Shares, change: SharesChange): Shares {
+  const next: Shares = structuredClone(shares);
+  if (change.weight !== undefined) next.weight = change.weight;
+  if (change.maxPriority !== undefined) next.maxPriority = change.maxPriority;
+  const servers = { ...(next.limits.servers ?? {}) };
+  const limit: Limit = change.server ? { ...(servers[change.server] ?? {}) } : next.limits;
+  for (const field of ['maxRunningCalls', 'callsPerSecond'] as const) {
+    const value = change[field];
+    if (value === null) delete limit[field];
+    else if (value !== undefined) limit[field] = value;
+  }
+  if (change.server) {
+    if (Object.keys(limit).length) servers[change.server] = limit;
+    else delete servers[change.server];
+  }
+  if (Object.keys(servers).length) next.limits.servers = servers;
+  else delete next.limits.servers;
+  return next;
+}
+
+/**
+ * F5: changes a tenant's shares durably (its policy workflow), then at once where they act: its weight in the shared
+ * queues' config, its limits in its limiter. Nodes learn the change from its policy within a second and write the
+ * weight on their own queues too.
+ */
+export async function setShares(
+  client: Client,
+  target: PolicyTarget,
+  queues: { taskQueue: string; policyTaskQueue: string },
+  tenant: string,
+  change: SharesChange,
+): Promise<{ version: number; shares: Shares }> {
+  const current = sharesOf(await readPolicy(target, tenant), target.shareSeeds[tenant]);
+  const shares = changedShares(current, change);
+  const state = await changePolicy(target, tenant, setSharesUpdate, [shares]);
+  await applyWeights(client, sharedQueues(queues), { [tenant]: shares.weight }, 'oz0 tenant set');
+  await tellLimiter(client, tenant, state.version, shares);
+  return { version: state.version, shares };
+}

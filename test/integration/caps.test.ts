@@ -1,0 +1,280 @@
+/**
+ * A tenant's caps and rates across every node (SPEC F3, F5), counted on the server's side: how many of its calls the
+ * MCP server runs at once, and when each starts. A call over a cap waits in its job (no slot, no attempt), keeps its
+ * place, and its trace says why and how long; a cancel and a kill switch reach it while it waits.
+ */
+import path from 'node:path';
+import { readReceived } from '../../examples/common';
+import { createNode } from '../../worker/node';
+import type { Oz0Node } from '../../worker/node';
+import { callsOf } from '../../model/job';
+import type { JobTrace } from '../../model/job';
+import type { JobSpec } from '../../model/schemas';
+import { policyTargetOf, changePolicy } from '../../common/policy-client';
+import { killUpdate } from '../../model/messages';
+import { limiterStatus } from '../../common/shares-client';
+import { setShares } from '../../client/tenants';
+import { openSession } from '../../client/sessions';
+import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+
+const temporal = useTemporal();
+
+function setup(tenants: Record<string, unknown>, node: Record<string, unknown> = {}) {
+  const log = path.join(tmpDir(), 'probe.jsonl');
+  const config = temporal.config({
+    servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
+    tools: { '*': { timeoutSeconds: 60, maxAttempts: 1 } },
+    tenants,
+    // No slot kept for other tenants (F2, fairness.test.ts): what holds the calls here is their caps and rates alone.
+    node: { slots: 8, reserveSlots: 0, ...node },
+  });
+  return { config, log };
+}
+
+/**
+ * The most calls the servers ran at once, from their own log of starts and ends (a request is known by its server
+ * process, `instance`, and its id there); `jobs`: only the calls of jobs whose id starts so.
+ */
+function mostAtOnce(log: string, jobs?: string): number {
+  const events = readReceived(log).filter((e) => e.tool === 'hang' && (e.event === 'start' || e.event === 'end'));
+  const id = (e: Record<string, unknown>) => `${String(e.instance)}/${String(e.requestId)}`;
+  const mine = new Set(events.filter((e) => e.event === 'start' && (!jobs || String(e.key).startsWith(jobs))).map(id));
+  let now = 0;
+  let most = 0;
+  for (const e of events) {
+    if (!mine.has(id(e))) continue;
+    now += e.event === 'start' ? 1 : -1;
+    most = Math.max(most, now);
+  }
+  return most;
+}
+
+function hangJob(tenant: string, ms: number): JobSpec {
+  return { tenant, steps: [{ call: 'probe.hang', args: { ms } }] };
+}
+
+async function startJobs(taskQueue: string, specs: JobSpec[], prefix: string) {
+  return Promise.all(
+    specs.map((spec, i) =>
+      temporal.client.workflow.start('job', {
+        taskQueue,
+        workflowId: uniqueId(`${prefix}-${i}`),
+        args: [spec],
+        priority: { fairnessKey: spec.tenant },
+      }),
+    ),
+  );
+}
+
+async function twoNodes(config: Parameters<typeof createNode>[0]['config']): Promise<[Oz0Node, Oz0Node]> {
+  return Promise.all([
+    createNode({ config, logger, name: uniqueId('node-a') }),
+    createNode({ config, logger, name: uniqueId('node-b') }),
+  ]);
+}
+
+test('F3: a cap on running calls holds exactly across two nodes; the same flood without a cap runs past it', async () => {
+  const capped = uniqueId('capped');
+  const free = uniqueId('free');
+  const { config, log } = setup({ [capped]: { limits: { maxRunningCalls: 3 } } });
+  const [a, b] = await twoNodes(config);
+  const traces = await a.runUntil(() =>
+    b.runUntil(async () => {
+      const jobs = await startJobs(config.temporal.taskQueue, Array(12).fill(hangJob(capped, 400)), 'cap');
+      const out = await Promise.all(jobs.map((h) => h.result() as Promise<JobTrace>));
+      const controls = await startJobs(config.temporal.taskQueue, Array(12).fill(hangJob(free, 400)), 'free');
+      await Promise.all(controls.map((h) => h.result()));
+      return out;
+    }),
+  );
+  // Every call ran, each once; never more than three at once (and three at once, so the cap is what held it).
+  const starts = readReceived(log).filter((e) => e.event === 'start' && String(e.key).startsWith('cap-'));
+  expect(new Set(starts.map((e) => e.key)).size).toBe(12);
+  expect(starts).toHaveLength(12);
+  expect(mostAtOnce(log, 'cap-')).toBe(3);
+  // The control, on the same two nodes: the same flood with no cap runs more at once.
+  expect(mostAtOnce(log, 'free-')).toBeGreaterThan(3);
+  // The calls that waited say so in their trace: why, and how long.
+  const waited = traces.flatMap((t) => callsOf(t)).filter((s) => s.waited?.length);
+  expect(waited.length).toBeGreaterThan(0);
+  for (const step of waited) {
+    expect(step.waited![0]).toMatchObject({
+      for: 'turn',
+      why: expect.stringContaining(`${capped}'s cap of 3 running calls`),
+    });
+    expect(step.waited![0].ms).toBeGreaterThan(0);
+    // A wait uses no attempt: the call made exactly one.
+    expect(step.attempts).toEqual([expect.objectContaining({ attempt: 1, outcome: 'ok' })]);
+  }
+}, 120_000);
+
+test('F3: a rate spaces a tenant’s calls across two nodes (5 a second); the same calls without it start at once', async () => {
+  const rated = uniqueId('rated');
+  const free = uniqueId('free');
+  const { config, log } = setup({ [rated]: { limits: { callsPerSecond: 5 } } });
+  const [a, b] = await twoNodes(config);
+  await a.runUntil(() =>
+    b.runUntil(async () => {
+      // The control first: it also starts both nodes' servers, whose first requests are slower than the rest.
+      const controls = await startJobs(config.temporal.taskQueue, Array(10).fill(hangJob(free, 10)), 'free');
+      await Promise.all(controls.map((h) => h.result()));
+      const jobs = await startJobs(config.temporal.taskQueue, Array(10).fill(hangJob(rated, 10)), 'rate');
+      await Promise.all(jobs.map((h) => h.result()));
+    }),
+  );
+  const times = (prefix: string) =>
+    readReceived(log)
+      .filter((e) => e.event === 'start' && String(e.key).startsWith(prefix))
+      .map((e) => e.t as number)
+      .sort((x, y) => x - y);
+  const rate = times('rate-');
+  expect(rate).toHaveLength(10);
+  // Sent 1/5 s apart by whichever node: the servers see them so, give or take their latency from one request to the
+  // next (more on a loaded machine): never two at once, 5 a second over the whole run, never a burst in a second.
+  for (let i = 1; i < rate.length; i++) expect(rate[i] - rate[i - 1]).toBeGreaterThan(50);
+  expect(rate[rate.length - 1] - rate[0]).toBeGreaterThan(9 * 200 - 150);
+  for (const t of rate) expect(rate.filter((u) => u >= t && u < t + 1000).length).toBeLessThanOrEqual(6);
+  // The control: without the rate, the same calls start in a burst, more than 5 within a second.
+  const control = times('free-');
+  const burst = Math.max(...control.map((t) => control.filter((u) => u >= t && u < t + 1000).length));
+  expect(burst).toBeGreaterThan(5);
+}, 120_000);
+
+test("F3: a server's cap spares the service behind it; the tenant's other servers are not held by it", async () => {
+  const tenant = uniqueId('t');
+  const { config, log } = setup({ [tenant]: { limits: { servers: { probe: { maxRunningCalls: 2 } } } } });
+  const node = await createNode({ config, logger });
+  const traces = await node.runUntil(async () => {
+    const jobs = await startJobs(config.temporal.taskQueue, Array(6).fill(hangJob(tenant, 300)), 'srv');
+    return Promise.all(jobs.map((h) => h.result() as Promise<JobTrace>));
+  });
+  expect(mostAtOnce(log)).toBe(2);
+  const why = traces.flatMap((t) => callsOf(t)).flatMap((s) => s.waited ?? [])[0]?.why;
+  expect(why).toContain(`${tenant}'s cap of 2 running calls of probe`);
+}, 60_000);
+
+/** A cap of one taken by a long call, and a second call in line behind it. */
+async function oneInLine(tenant: string, log: string, taskQueue: string) {
+  const [first] = await startJobs(taskQueue, [hangJob(tenant, 20_000)], 'first');
+  await eventually(() => (readReceived(log).some((e) => e.event === 'start') ? true : undefined), 20_000, 'the first');
+  const [second] = await startJobs(taskQueue, [hangJob(tenant, 100)], 'second');
+  // The second waits in line: its limiter says so.
+  await eventually(
+    async () => ((await limiterStatus(temporal.client, tenant))?.queue === 1 ? true : undefined),
+    20_000,
+    'the second in line',
+  );
+  return { first, second };
+}
+
+test('F3: a job cancelled while its call waits in line ends CANCELED, nothing sent, and leaves the line', async () => {
+  const tenant = uniqueId('t');
+  const { config, log } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } });
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const { first, second } = await oneInLine(tenant, log, config.temporal.taskQueue);
+    const cancelledAt = Date.now();
+    await second.cancel();
+    await expect(second.result()).rejects.toThrow();
+    expect(Date.now() - cancelledAt).toBeLessThan(5000);
+    expect((await second.describe()).status.name).toBe('CANCELLED');
+    const step = callsOf(await second.query<JobTrace>('trace'))[0];
+    expect(step.attempts.at(-1)).toMatchObject({
+      outcome: 'cancelled',
+      note: expect.stringContaining('nothing was sent'),
+    });
+    expect(step.waited?.[0]).toMatchObject({ for: 'turn' });
+    // Out of line; the first call runs on.
+    await eventually(async () => ((await limiterStatus(temporal.client, tenant))?.queue === 0 ? true : undefined));
+    await first.cancel();
+  });
+  // The server never saw the second job's call.
+  expect(readReceived(log).filter((e) => e.event === 'start' && String(e.key).startsWith('second'))).toHaveLength(0);
+}, 90_000);
+
+test('F3, C5: a kill switch reaches a call waiting in line: it is refused at once, nothing sent', async () => {
+  const tenant = uniqueId('t');
+  const { config, log } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } });
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const { first, second } = await oneInLine(tenant, log, config.temporal.taskQueue);
+    const killedAt = Date.now();
+    await changePolicy(policyTargetOf(config, temporal.client), tenant, killUpdate, ['probe.hang']);
+    const trace = (await second.result()) as JobTrace;
+    expect(Date.now() - killedAt).toBeLessThan(5000);
+    const step = callsOf(trace)[0];
+    expect(step.result.isError).toBe(true);
+    expect(step.attempts).toEqual([
+      expect.objectContaining({ outcome: 'refused', note: expect.stringContaining('killed') }),
+    ]);
+    // The running call is stopped by the same switch (C5).
+    expect(callsOf((await first.result()) as JobTrace)[0].attempts.at(-1)?.outcome).toBe('killed');
+  });
+  expect(readReceived(log).filter((e) => e.event === 'start' && String(e.key).startsWith('second'))).toHaveLength(0);
+}, 90_000);
+
+test('F5: the node’s series say who runs and who waits; `oz0 tenant set` raises a cap live, and the calls in line start within seconds', async () => {
+  const tenant = uniqueId('t');
+  const { config, log } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } }, { metricsPort: 0 });
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const jobs = await startJobs(config.temporal.taskQueue, Array(4).fill(hangJob(tenant, 15_000)), 'live');
+    await eventually(
+      async () => ((await limiterStatus(temporal.client, tenant))?.queue === 3 ? true : undefined),
+      20_000,
+      'three in line',
+    );
+    await eventually(() => (mostAtOnce(log) === 1 ? true : undefined), 10_000, 'the first call');
+    // O1, F5: by tenant, one call running on the node, three in line, and each attempt's wait in Temporal's queue.
+    const series = await eventually(async () => {
+      const text = await (await fetch(node.metricsUrl!)).text();
+      return text.includes(`oz0_tenant_calls_waiting{tenant="${tenant}"} 3`) ? text : undefined;
+    });
+    expect(series).toContain(`oz0_tenant_calls_running{tenant="${tenant}"} 1`);
+    expect(series).toMatch(new RegExp(`oz0_call_schedule_to_start_seconds_count\\{tenant="${tenant}"\\} [4-9]`));
+    expect(series).toMatch(new RegExp(`oz0_call_waits_total\\{tenant="${tenant}",for="turn"\\} 3`));
+    const setAt = Date.now();
+    await setShares(temporal.client, policyTargetOf(config, temporal.client), config.temporal, tenant, {
+      maxRunningCalls: 4,
+    });
+    await eventually(() => (readReceived(log).filter((e) => e.event === 'start').length === 4 ? true : undefined));
+    expect(Date.now() - setAt).toBeLessThan(5000);
+    await Promise.all(jobs.map((h) => h.cancel()));
+  });
+}, 90_000);
+
+test("F4: a live session's call (an agent waits on it) goes ahead of scripted calls in its tenant's line", async () => {
+  const tenant = uniqueId('t');
+  const { config, log } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } });
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const [holder] = await startJobs(config.temporal.taskQueue, [hangJob(tenant, 3000)], 'holder');
+    await eventually(() => (mostAtOnce(log) === 1 ? true : undefined), 20_000, 'the first call');
+    const scripted = await startJobs(config.temporal.taskQueue, Array(3).fill(hangJob(tenant, 50)), 'scripted');
+    await eventually(
+      async () => ((await limiterStatus(temporal.client, tenant))?.queue === 3 ? true : undefined),
+      20_000,
+      'three scripted calls in line',
+    );
+    const [live] = await startJobs(
+      config.temporal.taskQueue,
+      [{ tenant, steps: [{ session: { external: true } }] }],
+      'live',
+    );
+    const session = await openSession(temporal.client, live.workflowId);
+    const answer = session.callTool('probe.hang', { ms: 50 });
+    await eventually(
+      async () => ((await limiterStatus(temporal.client, tenant))?.queue === 4 ? true : undefined),
+      20_000,
+      'the live call in line',
+    );
+    expect((await answer).isError).toBeFalsy();
+    await session.close({ done: true });
+    await Promise.all([holder, live, ...scripted].map((h) => h.result()));
+  });
+  // After the call that held the permit, the live session's call was the first to start.
+  const order = readReceived(log)
+    .filter((e) => e.event === 'start')
+    .map((e) => String(e.key).split('/')[0].split('-')[0]);
+  expect(order).toEqual(['holder', 'live', 'scripted', 'scripted', 'scripted']);
+}, 90_000);
