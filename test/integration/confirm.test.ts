@@ -318,6 +318,11 @@ test('A4/B6/C5: the policy read again while a call waits — confirm→deny refu
     // Another pattern, not this call's: it goes on waiting.
     await changePolicy(policy, tenant, setPolicyUpdate, ['ledger.charge', 'allow']);
     await changePolicy(policy, tenant, setPolicyUpdate, ['ledger.*', 'allow']);
+    // It was told (ledger.* covers it), looked again, and waits again: its second ask is in its history.
+    await eventually(async () => {
+      const events = (await allowed.fetchHistory()).events ?? [];
+      return events.filter((e) => e.activityTaskCompletedEventAttributes).length >= 2 ? true : undefined;
+    });
     await waitsFor(allowed, 'c1');
     expect(refunds()).toHaveLength(0);
     await changePolicy(policy, tenant, setPolicyUpdate, ['ledger.refund', 'allow']);
