@@ -128,7 +128,36 @@ export async function runChaos(opts: ChaosOptions): Promise<boolean> {
   } finally {
     await rig.close();
   }
-  return report(rig, tallies, { trials, jobsPerTrial, short: opts.short, cluster: opts.cluster !== undefined });
+  return afterClose(() =>
+    report(rig, tallies, { trials, jobsPerTrial, short: opts.short, cluster: opts.cluster !== undefined }),
+  );
+}
+
+/**
+ * The report, whatever a Temporal client's retry still does after its connection closed: a retry timer that fires
+ * then throws "Channel has been shut down" from @temporalio/client's grpc-retry, outside any call of ours. Such an
+ * error is said in one line; any other ends the run as an uncaught error would.
+ */
+async function afterClose<T>(fn: () => Promise<T> | T): Promise<T> {
+  const closed = (err: unknown) => err instanceof Error && /Channel has been shut down/.test(err.message);
+  const onError = (err: unknown) => {
+    if (!closed(err)) {
+      console.error(err);
+      process.exit(1);
+    }
+    process.stderr.write(`chaos: a client's retry after its connection closed: ${(err as Error).message}\n`);
+  };
+  process.on('uncaughtException', onError);
+  process.on('unhandledRejection', onError);
+  try {
+    return await fn();
+  } finally {
+    // Retries of a closed channel are spaced up to a few seconds apart: the guard stays a while longer.
+    setTimeout(() => {
+      process.off('uncaughtException', onError);
+      process.off('unhandledRejection', onError);
+    }, 10_000).unref();
+  }
 }
 
 if (require.main === module)

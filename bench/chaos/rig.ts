@@ -275,9 +275,13 @@ export class Rig {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       let timer: NodeJS.Timeout | undefined;
+      // A wait that loses the race is abandoned: aborted, so no retry of its long poll outlives it (or the client).
+      const abandon = new AbortController();
       try {
+        const result = this.client.withAbortSignal(abandon.signal, () => h.result());
+        result.catch(() => undefined);
         const trace = (await Promise.race([
-          h.result(),
+          result,
           new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('waited')), deadline - Date.now()))),
         ])) as JobTrace;
         return { kind: 'completed', trace };
@@ -293,6 +297,7 @@ export class Rig {
         await sleep(500);
       } finally {
         clearTimeout(timer);
+        abandon.abort();
       }
     }
   }
