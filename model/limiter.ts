@@ -9,8 +9,10 @@
  *   the node that runs it claims it.
  * - A **rate** (`callsPerSecond`) spaces calls: each is given a start at least 1/rate after the one before, on all
  *   nodes together. Temporal's timers fire to about a second, so a start less than {@link PACE_MS} away is kept by the
- *   node that takes it (it starts the call then); a call whose start is further off joins the line, and the limiter
- *   gives it its start when that comes within reach.
+ *   node that takes it (it starts the call then); a call whose start is further off joins the line, and gets its
+ *   start when that comes within reach.
+ * - The limiter keeps no clock of its own: each message (a node's ask, renewal, give) looks for holders and grants
+ *   past their time first, and gives the calls in line their turns.
  *
  * Every change is relative (a node takes one, gives back n): two messages of one node that cross never undo each other.
  */
@@ -248,26 +250,20 @@ export class Limiter {
   }
 
   /**
-   * Gives each call in line its turn, in order, while permits and rates allow: a call that cannot start holds back the
-   * calls behind it that need the same scopes (they keep their places). Returns the calls whose turn came, and when
-   * the next may come by a rate alone (ms: its start within {@link PACE_MS}), if one waits for that.
+   * Gives each call in line its turn, in order, while permits and rates allow (holders and grants past their time
+   * first go back): a call that cannot start holds back the calls behind it that need the same scopes (they keep
+   * their places). Returns the calls whose turn came. Under a rate, a call's turn comes once its start is within
+   * {@link PACE_MS}; the node that asks after it every second brings that moment.
    */
-  pump(now: number): { granted: Waiter[]; wakeAt?: number } {
+  pump(now: number): Waiter[] {
     this.expire(now);
     const granted: Waiter[] = [];
     const held = new Set<string>();
-    let wakeAt: number | undefined;
     for (const w of [...this.state.queue]) {
       const scopes = [...w.caps, ...w.rates];
       if (scopes.some((s) => held.has(s))) continue;
-      const blocked = this.blockedBy(w, now);
-      if (blocked) {
+      if (this.blockedBy(w, now)) {
         for (const s of scopes) held.add(s);
-        const next = this.state.next[blocked];
-        if (w.rates.includes(blocked) && next !== undefined) {
-          const at = next - PACE_MS;
-          wakeAt = Math.min(wakeAt ?? at, at);
-        }
         continue;
       }
       this.state.queue.splice(this.state.queue.indexOf(w), 1);
@@ -276,13 +272,7 @@ export class Limiter {
       this.state.grants.push(at > now ? { ...grant, at } : grant);
       granted.push(w);
     }
-    return { granted, ...(wakeAt !== undefined ? { wakeAt } : {}) };
-  }
-
-  /** When the next permit goes back by itself (a holder or grant past its time), if any is held. */
-  nextExpiry(): number | undefined {
-    const times = [...Object.values(this.state.holders).map((h) => h.until), ...this.state.grants.map((g) => g.until)];
-    return times.length ? Math.min(...times) : undefined;
+    return granted;
   }
 
   /** F5: what `oz0 tenant status` shows of the counting: running and waiting by scope, the limits they are held to. */

@@ -237,17 +237,8 @@ export async function makeCall(
       const { _meta: meta, ...result } = out.result;
       const protocol = out.protocol ? { protocol: out.protocol } : {};
       const withQuestion = question ? { question } : {};
-      const withWaits = waited.length ? { waited } : {};
-      const step = {
-        ...base,
-        ...withQuestion,
-        ...withWaits,
-        result,
-        attempts: out.attempts,
-        node: out.node,
-        ...protocol,
-      };
-      return ended({ step, meta });
+      const step = { ...base, ...withQuestion, result, attempts: out.attempts, node: out.node, ...protocol };
+      return ended(withWaits({ step, meta }, waited));
     }
   } catch (err) {
     // F2, F3: a call stopped while it waited says how long it did; one in line leaves it, whatever stopped it.

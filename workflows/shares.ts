@@ -4,6 +4,13 @@
  * runs and renews them; a call that finds none waits in its job, in line here, and its job is signalled when its turn
  * comes. It runs on the policy queue beside the tenant's policy workflow, whose shares say its limits (a node passes
  * them on with each ask, `oz0 tenant set` at once).
+ *
+ * Every change happens in a handler, and every command it makes (a job told its turn) in the same synchronous step:
+ * the order of commands in an activation never depends on when a main loop wakes, so a replay after eviction meets
+ * them in the order the history has them (the SDK's update responses and a main loop's timers can cross, Temporal's
+ * sdk-typescript#1966). So the limiter keeps no timer: nodes' messages drive it — a node renews its permits every
+ * second, and a node whose call waits in line asks every second too — and each message looks for holders and grants
+ * past their time and gives the next calls their turns.
  */
 import {
   allHandlersFinished,
@@ -11,7 +18,6 @@ import {
   continueAsNew,
   getExternalWorkflowHandle,
   setHandler,
-  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import { Limiter, emptyLimiter, giveProblem, takeProblem } from '../model/limiter';
@@ -30,50 +36,46 @@ import type { SharesInput, Turn } from '../model/messages';
 
 /** Messages handled in one run before it continues as new (a busy tenant's run stays short). */
 const CHANGES_PER_RUN = 2000;
-/** While permits are held, the limiter looks this often for holders and grants past their time. */
-const EXPIRY_TICK_MS = 5000;
 
 export async function tenantShares(input: SharesInput): Promise<void> {
   const limiter = new Limiter(input.state ?? emptyLimiter(input.tenant));
   let changes = 0;
-  /** Something changed that may give a call in line its turn. */
-  let dirty = true;
   /** Jobs being told their turn: the run continues as new only once each was told. */
   let telling = 0;
-  let ticking = false;
-  let rateWake: number | undefined;
-  const changed = () => {
-    changes++;
-    dirty = true;
-  };
   const tell = (w: Waiter, turn: Turn) => {
     telling++;
     void getExternalWorkflowHandle(w.jobId)
       .signal(turnSignal, turn)
-      // Its job has ended: it will never claim its grant, which goes back now.
-      .catch(() => {
-        limiter.withdraw(w);
-        dirty = true;
-      })
+      // Its job has ended: it will never claim its grant, which goes back (the next message gives it on).
+      .catch(() => limiter.withdraw(w))
       .finally(() => telling--);
+  };
+  /** After a change: calls in line whose turn came are told, in the same step. */
+  const changed = () => {
+    changes++;
+    for (const w of limiter.pump(Date.now())) tell(w, { key: w.key, granted: true });
   };
 
   setHandler(
     takeUpdate,
     (req) => {
+      const result = limiter.take(req, Date.now());
       changed();
-      return limiter.take(req, Date.now());
+      return result;
     },
     { validator: (req) => check(takeProblem(req)), description: "F3: a node asks for a call's permits" },
   );
   setHandler(
     giveUpdate,
     ({ holder, caps, ttlMs }) => {
-      changed();
       limiter.give(holder, caps, ttlMs, Date.now());
+      changed();
       return limiter.waiting();
     },
-    { validator: (input) => check(giveProblem(input)), description: 'F3: a node gives permits back, renews the rest' },
+    {
+      validator: (input) => check(giveProblem(input)),
+      description: 'F3: a node gives permits back and renews the rest (or asks after its calls in line)',
+    },
   );
   setHandler(giveSignal, (input) => {
     if (giveProblem(input)) return;
@@ -97,28 +99,8 @@ export async function tenantShares(input: SharesInput): Promise<void> {
     description: 'F5: running and waiting calls by scope, and the limits they are held to',
   });
 
-  while (changes < CHANGES_PER_RUN && !workflowInfo().continueAsNewSuggested) {
-    if (dirty) {
-      dirty = false;
-      const now = Date.now();
-      const { granted, wakeAt } = limiter.pump(now);
-      for (const w of granted) tell(w, { key: w.key, granted: true });
-      // A rate's next start: a timer of its own, unless one already wakes the limiter sooner.
-      if (wakeAt !== undefined && (rateWake === undefined || wakeAt < rateWake || rateWake < now)) {
-        rateWake = wakeAt;
-        void sleep(Math.max(1, wakeAt - now)).then(() => (dirty = true));
-      }
-      // Holders and grants past their time: looked for on a slow tick, while there are any.
-      if (!ticking && limiter.nextExpiry() !== undefined) {
-        ticking = true;
-        void sleep(EXPIRY_TICK_MS).then(() => {
-          ticking = false;
-          dirty = true;
-        });
-      }
-    }
-    await condition(() => dirty || changes >= CHANGES_PER_RUN || workflowInfo().continueAsNewSuggested);
-  }
+  // The history stays short: after enough changes (or when Temporal says so) the state moves to a new run.
+  await condition(() => changes >= CHANGES_PER_RUN || workflowInfo().continueAsNewSuggested);
   await condition(() => allHandlersFinished() && telling === 0);
   await continueAsNew<typeof tenantShares>({ tenant: input.tenant, state: limiter.state });
 }

@@ -104,9 +104,9 @@ class Attempt {
 
   /**
    * prepare → send → settle, with the attempt's stops (job cancel, kill switch, its session's caller) heard around
-   * them; a call that waits for a person's yes ends after prepare, and its job asks (A4); one that may not go on now
-   * (F2, F3) ends before prepare takes anything, and its job waits. One async frame for the three: each more is a
-   * promise or two of every call (issue 36.7).
+   * them; a call that waits for a person's yes ends after prepare, and its job asks (A4); so does one that may not go
+   * on now (F2, F3), having sent nothing, and its job waits. One async frame for the three: each more is a promise or
+   * two of every call (issue 36.7).
    */
   private async attempt(): Promise<CallOutput | CallAsks | CallWaits> {
     // C5: heard before the policy is read, so a kill switch thrown from here on stops this call too.

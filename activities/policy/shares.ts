@@ -258,14 +258,16 @@ export class ShareGate {
   }
 
   /**
-   * Every second: each tenant's permits renewed, and the ones idle too long (or wanted in line) given back; not while
+   * Every second: each tenant's permits renewed, and the ones idle too long (or wanted in line) given back; and a
+   * limiter with calls in line is asked after them, which is what gives them their turns (it keeps no clock). Not while
    * a message of the node's is still on its way to that limiter (one that no worker answers takes its deadline).
    */
   private async renew(): Promise<void> {
     await Promise.all(
       [...this.holds].map(async ([tenant, hold]) => {
         if (hold.sending) return;
-        if (hold.holding()) await this.send(tenant, hold, false);
+        const inLine = Object.values(hold.waiting).some((n) => n > 0);
+        if (hold.holding() || inLine) await this.send(tenant, hold, false);
         else this.holds.delete(tenant);
       }),
     );

@@ -3,6 +3,7 @@
  * MCP server runs at once, and when each starts. A call over a cap waits in its job (no slot, no attempt), keeps its
  * place, and its trace says why and how long; a cancel and a kill switch reach it while it waits.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { readReceived } from '../../examples/common';
 import { createNode } from '../../worker/node';
@@ -12,7 +13,12 @@ import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
 import { policyTargetOf, changePolicy } from '../../common/policy-client';
 import { killUpdate } from '../../model/messages';
-import { limiterStatus } from '../../common/shares-client';
+import { limiterStatus, weightsOn } from '../../common/shares-client';
+import { oz0 } from '../helpers/cli';
+import { Worker } from '@temporalio/worker';
+import { temporal as proto } from '@temporalio/proto';
+import { workflowBundle } from '../../worker/bundle';
+import { sharesWorkflowId } from '../../model/shares';
 import { setShares } from '../../client/tenants';
 import { openSession } from '../../client/sessions';
 import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
@@ -94,6 +100,11 @@ test('F3: a cap on running calls holds exactly across two nodes; the same flood 
   expect(mostAtOnce(log, 'cap-')).toBe(3);
   // The control, on the same two nodes: the same flood with no cap runs more at once.
   expect(mostAtOnce(log, 'free-')).toBeGreaterThan(3);
+  // T5: the limiter's history (its asks, gives, turns and claims) replays as it ran: what a node evicting it meets.
+  const history = await temporal.client.workflow.getHandle(sharesWorkflowId(capped)).fetchHistory();
+  await Worker.runReplayHistory({ workflowBundle: await workflowBundle(false) }, history, 'limiter');
+  if (process.env.OZ0_RECORD_HISTORY)
+    fs.writeFileSync(process.env.OZ0_RECORD_HISTORY, proto.api.history.v1.History.encode(history).finish());
   // The calls that waited say so in their trace: why, and how long.
   const waited = traces.flatMap((t) => callsOf(t)).filter((s) => s.waited?.length);
   expect(waited.length).toBeGreaterThan(0);
@@ -277,4 +288,85 @@ test("F4: a live session's call (an agent waits on it) goes ahead of scripted ca
     .filter((e) => e.event === 'start')
     .map((e) => String(e.key).split('/')[0].split('-')[0]);
   expect(order).toEqual(['holder', 'live', 'scripted', 'scripted', 'scripted']);
+}, 90_000);
+
+test('F5: `oz0 tenant set` and `oz0 tenant status` as a person runs them: the table, --json with every field, bad input named', async () => {
+  const tenant = uniqueId('t');
+  const { config, log } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } });
+  const file = path.join(tmpDir(), 'oz0.config.json');
+  fs.writeFileSync(
+    file,
+    JSON.stringify({
+      temporal: config.temporal,
+      servers: { probe: { command: 'node', args: [fixture('probe-server.js')] } },
+      tenants: { [tenant]: { limits: { maxRunningCalls: 1 } } },
+    }),
+  );
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const jobs = await startJobs(config.temporal.taskQueue, Array(3).fill(hangJob(tenant, 10_000)), 'cli');
+    await eventually(async () => ((await limiterStatus(temporal.client, tenant))?.queue === 2 ? true : undefined));
+    await eventually(() => (mostAtOnce(log) === 1 ? true : undefined));
+    const set = await oz0([
+      'tenant',
+      'set',
+      tenant,
+      '--weight',
+      '3',
+      '--server',
+      'probe',
+      '--rate',
+      '50',
+      '--config',
+      file,
+    ]);
+    expect(set.stderr).toContain('--server sets a server');
+    expect(set.code).toBe(2);
+    const ok = await oz0(['tenant', 'set', tenant, '--weight', '3', '--config', file]);
+    expect(ok.stdout).toMatch(
+      new RegExp(`^${tenant} \\(policy version \\d+\\): weight 3, priority 3-5, cap 1, rate none`),
+    );
+    const server = await oz0([
+      'tenant',
+      'set',
+      tenant,
+      '--server',
+      'probe',
+      '--rate',
+      '50',
+      '--json',
+      '--config',
+      file,
+    ]);
+    expect(JSON.parse(server.stdout)).toMatchObject({
+      tenant,
+      shares: { weight: 3, limits: { maxRunningCalls: 1, servers: { probe: { callsPerSecond: 50 } } } },
+    });
+    const table = await oz0(['tenant', 'status', tenant, '--config', file]);
+    const row = table.stdout.split('\n').find((l) => l.startsWith(tenant))!;
+    // weight, priority, jobs, running, queued (in Temporal), in line, cap (held of), rate
+    expect(row.split(/\s{2,}/)).toEqual([tenant, '3', '3-5', '3', '1', '0', '2', '1 of 1', '-']);
+    expect(table.stdout).toContain(`${tenant}'s calls of probe: cap -, rate 50/s`);
+    const json = JSON.parse((await oz0(['tenant', 'status', tenant, '--json', '--config', file])).stdout);
+    expect(json).toMatchObject({
+      tenant,
+      source: 'set',
+      shares: { weight: 3, maxPriority: 3 },
+      jobs: 3,
+      calls: { running: 1, queued: 0, jobsLooked: 3 },
+      limiter: { queue: 2, scopes: expect.arrayContaining([{ scope: '*', running: 1, waiting: 2 }]) },
+    });
+    // The weight is in Temporal's config of the shared queue, where dispatch reads it.
+    expect(await weightsOn(temporal.client, config.temporal.taskQueue)).toMatchObject({ [tenant]: 3 });
+    for (const bad of [
+      ['--weight', '0'],
+      ['--max-running', 'lots'],
+      ['--max-priority', '9'],
+    ]) {
+      const refused = await oz0(['tenant', 'set', tenant, ...bad, '--config', file]);
+      expect({ bad, code: refused.code }).toEqual({ bad, code: 2 });
+      expect(refused.stderr).toContain(bad[0]);
+    }
+    await Promise.all(jobs.map((h) => h.cancel()));
+  });
 }, 90_000);

@@ -3,7 +3,8 @@
  * histories were recorded by the oz0 from before calls a person approves (A4-A7) — plain calls with an error result,
  * a scripted session, a harness's live session, a job cancelled mid-call, and a tenant's policy workflow with its
  * updates — and today's workflow bundle must replay each without a nondeterminism error. They are the binary
- * protobuf of each `History` as that version's client fetched it.
+ * protobuf of each `History` as that version's client fetched it. `shares-capped` is a tenant's limiter (F3) under a
+ * flood across two nodes, recorded by caps.test.ts (`OZ0_RECORD_HISTORY=FILE`): its asks, gives, turns and claims.
  *
  * The `traced-*` ones were recorded by a node that traced (O2: OTEL_EXPORTER_OTLP_ENDPOINT set, spans' context in
  * the activities' headers, `record.js` run on the dist/ of issue 27). Only a node that traces has tracing's workflow
