@@ -234,6 +234,12 @@ const ConfigShape = z.strictObject({
        */
       reserveSlots: z.number().int().min(0).max(10_000).optional(),
       /**
+       * F3: a node renews the permits of its tenants' caps every second; ones it stops renewing (it died, or lost
+       * Temporal) go back to their limiter after this long. Shorter frees a dead node's share sooner; it must outlast
+       * a pause of the node's (a long collection, a loaded machine).
+       */
+      permitHoldSeconds: z.number().min(3).max(3600).default(30),
+      /**
        * F1: at start, a node checks that the Temporal server dispatches fairly (a probe of a few tasks on a queue of
        * its own) and says so when it does not, naming the setting. Off: no probe.
        */

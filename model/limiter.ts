@@ -60,10 +60,19 @@ export interface LimiterState {
   queue: Waiter[];
   /** Per rate scope: the earliest time (ms) the next call may start. */
   next: Record<string, number>;
+  /** The last gives applied, by id: a node that did not hear its give answered sends it again, and it counts once. */
+  gives?: string[];
+  /** The last permits taken, by the ask's id: a node that did not hear the answer hands them back by that id. */
+  takes?: Array<{ id: string; holder: string; caps: string[] }>;
 }
+
+/** How many gives and takes the limiter remembers by id: far more than a node sends again within its deadline. */
+const REMEMBERED = 256;
 
 /** A node's ask for a call's permits (and its tokens, under a rate). */
 export interface TakeRequest {
+  /** The ask's own id: a node that never heard the answer (its deadline passed) hands back what it took by it. */
+  id: string;
   /** The node asking (its own queue's name): the permits are its own until it gives them back. */
   holder: string;
   /** How long its permits are kept without a renewal. */
@@ -159,10 +168,13 @@ export class Limiter {
     return at;
   }
 
-  private hold(holder: string, caps: string[], ttlMs: number, now: number): void {
-    const h = (this.state.holders[holder] ??= { caps: {}, until: now + ttlMs });
-    h.until = Math.max(h.until, now + ttlMs);
+  /** The asking node holds the call's permits now, remembered by the ask's id. */
+  private hold(req: Pick<TakeRequest, 'id' | 'holder' | 'ttlMs'>, caps: string[], now: number): void {
+    const h = (this.state.holders[req.holder] ??= { caps: {}, until: now + req.ttlMs });
+    h.until = Math.max(h.until, now + req.ttlMs);
     for (const scope of caps) h.caps[scope] = (h.caps[scope] ?? 0) + 1;
+    if (caps.length)
+      this.state.takes = [...(this.state.takes ?? []), { id: req.id, holder: req.holder, caps }].slice(-REMEMBERED);
   }
 
   /**
@@ -176,7 +188,7 @@ export class Limiter {
     const granted = this.state.grants.findIndex((g) => sameCall(g, call));
     if (granted >= 0) {
       const [grant] = this.state.grants.splice(granted, 1);
-      this.hold(req.holder, grant.caps, req.ttlMs, now);
+      this.hold(req, grant.caps, now);
       return {
         ok: true,
         caps: grant.caps,
@@ -195,7 +207,7 @@ export class Limiter {
     const blocked = this.blockedBy({ tool: call.tool, caps, rates }, now);
     if (!contested && !blocked) {
       if (queued >= 0) this.state.queue.splice(queued, 1);
-      this.hold(req.holder, caps, req.ttlMs, now);
+      this.hold(req, caps, now);
       const at = this.spend(rates, call.server, now);
       return { ok: true, caps, ...(at > now ? { at } : {}), waiting: this.waiting() };
     }
@@ -224,15 +236,32 @@ export class Limiter {
     return `${this.state.tenant}'s ${parts.join(' and ') || 'limits'}`;
   }
 
-  /** A node gives back permits it no longer holds for a call, and renews the rest. */
-  give(holder: string, caps: Record<string, number>, ttlMs: number, now: number): void {
+  /**
+   * A node gives back permits it no longer holds for a call, and renews the rest; and hands back what asks it never
+   * heard answered took (`abandoned`, by their ids). A give sent again under the same id counts once.
+   */
+  give(input: GiveInput, now: number): void {
+    const { holder, caps, ttlMs, id, abandoned } = input;
+    const once = id !== undefined && (this.state.gives ?? []).includes(id);
+    if (id !== undefined && !once) this.state.gives = [...(this.state.gives ?? []), id].slice(-REMEMBERED);
+    if (!once) this.takeOff(holder, caps);
+    for (const lost of abandoned ?? []) {
+      const taken = (this.state.takes ?? []).find((t) => t.id === lost);
+      if (!taken) continue;
+      this.state.takes = this.state.takes!.filter((t) => t !== taken);
+      this.takeOff(taken.holder, Object.fromEntries(taken.caps.map((c) => [c, 1])));
+    }
+    const h = this.state.holders[holder];
+    if (h) h.until = now + ttlMs;
+  }
+
+  private takeOff(holder: string, caps: Record<string, number>): void {
     const h = this.state.holders[holder];
     if (!h) return;
     for (const [scope, n] of Object.entries(caps)) {
       h.caps[scope] = Math.max(0, (h.caps[scope] ?? 0) - n);
       if (h.caps[scope] === 0) delete h.caps[scope];
     }
-    h.until = now + ttlMs;
     if (Object.keys(h.caps).length === 0) delete this.state.holders[holder];
   }
 
@@ -318,8 +347,9 @@ function ttlProblem(ttlMs: unknown): string | undefined {
 
 /** What is wrong with a node's ask for permits, if anything (the limiter's validator: any client could send one). */
 export function takeProblem(req: unknown): string | undefined {
-  if (!req || typeof req !== 'object' || Array.isArray(req)) return 'an ask is { holder, ttlMs, settings, call }';
-  const { holder, ttlMs, settings, call } = req as Record<string, unknown>;
+  if (!req || typeof req !== 'object' || Array.isArray(req)) return 'an ask is { id, holder, ttlMs, settings, call }';
+  const { id, holder, ttlMs, settings, call } = req as Record<string, unknown>;
+  if (typeof id !== 'string' || !ID.test(id)) return 'id is 1-64 letters, digits or -';
   if (typeof holder !== 'string' || !HOLDER.test(holder)) return 'holder is a node queue name';
   const ttl = ttlProblem(ttlMs);
   if (ttl) return ttl;
@@ -338,13 +368,31 @@ export function takeProblem(req: unknown): string | undefined {
   return undefined;
 }
 
+const ID = /^[A-Za-z0-9-]{1,64}$/;
+
 /** What is wrong with a node's give, if anything. */
 export function giveProblem(input: unknown): string | undefined {
-  if (!input || typeof input !== 'object' || Array.isArray(input)) return 'a give is { holder, caps, ttlMs }';
-  const { holder, caps, ttlMs } = input as Record<string, unknown>;
+  if (!input || typeof input !== 'object' || Array.isArray(input)) return 'a give is { holder, caps, ttlMs, id }';
+  const { holder, caps, ttlMs, id, abandoned } = input as Record<string, unknown>;
   if (typeof holder !== 'string' || !HOLDER.test(holder)) return 'holder is a node queue name';
   if (!caps || typeof caps !== 'object' || Array.isArray(caps)) return 'caps maps scopes to counts';
   for (const n of Object.values(caps))
     if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) return 'caps maps scopes to counts';
+  if (id !== undefined && (typeof id !== 'string' || !ID.test(id))) return 'id is 1-64 letters, digits or -';
+  const lost = abandoned ?? [];
+  if (!Array.isArray(lost) || lost.length > REMEMBERED || lost.some((a) => typeof a !== 'string' || !ID.test(a)))
+    return `abandoned is a list of at most ${REMEMBERED} ask ids`;
   return ttlProblem(ttlMs);
+}
+
+/** A node's give: permits back (relative), its renewal, and the asks it never heard answered. */
+export interface GiveInput {
+  holder: string;
+  /** Permits given back, by scope (relative: a give never undoes a take that crossed it). */
+  caps: Record<string, number>;
+  ttlMs: number;
+  /** The give's own id: sent again after no answer, it counts once. */
+  id?: string;
+  /** Ids of this node's asks whose answers it never heard: what they took goes back. */
+  abandoned?: string[];
 }

@@ -7,7 +7,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { Answer, JobCarry, JobStatus, JobTrace, ToolResult } from './job';
 import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from './schemas';
-import type { LimiterState, LimiterStatus, TakeRequest, TakeResult } from './limiter';
+import type { GiveInput, LimiterState, LimiterStatus, TakeRequest, TakeResult } from './limiter';
 import type { Shares } from './shares';
 
 /** The job workflow, as a client starts it: `client.workflow.start<JobWorkflow>(JOB_WORKFLOW, …)` (workflows/job.ts). */
@@ -165,13 +165,6 @@ export const killsSignal = defineSignal<[{ kills: string[] }]>('kills');
 export const limitsSignal = defineSignal<[LimiterState['settings']]>('limits');
 /** F5: what the limiter counts now: running and waiting calls by scope. */
 export const limiterStatusQuery = defineQuery<LimiterStatus>('limiterStatus');
-
-export interface GiveInput {
-  holder: string;
-  /** Permits given back, by scope (relative: a give never undoes a take that crossed it). */
-  caps: Record<string, number>;
-  ttlMs: number;
-}
 
 /**
  * F3: a job's call in line has its turn (its limiter holds a permit for it, `granted`), or should look again at once

@@ -198,6 +198,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     client,
     taskQueue: config.temporal.policyTaskQueue,
     holder: identity.queue,
+    holdMs: config.node.permitHoldSeconds * 1000,
     queues: {
       [config.temporal.taskQueue]: queueSlots(config.temporal.taskQueue),
       [identity.queue]: queueSlots(identity.queue),

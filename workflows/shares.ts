@@ -67,8 +67,8 @@ export async function tenantShares(input: SharesInput): Promise<void> {
   );
   setHandler(
     giveUpdate,
-    ({ holder, caps, ttlMs }) => {
-      limiter.give(holder, caps, ttlMs, Date.now());
+    (input) => {
+      limiter.give(input, Date.now());
       changed();
       return limiter.waiting();
     },
@@ -79,7 +79,7 @@ export async function tenantShares(input: SharesInput): Promise<void> {
   );
   setHandler(giveSignal, (input) => {
     if (giveProblem(input)) return;
-    limiter.give(input.holder, input.caps, input.ttlMs, Date.now());
+    limiter.give(input, Date.now());
     changed();
   });
   setHandler(withdrawSignal, (call) => {

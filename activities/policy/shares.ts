@@ -7,13 +7,14 @@
  * A cap costs a call nothing when the node already holds a permit for it: the permits a node's calls gave back stay
  * its own for a moment ({@link LINGER_MS}), so the next call of the tenant takes one without asking; they go back at
  * once when calls wait in line, and a node renews what it keeps every second (a dead node's go back after
- * {@link HOLD_TTL_MS}). A rate asks the limiter for every call: it spaces calls across nodes.
+ * `node.permitHoldSeconds`). A rate asks the limiter for every call: it spaces calls across nodes.
  */
 import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../../common/logger';
 import type { CallInput } from '../../model/activities';
-import type { TakeResult } from '../../model/limiter';
+import type { GiveInput, TakeRequest, TakeResult } from '../../model/limiter';
+import { randomUUID } from 'node:crypto';
 import { giveSignal, giveUpdate, killsSignal, limitsSignal, takeUpdate } from '../../model/messages';
 import type { TenantSharesWorkflow } from '../../model/messages';
 import { DEFAULT_PRIORITY, SHARES_WORKFLOW, limitsOf, mayTakeSlot, sharesWorkflowId } from '../../model/shares';
@@ -22,8 +23,6 @@ import { ALL_TENANTS, sharesOf } from '../../model/policy-rules';
 import type { TenantState } from '../../model/schemas';
 import type { PolicyGate } from './gate';
 
-/** A node's permits go back by themselves this long after its last renewal (it died, or lost Temporal). */
-export const HOLD_TTL_MS = 30_000;
 /** An ask of a limiter that no worker answers in this long fails: the attempt sends nothing and may try again. */
 const ASK_DEADLINE_MS = 10_000;
 /** How often a node renews its permits, and gives back the ones idle past {@link LINGER_MS}. */
@@ -70,8 +69,14 @@ class TenantHold {
   waiting: Record<string, number> = {};
   /** A renewal or give is on its way: the next waits for it, so the node's messages never cross. */
   sending?: Promise<void>;
+  /** A give not answered yet (its deadline passed): sent again as it was, under its id, before any other. */
+  pending?: GiveInput;
+  /** Asks whose answers never came: what they may have taken goes back with the next give. */
+  abandoned: string[] = [];
   /** The limits last known of the tenant (JSON): a change is told to its limiter. */
   limits?: string;
+  /** Asks on their way: the hold stays while one may still bring a permit (else it would be held by no one). */
+  asking = 0;
 
   idle(scope: string): number {
     return (this.held[scope] ?? 0) - (this.used[scope] ?? 0);
@@ -79,6 +84,13 @@ class TenantHold {
 
   holding(): boolean {
     return Object.values(this.held).some((n) => n > 0);
+  }
+
+  /** Nothing held, used, asked for or owed: the node may forget the tenant. */
+  quiet(): boolean {
+    const inLine = Object.values(this.waiting).some((n) => n > 0);
+    const used = Object.values(this.used).some((n) => n > 0);
+    return !this.holding() && !inLine && !used && this.asking === 0 && !this.pending && this.abandoned.length === 0;
   }
 }
 
@@ -88,6 +100,8 @@ export interface ShareGateDeps {
   taskQueue: string;
   /** This node's own queue: the holder of its permits. */
   holder: string;
+  /** Its permits go back by themselves this long after its last renewal (it died, or lost Temporal). */
+  holdMs: number;
   /** F2: the node's worker queues and their slots. */
   queues: Record<string, QueueSlots>;
   gate: PolicyGate;
@@ -138,11 +152,11 @@ export class ShareGate {
       else byTenant.delete(input.tenant);
     };
     try {
-      const caps = await this.take({ input, server, shares, version: state.version }, signal);
+      const taken = await this.take({ input, server, shares, version: state.version }, signal);
       return {
         release: () => {
           leave();
-          this.putBack(input.tenant, caps);
+          if (taken) this.putBack(input.tenant, taken.hold, taken.caps);
         },
       };
     } catch (err) {
@@ -173,15 +187,18 @@ export class ShareGate {
     return new MustWait('slot', why, Math.round(SLOT_RETRY_MS * (0.5 + Math.random())));
   }
 
-  /** F3: the call's permits, from what the node holds or from its tenant's limiter; the cap scopes it holds now. */
+  /**
+   * F3: the call's permits, from what the node holds or from its tenant's limiter: the cap scopes it holds now, and
+   * the hold they go back to (the same one: the node keeps it while a call of it asks or runs). None: no limits.
+   */
   private async take(
     call: { input: CallInput; server: string; shares: Shares; version: number },
     signal: AbortSignal,
-  ): Promise<string[]> {
+  ): Promise<{ hold: TenantHold; caps: string[] } | undefined> {
     const { input, server, shares } = call;
     const { caps, rates } = limitsOf(shares.limits, server);
     const capScopes = Object.keys(caps);
-    if (capScopes.length === 0 && Object.keys(rates).length === 0) return [];
+    if (capScopes.length === 0 && Object.keys(rates).length === 0) return undefined;
     const hold = this.holdOf(input.tenant);
     hold.limits ??= JSON.stringify(shares.limits);
     // A permit the node holds idle serves the call without asking, unless a call waits in line for it (its place).
@@ -191,9 +208,20 @@ export class ShareGate {
       capScopes.every((s) => hold.idle(s) > 0 && !(hold.waiting[s] > 0));
     if (local) {
       for (const s of capScopes) hold.used[s] = (hold.used[s] ?? 0) + 1;
-      return capScopes;
+      return { hold, caps: capScopes };
     }
-    const result = await this.ask(input, server, call);
+    const id = randomUUID();
+    let result: TakeResult;
+    hold.asking++;
+    try {
+      result = await this.ask(id, input, server, call);
+    } catch (err) {
+      // Its answer may have been lost after the limiter gave a permit: handed back by the ask's id.
+      hold.abandoned.push(id);
+      throw err;
+    } finally {
+      hold.asking--;
+    }
     this.deps.logger.debug(
       { tenant: input.tenant, key: input.key, granted: input.granted, result },
       'limiter answered',
@@ -209,11 +237,16 @@ export class ShareGate {
     }
     // A rate's start, less than a second off: kept here (Temporal's timers could not keep it to the millisecond).
     if (result.at !== undefined) await pause(result.at - Date.now(), signal);
-    return result.caps;
+    return { hold, caps: result.caps };
   }
 
   /** One ask of the tenant's limiter, which starts it if need be. */
-  private ask(input: CallInput, server: string, call: { shares: Shares; version: number }): Promise<TakeResult> {
+  private ask(
+    id: string,
+    input: CallInput,
+    server: string,
+    call: { shares: Shares; version: number },
+  ): Promise<TakeResult> {
     const { client, taskQueue, holder } = this.deps;
     const start = new WithStartWorkflowOperation<TenantSharesWorkflow>(SHARES_WORKFLOW, {
       workflowId: sharesWorkflowId(input.tenant),
@@ -222,9 +255,10 @@ export class ShareGate {
       workflowIdConflictPolicy: 'USE_EXISTING',
       priority: { fairnessKey: input.tenant },
     });
-    const request = {
+    const request: TakeRequest = {
+      id,
       holder,
-      ttlMs: HOLD_TTL_MS,
+      ttlMs: this.deps.holdMs,
       settings: { version: call.version, limits: call.shares.limits },
       call: {
         jobId: input.jobId,
@@ -240,9 +274,8 @@ export class ShareGate {
   }
 
   /** A call's permits are the node's again: kept a moment for the tenant's next call, or given back now. */
-  private putBack(tenant: string, caps: string[]): void {
+  private putBack(tenant: string, hold: TenantHold, caps: string[]): void {
     if (caps.length === 0) return;
-    const hold = this.holdOf(tenant);
     const now = Date.now();
     for (const s of caps) {
       hold.used[s] = Math.max(0, (hold.used[s] ?? 0) - 1);
@@ -266,9 +299,15 @@ export class ShareGate {
     await Promise.all(
       [...this.holds].map(async ([tenant, hold]) => {
         if (hold.sending) return;
-        const inLine = Object.values(hold.waiting).some((n) => n > 0);
-        if (hold.holding() || inLine) await this.send(tenant, hold, false);
-        else this.holds.delete(tenant);
+        // A hold with a call still asking or running stays (its permit must come back to this very hold).
+        if (hold.quiet()) this.holds.delete(tenant);
+        else if (
+          hold.holding() ||
+          Object.values(hold.waiting).some((n) => n > 0) ||
+          hold.pending ||
+          hold.abandoned.length
+        )
+          await this.send(tenant, hold, false);
       }),
     );
   }
@@ -281,34 +320,50 @@ export class ShareGate {
     // Gives are relative (the limiter takes n off), so the last one need not wait for one still on its way.
     const previous = last ? Promise.resolve() : (hold.sending ?? Promise.resolve());
     const sending = previous.then(async () => {
-      const now = Date.now();
-      const give: Record<string, number> = {};
-      for (const scope of Object.keys(hold.held)) {
-        const idle = hold.idle(scope);
-        const stale = now - (hold.idleSince[scope] ?? 0) >= LINGER_MS;
-        if (idle > 0 && (all || stale || hold.waiting[scope] > 0)) give[scope] = idle;
+      // A give not answered before is sent again as it was: the limiter counts it once.
+      if (!hold.pending) {
+        const now = Date.now();
+        const give: Record<string, number> = {};
+        for (const scope of Object.keys(hold.held)) {
+          const idle = hold.idle(scope);
+          const stale = now - (hold.idleSince[scope] ?? 0) >= LINGER_MS;
+          if (idle > 0 && (all || stale || hold.waiting[scope] > 0)) give[scope] = idle;
+        }
+        // Counted out before the message goes: a call that starts meanwhile asks the limiter, never a permit in flight.
+        for (const [scope, n] of Object.entries(give)) hold.held[scope] -= n;
+        const abandoned = hold.abandoned.splice(0);
+        hold.pending = {
+          holder: this.deps.holder,
+          caps: give,
+          ttlMs: this.deps.holdMs,
+          id: randomUUID(),
+          ...(abandoned.length ? { abandoned } : {}),
+        };
       }
-      // Counted out before the message goes: a call that starts meanwhile asks the limiter, never a permit in flight.
-      for (const [scope, n] of Object.entries(give)) hold.held[scope] -= n;
+      const input = hold.pending;
       try {
         const { client } = this.deps;
         const handle = client.workflow.getHandle(sharesWorkflowId(tenant));
-        const input = { holder: this.deps.holder, caps: give, ttlMs: HOLD_TTL_MS };
         if (last) await handle.signal(giveSignal, input);
         else
           hold.waiting = await client.withDeadline(Date.now() + ASK_DEADLINE_MS, () =>
             handle.executeUpdate(giveUpdate, { args: [input] }),
           );
+        hold.pending = undefined;
       } catch (err) {
         // Its limiter is gone (ended by hand): so are the permits it counted; calls in flight finish, new ones ask.
-        if (err instanceof WorkflowNotFoundError) for (const scope of Object.keys(hold.held)) hold.held[scope] = 0;
+        if (err instanceof WorkflowNotFoundError) {
+          for (const scope of Object.keys(hold.held)) hold.held[scope] = 0;
+          hold.pending = undefined;
+        }
         this.deps.logger.warn({ tenant, err: messageOf(err) }, 'could not renew permits');
       }
     });
-    hold.sending = sending.finally(() => {
-      if (hold.sending === sending) hold.sending = undefined;
+    const done: Promise<void> = sending.finally(() => {
+      if (hold.sending === done) hold.sending = undefined;
     });
-    return hold.sending;
+    hold.sending = done;
+    return done;
   }
 
   /**
@@ -353,9 +408,13 @@ export class ShareGate {
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.unlisten();
-    // The node's workers have stopped: no call of it runs, so every permit it holds is idle.
+    // The node's workers have stopped: no call of it runs, so every permit it holds is idle. A give still unanswered
+    // goes first (under its id), then the rest.
     await Promise.all(
-      [...this.holds].map(([tenant, hold]) => (hold.holding() ? this.send(tenant, hold, true, true) : undefined)),
+      [...this.holds].map(async ([tenant, hold]) => {
+        for (let n = 0; n < 2 && (hold.pending || hold.holding() || hold.abandoned.length); n++)
+          await this.send(tenant, hold, true, true);
+      }),
     );
   }
 }

@@ -16,6 +16,7 @@ import { killUpdate } from '../../model/messages';
 import { limiterStatus, weightsOn } from '../../common/shares-client';
 import { oz0 } from '../helpers/cli';
 import { Worker } from '@temporalio/worker';
+import { WorkflowClient } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import { workflowBundle } from '../../worker/bundle';
 import { sharesWorkflowId } from '../../model/shares';
@@ -370,3 +371,59 @@ test('F5: `oz0 tenant set` and `oz0 tenant status` as a person runs them: the ta
     await Promise.all(jobs.map((h) => h.cancel()));
   });
 }, 90_000);
+
+test('F3: a call that runs longer than its node’s permits are held keeps its permit (the node renews it); idle, the permit goes back', async () => {
+  const tenant = uniqueId('t');
+  // Permits held 3 s without a renewal; the call runs 8 s.
+  const { config, log } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } }, { permitHoldSeconds: 3 });
+  const node = await createNode({ config, logger });
+  await node.runUntil(async () => {
+    const [long, next] = await startJobs(
+      config.temporal.taskQueue,
+      [hangJob(tenant, 8000), hangJob(tenant, 10)],
+      'held',
+    );
+    await Promise.all([long.result(), next.result()]);
+    // Idle a second, the node's permit goes back: nothing is held for it.
+    await eventually(async () => {
+      const scopes = (await limiterStatus(temporal.client, tenant))?.scopes;
+      return scopes?.[0]?.running === 0 ? scopes : undefined;
+    }, 10_000);
+  });
+  // Never both at once: the second started once the first ended, not once 3 s had passed.
+  expect(mostAtOnce(log)).toBe(1);
+  const events = readReceived(log).filter((e) => e.tool === 'hang');
+  expect(events.map((e) => e.event)).toEqual(['start', 'end', 'start', 'end']);
+}, 60_000);
+
+test('F3: a permit whose ask was slow still goes back when its call ends (the node forgets no tenant while a call of it asks)', async () => {
+  const tenant = uniqueId('t');
+  // Permits held 60 s without a renewal: a permit the node lost track of would stay counted that long.
+  const { config } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } }, { permitHoldSeconds: 60 });
+  const node = await createNode({ config, logger });
+  // The node's first ask of the limiter takes 2.5 s on its way (a loaded Temporal): its renewals run meanwhile.
+  const ask = WorkflowClient.prototype.executeUpdateWithStart;
+  let slowed = 0;
+  const spy = jest.spyOn(WorkflowClient.prototype, 'executeUpdateWithStart').mockImplementation(async function (
+    this: WorkflowClient,
+    ...args: Parameters<WorkflowClient['executeUpdateWithStart']>
+  ) {
+    if (slowed++ === 0) await new Promise((r) => setTimeout(r, 2500));
+    return ask.apply(this, args);
+  } as typeof ask);
+  try {
+    await node.runUntil(async () => {
+      const [job] = await startJobs(config.temporal.taskQueue, [hangJob(tenant, 10)], 'slow-ask');
+      await job.result();
+      // Idle a second, the node gives its permit back: the limiter counts none running, long before 60 s.
+      const scopes = await eventually(async () => {
+        const found = (await limiterStatus(temporal.client, tenant))?.scopes;
+        return found?.[0]?.running === 0 ? found : undefined;
+      }, 8000);
+      expect(scopes[0]).toMatchObject({ running: 0, waiting: 0 });
+    });
+  } finally {
+    spy.mockRestore();
+  }
+  expect(slowed).toBeGreaterThan(0);
+}, 60_000);

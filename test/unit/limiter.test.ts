@@ -22,9 +22,12 @@ function limiter(limits: Limits, version = 1): Limiter {
   return l;
 }
 
+let asks = 0;
+
 function ask(key: string, opts: { holder?: string; server?: string; priority?: number; limits?: Limits } = {}) {
   const server = opts.server ?? 'ledger';
   return {
+    id: `ask-${key}-${++asks}`,
     holder: opts.holder ?? 'node-a',
     ttlMs: 30_000,
     settings: { version: 1, limits: opts.limits ?? {} },
@@ -55,7 +58,7 @@ describe('F3: a cap on running calls', () => {
     expect(position(l.take(ask('c'), T0 + 10))).toBe(2);
     expect(position(l.take(ask('b'), T0 + 20))).toBe(1);
     // A permit back: the first in line gets it, not a newcomer that asks in the same breath.
-    l.give('node-a', { '*': 1 }, 30_000, T0 + 30);
+    l.give({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 }, T0 + 30);
     expect(position(l.take(ask('e'), T0 + 30))).toBe(3);
     expect(l.pump(T0 + 30).map((w) => w.key)).toEqual(['b']);
   });
@@ -64,7 +67,7 @@ describe('F3: a cap on running calls', () => {
     const l = limiter({ maxRunningCalls: 1 });
     l.take(ask('a'), T0);
     l.take(ask('b'), T0);
-    l.give('node-a', { '*': 1 }, 30_000, T0 + 1);
+    l.give({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 }, T0 + 1);
     expect(l.pump(T0 + 1).map((w) => w.key)).toEqual(['b']);
     // Held for b: nobody else takes it meanwhile.
     expect(l.running('*')).toBe(1);
@@ -79,7 +82,7 @@ describe('F3: a cap on running calls', () => {
     l.take(ask('a'), T0);
     l.take(ask('scripted', { priority: 3 }), T0);
     expect(position(l.take(ask('agent', { priority: 2 }), T0 + 1))).toBe(1);
-    l.give('node-a', { '*': 1 }, 30_000, T0 + 2);
+    l.give({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 }, T0 + 2);
     expect(l.pump(T0 + 2).map((w) => w.key)).toEqual(['agent']);
   });
 
@@ -104,10 +107,10 @@ describe('F3: a cap on running calls', () => {
     l.take(ask('s2', { server: 'search', limits }), T0);
     l.take(ask('l3', { limits }), T0);
     // One ledger call ends: s2 still waits for search, and holds the tenant's scope for its place; l3 waits behind it.
-    l.give('node-a', { '*': 1 }, 30_000, T0 + 1);
+    l.give({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 }, T0 + 1);
     expect(l.pump(T0 + 1)).toEqual([]);
     // The search call ends too: s2's turn, then l3 when the next frees.
-    l.give('node-a', { '*': 1, 'server:search': 1 }, 30_000, T0 + 2);
+    l.give({ holder: 'node-a', caps: { '*': 1, 'server:search': 1 }, ttlMs: 30_000 }, T0 + 2);
     expect(l.pump(T0 + 2).map((w) => w.key)).toEqual(['s2', 'l3']);
   });
 
@@ -129,7 +132,7 @@ describe('F3: a cap on running calls', () => {
     l.take(ask('c'), T0);
     l.withdraw({ jobId: 'job-b', key: 'b' });
     expect(position(l.take(ask('c'), T0))).toBe(1);
-    l.give('node-a', { '*': 1 }, 30_000, T0);
+    l.give({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 }, T0);
     l.pump(T0);
     l.withdraw({ jobId: 'job-c', key: 'c' });
     expect(l.running('*')).toBe(0);
@@ -148,12 +151,31 @@ describe('F3: a cap on running calls', () => {
     const l = limiter({ maxRunningCalls: 3 });
     l.take(ask('a'), T0);
     l.take(ask('b'), T0);
-    l.give('node-a', { '*': 1 }, 30_000, T0);
+    l.give({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 }, T0);
     l.take(ask('c'), T0);
-    l.give('node-a', { '*': 1 }, 30_000, T0);
+    l.give({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 }, T0);
     expect(l.running('*')).toBe(1);
-    l.give('node-a', { '*': 5 }, 30_000, T0);
+    l.give({ holder: 'node-a', caps: { '*': 5 }, ttlMs: 30_000 }, T0);
     expect(l.running('*')).toBe(0);
+  });
+
+  test('a give sent again (its answer never heard) counts once; an ask never heard answered hands its permits back', () => {
+    const l = limiter({ maxRunningCalls: 3 });
+    l.take(ask('a'), T0);
+    l.take(ask('b'), T0);
+    const give = { holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000, id: 'give-1' };
+    l.give(give, T0);
+    l.give(give, T0 + 1);
+    expect(l.running('*')).toBe(1);
+    // The node's ask timed out, yet the limiter had given it a permit: its next give hands it back by the ask's id.
+    const lost = ask('c');
+    expect(ok(l.take(lost, T0 + 2))).toBe(true);
+    expect(l.running('*')).toBe(2);
+    l.give({ holder: 'node-a', caps: {}, ttlMs: 30_000, id: 'give-2', abandoned: [lost.id, 'never-seen'] }, T0 + 3);
+    expect(l.running('*')).toBe(1);
+    // Handed back once, however often it is said.
+    l.give({ holder: 'node-a', caps: {}, ttlMs: 30_000, id: 'give-3', abandoned: [lost.id] }, T0 + 4);
+    expect(l.running('*')).toBe(1);
   });
 
   test('F5: a newer policy version changes the limits, an older one does not; a raised cap lets the line in', () => {
@@ -214,7 +236,8 @@ describe('Bad input: what reaches the limiter is checked', () => {
 
   test('a well-formed ask and give pass; a negative give does not', () => {
     expect(takeProblem(ask('a'))).toBeUndefined();
-    expect(giveProblem({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000 })).toBeUndefined();
+    expect(giveProblem({ holder: 'node-a', caps: { '*': 1 }, ttlMs: 30_000, id: 'g-1' })).toBeUndefined();
     expect(giveProblem({ holder: 'node-a', caps: { '*': -1 }, ttlMs: 30_000 })).toContain('caps');
+    expect(giveProblem({ holder: 'node-a', caps: {}, ttlMs: 30_000, abandoned: ['a b'] })).toContain('abandoned');
   });
 });
