@@ -73,14 +73,17 @@ export function spread(values: number[]): Spread {
   };
 }
 
-/** Polls `check` every 5 ms until it gives a value; throws after `timeoutMs`, naming what it waited for. */
-export async function until<T>(what: string, check: () => T | undefined, timeoutMs: number): Promise<T> {
+/**
+ * Polls `check` every `everyMs` (5 ms) until it gives a value; throws after `timeoutMs`, naming what it waited for. A
+ * check that reads a growing file polls less often, so as not to take the measured node's CPU.
+ */
+export async function until<T>(what: string, check: () => T | undefined, timeoutMs: number, everyMs = 5): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = check();
     if (v !== undefined) return v;
     if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
 

@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,payloads,cancel,long,memory,gateway,sandbox,observability,cli,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,payloads,cancel,long,memory,gateway,sandbox,observability,cli,fairness,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -23,6 +23,7 @@ import { measureSandbox } from './measures/sandbox';
 import { measureObservability } from './measures/observability';
 import { measureCli } from './measures/cli';
 import { measurePayloads } from './measures/payloads';
+import { measureFairness } from './measures/fairness';
 
 const MEASURES = [
   'cost',
@@ -35,6 +36,7 @@ const MEASURES = [
   'sandbox',
   'observability',
   'cli',
+  'fairness',
   'default',
 ] as const;
 
@@ -130,6 +132,12 @@ async function main(): Promise<void> {
     },
     cli: { rounds: quick ? 3 : 10 },
     payloads: { calls: quick ? 20 : 100 },
+    fairness: {
+      ...(quick
+        ? { flood: 200, rounds: 1, share: 100, capJobs: 15, costCalls: 50, costRounds: 3 }
+        : { flood: 1000, rounds: 3, share: 200, capJobs: 40, costCalls: 200, costRounds: 10 }),
+      cluster: temporal !== undefined,
+    },
   };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
@@ -159,9 +167,11 @@ async function main(): Promise<void> {
                         ? await measurePayloads(env, settings.payloads)
                         : name === 'cli'
                           ? await measureCli(env, settings.cli)
-                          : name === 'default'
-                            ? await onDefaultServer(settings.cost)
-                            : await measureMemory(env, settings.memory);
+                          : name === 'fairness'
+                            ? await measureFairness(env, settings.fairness)
+                            : name === 'default'
+                              ? await onDefaultServer(settings.cost)
+                              : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));
