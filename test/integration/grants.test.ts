@@ -146,10 +146,11 @@ test('I2: a folder flipped to a link to the config folder and back, as fast as i
     if (start.tries) expect(start.tries).toEqual({ config: false, secret: false, notes: true });
     // Caught as a link, mid-swap, or between the check and the mount — by the node, or by bubblewrap, which binds a
     // descriptor through the path it has now, then checks the mount is the descriptor's file: a flip that moved the
-    // path away meanwhile fails the start (no source, or "Race condition binding dirfd").
+    // path away meanwhile fails the start (no source, or "Race condition binding dirfd", or a source gone by the time
+    // bubblewrap mounts it: "Can't bind mount … No such file or directory").
     else {
       expect(start.said).toMatch(
-        /which a sandbox may change|does not exist|changed while its sandbox started|bwrap: (Can't get type of source|Can't find source path|Race condition binding dirfd)/,
+        /which a sandbox may change|does not exist|changed while its sandbox started|bwrap: (Can't get type of source|Can't find source path|Race condition binding dirfd|Can't bind mount \S+ on \S+: Unable to mount source on destination: No such file or directory)/,
       );
     }
   }
