@@ -17,7 +17,7 @@ import type {
   JobSettings,
   SessionPlan,
 } from '../model/activities';
-import { JobSpecError, parseJobSpec } from '../model/schemas';
+import { JobSpecError, parseJobSpec, reservedIdProblem } from '../model/schemas';
 import { jobPriority, priorityProblem } from '../model/shares';
 import { compilePriority } from '@temporalio/common';
 import type { Priority } from '@temporalio/common';
@@ -59,6 +59,9 @@ export function createActivities(deps: ActivityDeps): Activities {
      * resolves the settings of the tools it names from this node's config (time limits, attempts, continue-as-new); a bad spec comes back as why, naming the field.
      */
     async resolveJobSettings(input: unknown, priority?: Priority): Promise<JobSettings | { badSpec: string }> {
+      // I11: a job under one of the platform's ids (started by a client that did not check) ends at once, freeing it.
+      const reserved = reservedIdProblem(Context.current().info.workflowExecution?.workflowId ?? '');
+      if (reserved) return { badSpec: `bad job id: ${reserved}` };
       let spec: JobSpec;
       try {
         // H1: a spec naming a harness this node's config does not have is refused, naming the field.

@@ -8,7 +8,7 @@ import { assertReachable, connectionOptions, temporalUnreachable } from '../comm
 import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status } from '../model/job';
 import { statusQuery, traceQuery } from '../model/messages';
 import type { JobWorkflow } from '../model/messages';
-import { JobSpecError, parseJobSpec } from '../model/schemas';
+import { JobIdSchema, JobSpecError, parseJobSpec } from '../model/schemas';
 import { jobPriority, priorityProblem } from '../model/shares';
 import { sharesOf } from '../model/policy-rules';
 import { readPolicy } from '../common/policy-client';
@@ -50,6 +50,14 @@ export async function startJob(
   opts: { workflowId?: string } = {},
 ): Promise<WorkflowHandleWithFirstExecutionRunId<JobWorkflow>> {
   const valid = parseJobSpec(spec, { harnesses: jc.harnesses });
+  // I11: a job's id is checked as its spec is: one of the platform's own (`oz0-policy/…`) is refused before it starts.
+  if (opts.workflowId !== undefined) {
+    const id = JobIdSchema.safeParse(opts.workflowId);
+    if (!id.success) {
+      const message = id.error.issues[0].message;
+      throw new JobSpecError(`bad job id: ${message}`, [{ path: 'id', message }]);
+    }
+  }
   if (valid.priority !== undefined && jc.policy) {
     const { maxPriority } = sharesOf(await readPolicy(jc.policy, valid.tenant), jc.policy.shareSeeds[valid.tenant]);
     const problem = priorityProblem(valid.priority, maxPriority);

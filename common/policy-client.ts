@@ -11,6 +11,7 @@ import type { UpdateDefinition } from '@temporalio/common';
 import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../model/policy-rules';
 import { policyStateQuery } from '../model/messages';
 import type { TenantPolicyWorkflow } from '../model/messages';
+import { TenantStateSchema } from '../model/schemas';
 import type { Decision, PolicyInput, TenantState } from '../model/schemas';
 
 export interface PolicyTarget {
@@ -49,19 +50,45 @@ export async function changePolicy<Args extends unknown[]>(
 /** How long a read of a tenant's state may take before the call that needs it fails (nothing sent). */
 const READ_DEADLINE_MS = 10_000;
 
-/** A tenant's current state; a tenant nobody changed yet has its config seed. */
+/**
+ * A tenant's current state; a tenant nobody changed yet has its config seed. I11: the answer is checked as a policy's
+ * state (a workflow of another type under the policy's id answers no such query). `start` (the node): the policy
+ * workflow is started, seeded, if it never was or if what stood under its id was not a policy and has ended, so a
+ * tenant's policy holds its id before a call of it is checked.
+ */
 export async function readPolicy(
-  target: Pick<PolicyTarget, 'client' | 'seeds' | 'shareSeeds'>,
+  target: Pick<PolicyTarget, 'client' | 'seeds' | 'shareSeeds'> & Partial<Pick<PolicyTarget, 'taskQueue'>>,
   tenant: string,
+  opts: { start?: boolean } = {},
 ): Promise<TenantState> {
+  const { client } = target;
+  const workflowId = policyWorkflowId(tenant);
+  const handle = client.workflow.getHandle(workflowId);
+  const query = () => client.withDeadline(Date.now() + READ_DEADLINE_MS, () => handle.query(policyStateQuery));
+  let answer: unknown;
   try {
-    return await target.client.withDeadline(Date.now() + READ_DEADLINE_MS, () =>
-      target.client.workflow.getHandle(policyWorkflowId(tenant)).query(policyStateQuery),
-    );
+    answer = await query();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return emptyState(target.seeds[tenant], target.shareSeeds[tenant]);
-    throw err;
+    const taskQueue = opts.start ? target.taskQueue : undefined;
+    if (!taskQueue) {
+      if (err instanceof WorkflowNotFoundError) return emptyState(target.seeds[tenant], target.shareSeeds[tenant]);
+      throw err;
+    }
+    if (!(err instanceof WorkflowNotFoundError)) {
+      // What stands under the id did not answer: a tenant's policy that could not (it is read again), or a workflow
+      // of another type, which is never read as one; once that has ended, the tenant's policy starts in its place.
+      const described = await handle.describe();
+      if (described.type === POLICY_WORKFLOW) throw err;
+      if (described.status.name === 'RUNNING')
+        throw new Error(`${workflowId} is a ${described.type} workflow, not a tenant's policy: it is not read`);
+    }
+    await client.workflow.start(POLICY_WORKFLOW, policyStart({ ...target, taskQueue }, tenant));
+    answer = await query();
   }
+  const state = TenantStateSchema.safeParse(answer);
+  if (!state.success)
+    throw new Error(`${policyWorkflowId(tenant)} did not answer as a tenant's policy: it is not read`);
+  return state.data;
 }
 
 /** Where a config's policy workflows live, with its seeds. */

@@ -41,9 +41,27 @@ export const PatternSchema = checkedBy(patternProblem);
 export const TenantNameSchema = checkedBy(tenantNameProblem);
 export const ServerNameSchema = checkedBy(serverNameProblem);
 export const DecisionSchema = z.enum(DECISIONS);
+/**
+ * I11: ids of the form `oz0-<word>/…` are the platform's own: tenants' policies (`oz0-policy/<tenant>`), their
+ * limiters (`oz0-shares/<tenant>`), a node's probes (`oz0-probe/…`), and whatever oz0 names so later. A job under
+ * one would stand where the platform reads a tenant's policy.
+ */
+const PLATFORM_ID = /^oz0-[a-z]+\//i;
+
+/** Why a job may not have this id, if it may not. */
+export function reservedIdProblem(id: string): string | undefined {
+  return PLATFORM_ID.test(id)
+    ? `${id} is the platform's: ids that start oz0-<word>/ are its tenants' policies, limiters and probes`
+    : undefined;
+}
+
 export const JobIdSchema = z
   .string()
-  .regex(/^[A-Za-z0-9_.:@/-]{1,200}$/, 'a job id is 1-200 letters, digits or _.:@/-');
+  .regex(/^[A-Za-z0-9_.:@/-]{1,200}$/, 'a job id is 1-200 letters, digits or _.:@/-')
+  .superRefine((id, ctx) => {
+    const problem = reservedIdProblem(id);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
 
 /**
  * A schema for "one of two shapes, told apart by a key": errors name the field inside the chosen shape

@@ -6,6 +6,7 @@
  * cancelled as soon as it runs. Until the probe has heard its cancel, and for good where it does not (Temporal Cloud,
  * an older or unconfigured cluster), cancels are taken from heartbeats' answers, as before.
  */
+import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import type { CancelRoute } from '../activities/heartbeats';
@@ -91,7 +92,8 @@ async function probe(opts: CancelWayOptions, n: number): Promise<number | undefi
   try {
     const handle = await opts.client.workflow.start('probeCancelPush', {
       taskQueue: opts.sharedQueue,
-      workflowId: `oz0-probe/${opts.nodeQueue}/${n}`,
+      // The platform's (I11), and not foreseeable: nothing can stand under it before the node starts.
+      workflowId: `oz0-probe/${opts.nodeQueue}/${n}-${randomBytes(4).toString('hex')}`,
       args: [opts.nodeQueue, PROBE_WAIT_MS],
       workflowExecutionTimeout: '1m',
     });

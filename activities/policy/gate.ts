@@ -176,7 +176,7 @@ export class PolicyGate {
   private startRead(tenant: string): Promise<TenantState> {
     const at = Date.now();
     this.logger.debug({ tenant }, 'policy read');
-    const state = readPolicy(this.target, tenant)
+    const state = readPolicy(this.target, tenant, { start: true })
       .then((read) => {
         this.learn(tenant, read, at);
         return read;

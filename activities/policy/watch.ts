@@ -138,20 +138,26 @@ export class PolicyWatch {
     }
   }
 
-  /** The running run and how long its history is now; the workflow is started (seeded) if it never was. */
+  /**
+   * The running run and how long its history is now; the workflow is started (seeded) if it never was, or if what
+   * stood under its id was not a policy and has ended (I11: a job that took the id, ended at its first task).
+   */
   private async currentRun(): Promise<{ runId: string; historyLength: number }> {
     const { client } = this.target;
     const workflowId = policyWorkflowId(this.tenant);
     const describe = () => client.workflow.getHandle(workflowId).describe();
-    let described;
-    try {
-      described = await describe();
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    let described = await describe().catch((err: unknown) => {
+      if (err instanceof WorkflowNotFoundError) return undefined;
+      throw err;
+    });
+    if (!described || (described.type !== POLICY_WORKFLOW && described.status.name !== 'RUNNING')) {
       // Nobody changed this tenant yet: start its workflow, seeded as `oz0 policy set` would have.
       await client.workflow.start(POLICY_WORKFLOW, policyStart(this.target, this.tenant));
       described = await describe();
     }
+    // I11: only a tenant's policy workflow is read as its policy (a job under its id would set the tenant's rules).
+    if (described.type !== POLICY_WORKFLOW)
+      throw new Error(`${workflowId} is a ${described.type} workflow, not a tenant's policy: it is not read`);
     // A policy workflow that was ended by hand is not restarted here: its last state stays readable by query.
     if (described.status.name !== 'RUNNING')
       throw new Error(`policy workflow ${this.tenant} is ${described.status.name}`);

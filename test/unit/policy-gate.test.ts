@@ -59,7 +59,13 @@ test('a failed read fails its callers; the next caller starts a new one', async 
   let queries = 0;
   const failing = {
     withDeadline: <T>(_deadline: number, fn: () => Promise<T>) => fn(),
-    workflow: { getHandle: () => ({ query: () => (queries++, Promise.reject(new Error('no worker'))) }) },
+    workflow: {
+      getHandle: () => ({
+        query: () => (queries++, Promise.reject(new Error('no worker'))),
+        // The node looks at what stands under the id when its query fails: a policy, not answering.
+        describe: async () => ({ type: 'tenantPolicy', status: { name: 'RUNNING' } }),
+      }),
+    },
   } as unknown as Client;
   const gate = new PolicyGate(
     { client: failing, taskQueue: 'p', seeds: {}, shareSeeds: {} },

@@ -1,5 +1,5 @@
 import { toolsOf } from '../../model/job';
-import { formatPath, JobSpecError, parseJobSpec } from '../../model/schemas';
+import { formatPath, JobIdSchema, JobSpecError, parseJobSpec, reservedIdProblem } from '../../model/schemas';
 import type { JobSpec } from '../../model/schemas';
 
 /** The example job spec of SPEC "Job spec", as written there. */
@@ -153,4 +153,25 @@ describe('Job spec: formatPath', () => {
   ])('Bad input: formatPath(%j) is %p', (parts, text) => {
     expect(formatPath(parts)).toBe(text);
   });
+});
+
+test.each([
+  ['oz0-policy/acme', true],
+  ['oz0-shares/acme', true],
+  ['oz0-probe/oz0/node/n1/0-ab12', true],
+  ['OZ0-Policy/acme', true],
+  ['oz0-anything/else', true],
+  ['oz0-policy', false],
+  ['oz0-policy-like/x', false],
+  ['my-oz0-policy/x', false],
+  ['job-20261206-abc', false],
+  ['orders/o-1', false],
+])('I11: the job id %s is the platform’s: %s', (id, reserved) => {
+  expect(Boolean(reservedIdProblem(id))).toBe(reserved);
+  const parsed = JobIdSchema.safeParse(id);
+  expect(parsed.success).toBe(!reserved);
+  if (!parsed.success)
+    expect(parsed.error.issues[0].message).toBe(
+      `${id} is the platform's: ids that start oz0-<word>/ are its tenants' policies, limiters and probes`,
+    );
 });
