@@ -89,6 +89,24 @@ export class SecretUnavailable extends Error {
 }
 
 /**
+ * I2: every file a secret of the config is read from (`file:PATH`, wherever a secret may be given: a tenant's
+ * credentials, a server's headers, and any field that comes later), with the field that names it: no sandbox may see
+ * one, whatever its grants say.
+ */
+export function secretFilesOf(config: object, baseDir: string): Array<{ field: string; file: string }> {
+  const out: Array<{ field: string; file: string }> = [];
+  const walk = (value: unknown, field: string) => {
+    if (typeof value === 'string') {
+      if (/^file:./.test(value)) out.push({ field, file: path.resolve(baseDir, value.slice(5)) });
+    } else if (Array.isArray(value)) value.forEach((v, i) => walk(v, `${field}[${i}]`));
+    else if (value && typeof value === 'object')
+      for (const [k, v] of Object.entries(value)) walk(v, field ? `${field}.${k}` : k);
+  };
+  walk(config, '');
+  return out;
+}
+
+/**
  * Reads a secret by its reference: `env:NAME` from `env`, `file:PATH` from the file (relative to `baseDir`), its last
  * line break dropped. Read each time it is needed, so a rotated file is taken at the next token request.
  */

@@ -6,6 +6,7 @@
  * H7) works as before. A node that cannot isolate refuses, saying what is missing (I6), unless its config says
  * `node.isolation: "none"`.
  */
+import { secretFilesOf } from '../../common/credentials';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -405,6 +406,10 @@ export class Isolation {
     if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
       out.push({ path: config.source, what: "the node's config file" });
     }
+    // I2: the files the config's secrets are read from (`file:PATH`), wherever they lie: `/etc` is always bound.
+    const { baseDir, source: _source, ...rest } = config;
+    for (const { field, file } of secretFilesOf(rest, baseDir))
+      out.push({ path: file, what: `a secret the config names (${field})`, files: [file] });
     for (const [name, server] of Object.entries(config.servers)) {
       if (!('command' in server) || server.sandbox) continue;
       for (const [key, value] of Object.entries(server.env)) {
@@ -443,7 +448,7 @@ export class Isolation {
     );
   }
 
-  /** I2: the paths to hide from a sandbox now: the state folder, the config file, each key store file there is. */
+  /** I2: the paths to hide from a sandbox now: the state folder, the config file, its secrets' files, key stores. */
   private hiddenPaths(): string[] {
     return this.secretPlaces().flatMap((place) => (place.files ? place.files.filter(isFile) : [place.path]));
   }

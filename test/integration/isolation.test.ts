@@ -94,11 +94,15 @@ function nodeFiles() {
     // A folder the sandbox is granted to read, holding the node's config and a plugin's key store (I2).
     config: path.join(shared, 'oz0.config.json'),
     keyStore: path.join(shared, 'keys.db'),
+    // Another tenant's bearer token, a file readable by all (0644) that the config names as `file:` (I2).
+    secretFile: path.join(shared, 'secrets', 'beta.key'),
     granted: path.join(shared, 'notes.txt'),
     // A file elsewhere on the machine.
     elsewhere: path.join(tmpDir(), 'secret.txt'),
   };
   fs.writeFileSync(files.keyStore, 'key store of the ledger');
+  fs.mkdirSync(path.dirname(files.secretFile));
+  fs.writeFileSync(files.secretFile, 'Bearer beta-key-0123456789', { mode: 0o644 });
   fs.writeFileSync(files.granted, 'notes the sandbox may read');
   fs.writeFileSync(files.elsewhere, 'AWS_SECRET=hunter2');
   fs.mkdirSync(path.join(shared, 'out'));
@@ -133,6 +137,11 @@ function hostileConfig(extra: { sandbox?: object; harnessSandbox?: object } = {}
       keys: { command: 'node', args: [fixture('probe-server.js')], env: { KEYS_DB: files.keyStore } },
       // Another tenant's job runs on a sandboxed server of its own.
       vic: { command: 'node', args: [fixture('probe-server.js')], sandbox: sandboxed() },
+      // A remote server each tenant reaches with its own token, beta's read from the granted folder.
+      desk: { url: 'http://127.0.0.1:9/mcp', credentials: 'per-tenant' },
+    },
+    tenants: {
+      beta: { credentials: { desk: { headers: { Authorization: `file:${files.secretFile}` } } } },
     },
     harnesses: {
       hostile: {
@@ -289,6 +298,7 @@ const ATTACKS = [
   'cancelOtherTenantsJob',
   'read config',
   'read keyStore',
+  'read secretFile',
   'read elsewhere',
   'read otherJob',
   'read stateFolder',
