@@ -45,6 +45,11 @@ export interface PoolOptions {
   /** Root of this node's sandbox folders. */
   sandboxRoot: string;
   killGraceMs?: number;
+  /**
+   * I12: failures quote a shared server's stderr too: the operator's own tools (`oz0 plugin test`, `oz0 policy
+   * approve`). A node never does: a plugin's stderr may hold any tenant's words.
+   */
+  quoteSharedStderr?: boolean;
 }
 
 /** A lease on a connection: release it when the attempt is over. */
@@ -218,6 +223,7 @@ export class ServerPool implements JobHolder {
         stdinGraceMs: this.opts.config.node.stdinGraceSeconds * 1000,
         logger: this.opts.logger,
         label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
+        quoteStderr: kind === 'sandbox' || this.opts.quoteSharedStderr === true,
       });
   }
 

@@ -32,7 +32,13 @@ export async function readListing(
   tenant?: string,
 ): Promise<Listing> {
   if (!config.servers[server]) throw new Error(`the config has no server named "${server}"`);
-  const pool = new ServerPool({ config, logger, sandboxRoot: path.join(os.tmpdir(), `oz0-approve-${process.pid}`) });
+  const pool = new ServerPool({
+    config,
+    logger,
+    sandboxRoot: path.join(os.tmpdir(), `oz0-approve-${process.pid}`),
+    // The operator's own tool: a server that fails to list its tools says why.
+    quoteSharedStderr: true,
+  });
   try {
     const lease = await pool.acquire(server, { tenant: tenant ?? 'oz0', jobId: 'oz0-approve' });
     try {

@@ -50,6 +50,8 @@ class PooledServer implements OpenedServer {
       logger: createLogger({ level: process.env.OZ0_LOG_LEVEL ?? 'error' }),
       sandboxRoot: path.join(os.tmpdir(), `oz0-plugin-test-${process.pid}`),
       killGraceMs: this.config.node.killGraceSeconds * 1000,
+      // The operator's own tool: a server's failure quotes what it said.
+      quoteSharedStderr: true,
     });
   }
 

@@ -30,6 +30,12 @@ export interface ProcessTransportOptions {
   label?: string;
   /** Values cut out of its stderr wherever it is shown (the ones its `env` took from the node's environment). */
   secrets?: string[];
+  /**
+   * I12: whether a failure quotes its stderr (true by default: a job's own sandboxed server, an operator's tool).
+   * False for a server every tenant shares, whose stderr may hold any tenant's words: a failure says how it ended and
+   * that its last words are in the node's log, where they go as a warning.
+   */
+  quoteStderr?: boolean;
 }
 
 const DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
@@ -49,6 +55,8 @@ export class ProcessTransport implements Transport {
   private exit?: { code: number | null; signal: NodeJS.Signals | null; own: boolean };
   /** Why oz0 stopped trusting it: what was wrong with a message it sent. */
   private badMessage?: string;
+  /** Its last words went to the node's log (a shared server's, I12). */
+  private toldLog = false;
 
   /** `source`: a plain process's spec, or how to start it (a sandbox). */
   constructor(
@@ -106,7 +114,16 @@ export class ProcessTransport implements Transport {
       : this.badMessage
         ? `the server sent a bad message (${this.badMessage}) and was stopped`
         : '';
-    return said || tail ? withLastWords(said, tail) : undefined;
+    if (!tail || this.opts.quoteStderr !== false) return said || tail ? withLastWords(said, tail) : undefined;
+    // I12: a shared server's words are the operator's: its log has them, once; the failure says where.
+    if (!this.toldLog) {
+      this.toldLog = true;
+      this.opts.logger?.warn(
+        { server: this.opts.label, lastWords: withLastWords(said, tail) },
+        "a shared server's last words (its failure names the node's log, never quotes them to a tenant)",
+      );
+    }
+    return `${said ? `${said}; ` : ''}its last words on stderr are in the node's log (a shared server's, never quoted)`;
   }
 
   async start(): Promise<void> {

@@ -70,6 +70,9 @@ function seen(log: string) {
 const nodeLog = () => fs.readFileSync(logFileOf(expect.getState().testPath!), 'utf8');
 
 const WARN = 40;
+/** I12: what a failure of a shared server says of its stderr, and the node's warning that has it. */
+const IN_LOG = "its last words on stderr are in the node's log (a shared server's, never quoted)";
+const SHARED_WORDS = "a shared server's last words (its failure names the node's log, never quotes them to a tenant)";
 
 /** The node's warnings (and worse) that hold `text`, parsed. */
 function warnings(text: string): Array<Record<string, unknown>> {
@@ -96,11 +99,15 @@ describe.each([
     const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
     const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'box.hello' }] });
     const words = `the server exited with code 1; its last words on stderr: box 1.0 starting | fatal: ${said}`;
-    const why = `could not start server "box": Connection closed; ${words}`;
+    // I12: a shared server's words are the operator's: the failure says where they are, its log has them.
+    const told = sandbox ? words : `the server exited with code 1; ${IN_LOG}`;
+    const why = `could not start server "box": Connection closed; ${told}`;
     expect(step.attempts).toEqual([{ attempt: 1, outcome: 'failed', note: `the server was not reachable: ${why}` }]);
     expect(step.result.isError).toBe(true);
     expect(resultText(step)).toContain(why);
-    expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'a server could not start', err: why })]);
+    if (sandbox)
+      expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'a server could not start', err: why })]);
+    else expect(warnings(said)).toContainEqual(expect.objectContaining({ msg: SHARED_WORDS, lastWords: words }));
     // On its side: it died before it read a byte, and was started once more for the handshake (it might have been an
     // older server that exits on server/discover) — never asked anything.
     expect(seen(log)).toMatchObject({ starts: 2, received: [] });
@@ -111,10 +118,12 @@ describe.each([
     const { server, log } = dies({ at: 'call', words: ['writing the report', `panic: ${said}`], code: 3, sandbox });
     const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
     const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'box.die' }] });
-    const why = `Connection closed; the server exited with code 3; its last words on stderr: writing the report | panic: ${said}`;
+    const words = `the server exited with code 3; its last words on stderr: writing the report | panic: ${said}`;
+    const why = `Connection closed; ${sandbox ? words : `the server exited with code 3; ${IN_LOG}`}`;
     expect(step.attempts).toEqual([{ attempt: 1, outcome: 'failed', note: `outcome unknown: ${why}` }]);
     expect(resultText(step)).toBe(`oz0: the call failed: box.die: ${why}`);
-    expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'attempt failed', err: why })]);
+    if (sandbox) expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'attempt failed', err: why })]);
+    else expect(warnings(said)).toEqual([expect.objectContaining({ msg: SHARED_WORDS, lastWords: words })]);
     // On its side: the call reached it, under the step's key, before it died.
     expect(seen(log).keys).toEqual([step.key]);
   });
@@ -139,7 +148,7 @@ describe.each([
       return [{ step: first, seen: failed }, { step: await run() }];
     });
     expect(before.step.result.isError).toBe(true);
-    expect(before.step.attempts[0].note).toContain('its last words on stderr: missing its config');
+    expect(before.step.attempts[0].note).toContain(sandbox ? 'its last words on stderr: missing its config' : IN_LOG);
     expect(before.seen).toMatchObject({ starts: 2, received: [] });
     // The fixed server was asked server/discover again, and answered it: no initialize handshake.
     expect(after.step).toMatchObject({ protocol: '2026-07-28', result: { isError: false } });
@@ -157,6 +166,8 @@ test('STYLE "Failures say why": a server whose stderr holds a secret (from the n
   const { server, log } = dies({
     words: ['connecting with key $KEY', 'refused: bad key $KEY'],
     env: { API_KEY: 'env:OZ0_TEST_LAST_WORDS_KEY' },
+    // A job's own server: its words are quoted to the job (a shared one's go to the node's log only, I12).
+    sandbox: true,
   });
   const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
   const { trace } = await runJob(temporal, config, { tenant: 'acme', steps: [{ call: 'box.hello' }] });
@@ -175,7 +186,7 @@ test('STYLE "Failures say why": a server whose stderr holds a secret (from the n
 });
 
 test('STYLE "Failures say why": a huge stderr is quoted to its last lines, each cut short; the node goes on', async () => {
-  const { server, log } = dies({ flood: 8 * 1024 * 1024, words: ['final: out of disk'] });
+  const { server, log } = dies({ flood: 8 * 1024 * 1024, words: ['final: out of disk'], sandbox: true });
   const fixedBy = path.join(writableDir('oz0-fix-'), 'fixed');
   fs.writeFileSync(fixedBy, '');
   const healthy = dies({ unless: fixedBy }).server;
@@ -220,6 +231,41 @@ withPython(
     expect(seen(log).starts).toBe(2);
   },
 );
+
+test("I12: a shared plugin's last words never reach a tenant: beta's failed call does not quote acme's argument from its stderr, the node's log has it; a job's own sandboxed server's words are quoted to it (the control)", async () => {
+  const card = uniqueId('acme-card');
+  const shared = dies({ at: 'call', words: ['bad input: exiting'] }).server;
+  const own = dies({ at: 'call', words: ['bad input: exiting'], sandbox: true }).server;
+  const config = temporal.config({ servers: { plug: shared, box: own }, tools: oneAttempt });
+  const node = await createNode({ config, logger });
+  const [beta, control] = await node.runUntil(async () => {
+    const run = async (tenant: string, steps: JobSpec['steps']) => {
+      const handle = await temporal.client.workflow.start('job', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: uniqueId(tenant),
+        args: [{ tenant, steps }],
+      });
+      return callsOf(await handle.result());
+    };
+    // acme's call leaves its argument on the shared plugin's stderr; beta's call then crashes it.
+    await run('acme', [{ call: 'plug.note', args: { text: card } }]);
+    const [died] = await run('beta', [{ call: 'plug.die' }]);
+    // The control: a job's own sandboxed server, its own words then its crash.
+    const mine = uniqueId('own-words');
+    const steps = await run('gamma', [{ call: 'box.note', args: { text: mine } }, { call: 'box.die' }]);
+    return [died, { step: steps[1], mine }];
+  });
+  expect(beta.result.isError).toBe(true);
+  expect(JSON.stringify(beta)).not.toContain(card);
+  expect(resultText(beta)).toContain(`the server exited with code 1; ${IN_LOG}`);
+  // The operator's log has them: the plugin's last words, acme's argument among them.
+  expect(warnings(card)).toContainEqual(
+    expect.objectContaining({ msg: SHARED_WORDS, lastWords: expect.stringContaining(`note {"text":"${card}"}`) }),
+  );
+  expect(resultText(control.step)).toContain(
+    `its last words on stderr: note {"text":"${control.mine}"} | bad input: exiting`,
+  );
+});
 
 describe('oz0 plugin test', () => {
   const dir = writableDir('oz0-last-words-cli-');
