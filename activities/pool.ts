@@ -224,6 +224,7 @@ export class ServerPool implements JobHolder {
         logger: this.opts.logger,
         label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
         quoteStderr: kind === 'sandbox' || this.opts.quoteSharedStderr === true,
+        boundStderr: kind === 'sandbox',
       });
   }
 

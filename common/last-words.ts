@@ -20,6 +20,19 @@ const LOGGED_LINE_CHARS = 4000;
 const PENDING_CHARS = 64 * 1024;
 /** How long a process's stderr has to reach its end once the process has exited (a grandchild may hold it open). */
 const DRAIN_MS = 1000;
+/**
+ * I10: what a tenant's process (a harness, a sandboxed server) may put in the node's log, per run: its first lines up
+ * to these bounds; the rest is counted, and its last lines said with the count when its stderr ends.
+ */
+export const LOGGED_STDERR_LINES = 1000;
+export const LOGGED_STDERR_BYTES = 256 * 1024;
+
+/** What a bounded stderr did not put in the node's log: how much, and its last lines (as a failure quotes them). */
+export interface StderrDropped {
+  lines: number;
+  bytes: number;
+  last: string;
+}
 
 /** Every secret in `text` replaced with `[redacted]`. */
 export function redactIn(text: string, secrets: readonly string[]): string {
@@ -35,16 +48,29 @@ export class StderrTail {
   private pending = '';
   private readonly ended: Promise<void>;
 
+  /** I10: lines and bytes logged so far, and what was not. */
+  private readonly logged = { lines: 0, bytes: 0 };
+  private readonly dropped = { lines: 0, bytes: 0 };
+
+  /**
+   * `bounded`: a tenant's process (I10): past {@link LOGGED_STDERR_LINES} lines or {@link LOGGED_STDERR_BYTES}, lines
+   * no longer go to `onLine`; once its stderr ends, `bounded` hears how much did not, with its last lines.
+   */
   constructor(
     stream: Readable | null | undefined,
     private readonly secrets: readonly string[],
     onLine: (line: string) => void,
+    bounded?: (dropped: StderrDropped) => void,
   ) {
     this.ended = new Promise((resolve) => {
       if (!stream) return resolve();
       stream.once('close', resolve);
       stream.once('end', resolve);
     });
+    if (bounded)
+      void this.ended.then(() => {
+        if (this.dropped.lines > 0) bounded({ ...this.dropped, last: this.tail() });
+      });
     // stdio are socket pairs: a process killed with bytes unread makes a read fail (ECONNRESET); its exit says the rest.
     stream?.on('error', () => undefined);
     stream?.on('data', (chunk: Buffer) => {
@@ -53,7 +79,15 @@ export class StderrTail {
       for (const line of lines) {
         if (!line.trim()) continue;
         const redacted = this.redact(line);
-        onLine(redacted.slice(0, LOGGED_LINE_CHARS));
+        const logged = redacted.slice(0, LOGGED_LINE_CHARS);
+        if (!bounded || (this.logged.lines < LOGGED_STDERR_LINES && this.logged.bytes < LOGGED_STDERR_BYTES)) {
+          this.logged.lines++;
+          this.logged.bytes += logged.length;
+          onLine(logged);
+        } else {
+          this.dropped.lines++;
+          this.dropped.bytes += line.length;
+        }
         this.lines.push(cut(redacted));
         if (this.lines.length > QUOTED_STDERR_LINES) this.lines.shift();
       }

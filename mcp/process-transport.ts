@@ -36,6 +36,8 @@ export interface ProcessTransportOptions {
    * that its last words are in the node's log, where they go as a warning.
    */
   quoteStderr?: boolean;
+  /** I10: a tenant's process (a sandboxed server): what its stderr puts in the node's log is bounded. */
+  boundStderr?: boolean;
 }
 
 const DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
@@ -150,8 +152,18 @@ export class ProcessTransport implements Transport {
     // this session (its exit closes it), never the node.
     child.stdout?.on('error', (err) => this.onerror?.(err));
     child.stdout?.on('data', (chunk: Buffer) => this.onData(chunk));
-    this.stderrTail = new StderrTail(child.stderr, this.opts.secrets ?? [], (line) =>
-      this.opts.logger?.debug({ server: this.opts.label, stderr: line }, 'server stderr'),
+    const { logger, label } = this.opts;
+    this.stderrTail = new StderrTail(
+      child.stderr,
+      this.opts.secrets ?? [],
+      (line) => logger?.debug({ server: label, stderr: line }, 'server stderr'),
+      this.opts.boundStderr
+        ? (dropped) =>
+            logger?.debug(
+              { server: label, droppedLines: dropped.lines, droppedBytes: dropped.bytes, lastLines: dropped.last },
+              'server stderr past its bound (I10): the rest was not logged, only counted, with its last lines',
+            )
+        : undefined,
     );
   }
 

@@ -108,7 +108,17 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
   log.info({ pid: child.pid, isolated: started.isolated }, 'harness started');
   if (!started.isolated) log.warn('the harness runs unisolated (node.isolation: "none")');
   const output = readOutput(child);
-  const stderr = new StderrTail(child.stderr, secrets, (line) => log.info({ stderr: line }, 'harness stderr'));
+  // I10: a tenant's code: what it may put in the node's log is bounded, the rest counted.
+  const stderr = new StderrTail(
+    child.stderr,
+    secrets,
+    (line) => log.info({ stderr: line }, 'harness stderr'),
+    (dropped) =>
+      log.warn(
+        { droppedLines: dropped.lines, droppedBytes: dropped.bytes, lastLines: dropped.last },
+        'harness stderr past its bound (I10): the rest was not logged, only counted, with its last lines',
+      ),
+  );
   const ended = await endOf(child, ctx, harness, deps, started, input);
   await started.stop(deps.killGraceMs);
   await entry.close();

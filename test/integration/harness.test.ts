@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import { Writable } from 'node:stream';
 import fs from 'node:fs';
+import { LOGGED_STDERR_BYTES } from '../../common/last-words';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { readReceived, serveHttp } from '../../examples/common';
@@ -535,6 +536,36 @@ test('H7: a non-zero exit, a crash and a harness past its time limit each end th
   const nodeLog = fs.readFileSync(logFileOf(expect.getState().testPath!), 'utf8');
   expect(nodeLog).toContain('my token is [redacted]');
   expect(nodeLog).not.toContain(token);
+});
+
+test('I10: a harness that writes 64 MiB on stderr puts at most its first 256 KiB (or 1,000 lines) in the node’s log, then the count and its last lines; its session ends as it should; 200 lines all reach the log (the control)', async () => {
+  const config = harnessConfig();
+  const nodeLog = logFileOf(expect.getState().testPath!);
+  const before = fs.statSync(nodeLog).size;
+  const { trace } = await run(config, {
+    tenant: uniqueId('t'),
+    steps: [
+      probe({ steps: [{ stderrLines: 65_536, prefix: 'flood' }] }),
+      probe({ steps: [{ stderrLines: 200, prefix: 'calm' }] }),
+    ],
+  });
+  const [flood, control] = trace.steps.filter(isSessionTrace).map((s) => s.result!);
+  expect([flood.isError, control.isError]).toEqual([false, false]);
+  const grew = fs.statSync(nodeLog).size - before;
+  const lines = fs.readFileSync(nodeLog, 'utf8').split('\n');
+  // 64 MiB written; the log took its first lines up to the bound, and a summary: under 1 MiB with their JSON.
+  expect(grew).toBeLessThan(1024 * 1024);
+  const logged = lines.filter((l) => l.includes('"stderr":"flood '));
+  expect(logged.length).toBeGreaterThan(200);
+  expect(logged.length * 1024).toBeLessThanOrEqual(LOGGED_STDERR_BYTES + 1024);
+  expect(logged[0]).toContain('flood 00000000');
+  const summary = lines
+    .filter((l) => l.includes('harness stderr past its bound'))
+    .map((l) => JSON.parse(l) as { droppedLines: number; lastLines: string });
+  expect(summary).toEqual([expect.objectContaining({ droppedLines: 65_536 - logged.length })]);
+  expect(summary[0].lastLines).toContain('flood 00065535');
+  // The control: a harness within the bound has every line in the log, and no summary.
+  expect(lines.filter((l) => l.includes('"stderr":"calm '))).toHaveLength(200);
 });
 
 test.each(HARNESS_PROTOCOLS)(

@@ -4,7 +4,15 @@
  * processes; here, the rules on a stream of their own.
  */
 import { PassThrough } from 'node:stream';
-import { StderrTail, endedWhy, saying, withLastWords } from '../../common/last-words';
+import {
+  LOGGED_STDERR_BYTES,
+  LOGGED_STDERR_LINES,
+  StderrTail,
+  endedWhy,
+  saying,
+  withLastWords,
+} from '../../common/last-words';
+import type { StderrDropped } from '../../common/last-words';
 
 function tailOf(chunks: string[], secrets: string[] = []) {
   const stream = new PassThrough();
@@ -100,4 +108,36 @@ test('the words after what was said; an error keeps its own as the cause', () =>
   expect(said.message).toBe('Connection closed; the server exited with code 3');
   expect(said.cause).toBe(closed);
   expect(saying(closed, undefined)).toBe(closed);
+});
+
+describe('I10: what a tenant’s process puts in the node’s log is bounded', () => {
+  /** Writes `lines` lines of `chars` characters through a StderrTail; what reached the log, and what was dropped. */
+  async function through(lines: number, chars: number, bounded: boolean) {
+    const stream = new PassThrough();
+    const logged: string[] = [];
+    let dropped: StderrDropped | undefined;
+    new StderrTail(stream, [], (line) => logged.push(line), bounded ? (d) => (dropped = d) : undefined);
+    const line = `${'x'.repeat(chars - 6)} end\n`;
+    for (let i = 0; i < lines; i += 1000) stream.write(line.repeat(Math.min(1000, lines - i)));
+    stream.end('the last words\n');
+    await new Promise((r) => stream.once('close', r).once('end', r).resume());
+    await new Promise((r) => setImmediate(r));
+    return { logged, dropped, bytes: logged.reduce((n, l) => n + l.length, 0) };
+  }
+
+  test('64 MiB of stderr puts at most 1,000 lines and 256 KiB in the log; the rest is counted, with its last lines', async () => {
+    const { logged, dropped, bytes } = await through(65_536, 1024, true);
+    expect(logged.length).toBeLessThanOrEqual(LOGGED_STDERR_LINES);
+    expect(bytes).toBeLessThanOrEqual(LOGGED_STDERR_BYTES + 4000);
+    expect(dropped).toMatchObject({ lines: 65_537 - logged.length, last: expect.stringMatching(/the last words$/) });
+    expect(dropped!.bytes).toBeGreaterThan(60 * 1024 * 1024);
+  });
+
+  test('the control: a bound it stays within logs every line, and an unbounded one (the operator’s plugin) logs all 64 MiB', async () => {
+    const small = await through(100, 80, true);
+    expect(small.logged).toHaveLength(101);
+    expect(small.dropped).toBeUndefined();
+    const all = await through(65_536, 1024, false);
+    expect(all.logged).toHaveLength(65_537);
+  });
 });
