@@ -274,7 +274,7 @@ function uidOf(pid: number): number {
 }
 
 (root ? test : test.skip)(
-  'I1, I4, I8: a node run as an unprivileged user (the Compose node): no control group, so limits by rlimit; its sandbox is filtered, in a user namespace of its own where RLIMIT_NPROC counts that sandbox alone — not the 80 other processes of its uid (the control: more than its limit) — and a fork bomb is stopped',
+  'I1, I4, I8: a node run as an unprivileged user (the Compose node): no control group, so limits by rlimit; its sandbox is filtered, in a user namespace of its own where RLIMIT_NPROC counts that sandbox alone — not the 80 other processes of its uid (the control: more than its limit) — and a fork bomb is stopped; I2: a secret file its config names, 0600 and its own user’s, reads as nothing in the sandbox (the control: its user reads it outside)',
   async () => {
     const uid = 61_999;
     const dir = tmpDir('oz0-unprivileged-');
@@ -313,27 +313,57 @@ function uidOf(pid: number): number {
         '    except OSError:',
         '        time.sleep(0.01)',
       ].join('\n');
+      // I2: another tenant's token, 0600 and the node's user's own, in a folder the sandbox may read: its config names
+      // it (`file:`), so the sandbox, though it runs as the node's user, reads nothing there.
+      const granted = path.join(dir, 'granted');
+      const secret = path.join(granted, 'beta.key');
+      fs.mkdirSync(granted);
+      fs.writeFileSync(secret, 'Bearer beta-key-0123456789', { mode: 0o600 });
+      fs.chownSync(granted, uid, uid);
+      fs.chownSync(secret, uid, uid);
+      // The control: the node's user reads it outside a sandbox.
+      const readable = spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'cat', secret], {
+        encoding: 'utf8',
+      });
+      expect(readable.stdout).toBe('Bearer beta-key-0123456789');
       const script = [
+        `echo "secret: [$(cat ${secret} 2>/dev/null)]"`,
         'i=0; while [ $i -lt 20 ]; do sleep 10 & i=$((i+1)); done; echo "started $i"',
         'grep "^Seccomp:" /proc/self/status',
         'unshare -Ur true 2>/dev/null && echo "unshare: made" || echo "unshare: refused"',
         `exec python3 -c '${bomb}'`,
       ].join('\n');
+      // The node's user reads the project (its dist/, node_modules, .tools) where it can: a clone in a private folder
+      // (a root user's /root, 0700) is out of its reach, so the project is bound at a folder of /tmp's for it alone,
+      // in a mount namespace of its own that ends with it.
+      const mirror = tmpDir('oz0-project-');
       const args = {
-        root: ROOT,
+        root: mirror,
         stateDir: `${dir}/state`,
         cwd: `${dir}/sandbox`,
         script,
-        grants: { pids: 64 },
+        grants: { pids: 64, read: [granted] },
         node: { limits: 'best-effort' },
+        config: {
+          servers: { desk: { url: 'http://127.0.0.1:9/mcp', credentials: 'per-tenant' } },
+          tenants: { beta: { credentials: { desk: { headers: { Authorization: `file:${secret}` } } } } },
+        },
       };
       const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const child = spawn('setpriv', [
+        const child = spawn('unshare', [
+          '--mount',
+          '--propagation',
+          'private',
+          '/bin/sh',
+          '-c',
+          'mount --bind "$0" "$1" && shift && exec setpriv "$@"',
+          ROOT,
+          mirror,
           `--reuid=${uid}`,
           `--regid=${uid}`,
           '--clear-groups',
           process.execPath,
-          fixture('unprivileged-node.js'),
+          path.join(mirror, path.relative(ROOT, fixture('unprivileged-node.js'))),
           JSON.stringify(args),
         ]);
         let stdout = '';
@@ -359,7 +389,7 @@ function uidOf(pid: number): number {
         level: 'warn',
         text: expect.stringMatching(/^sandbox limits, best-effort \(node.limits\): memory: /),
       });
-      expect(report.out).toContain('started 20\nSeccomp:\t2\nunshare: refused\n');
+      expect(report.out).toContain('secret: []\nstarted 20\nSeccomp:\t2\nunshare: refused\n');
       expect(report.stoppedFor).toBe('its limit of 64 processes (sandbox.pids)');
     } finally {
       for (const p of outside) p.kill('SIGKILL');
