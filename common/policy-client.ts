@@ -86,8 +86,7 @@ export async function readPolicy(
     answer = await query();
   }
   const state = TenantStateSchema.safeParse(answer);
-  if (!state.success)
-    throw new Error(`${policyWorkflowId(tenant)} did not answer as a tenant's policy: it is not read`);
+  if (!state.success) throw new Error(`${workflowId} did not answer as a tenant's policy: it is not read`);
   return state.data;
 }
 
