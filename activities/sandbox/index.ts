@@ -339,12 +339,28 @@ export class Isolation {
         inside: [...(dropTo ? SHARED_UMASK : []), ...limits.inside],
       };
       if (plan.forwarder) plan.read.push(...plan.forwarder.command);
-      // Handed to bwrap at 3, 4, …: the filter, the passwd naming its uid, then the descriptors of what it binds.
+      // Handed to bwrap at 3, 4, …: the filter, the passwd naming its uid, its own arguments, then the descriptors of
+      // what it binds.
       const data = [sandboxFilter().bpf, ...(dropTo ? [Buffer.from(this.passwdFor(dropTo, req.cwd))] : [])];
-      const bound = (pins = new PinnedPaths(3 + data.length));
+      const argsFd = 3 + data.length;
+      const bound = (pins = new PinnedPaths(argsFd + 1));
       // I2: bound through the descriptors of what was checked, where this bwrap can (else by name: see byNameProblem).
       const pin = status.bwrap!.bindsFds ? (real: string) => bound.pin(real) : undefined;
-      const argv = [...limits.prefix, status.bwrap!.path, ...bwrapArgs(plan, probePath, pin)];
+      // I2: its options on a descriptor (`--args`), NUL-separated: the sandbox's first process is bwrap, whose
+      // command line every process in it may read (/proc/1/cmdline), and they map all it binds and hides. Only what it
+      // runs (after `--`) stays on the command line, where bwrap wants it.
+      const args = bwrapArgs(plan, probePath, pin);
+      const end = args.indexOf('--');
+      if (end < 0) throw new Error('bwrap arguments without `--` before the command');
+      data.push(
+        Buffer.from(
+          args
+            .slice(0, end)
+            .map((a) => `${a}\0`)
+            .join(''),
+        ),
+      );
+      const argv = [...limits.prefix, status.bwrap!.path, '--args', String(argsFd), ...args.slice(end)];
       const child = await spawnGroup({
         command: argv[0],
         args: argv.slice(1),

@@ -84,6 +84,7 @@ interface Report {
     siblings: string[];
     interfaces: string[];
     dirFds: string[];
+    pid1: string[];
   };
 }
 
@@ -363,6 +364,15 @@ test('I1-I3, I5: a hostile sandboxed server reaches nothing its config does not 
   expect(facts.interfaces).toEqual(['lo']);
   // I2: the descriptors its grants were bound through stayed with bwrap.
   expect(facts.dirFds).toEqual([]);
+  // I2: the first process of its PID namespace (bwrap) shows no map of what it binds and hides: its arguments came on
+  // a descriptor. What they did is above (the config and key store read as nothing).
+  expect(facts.pid1.slice(0, 4)).toEqual([
+    expect.stringMatching(/bwrap$/),
+    '--args',
+    expect.stringMatching(/^\d+$/),
+    '--',
+  ]);
+  expect(JSON.stringify(facts.pid1)).not.toContain(path.dirname(files.config));
   // Another job's folder is not even listed beside its own.
   expect(facts.siblings).toEqual([path.basename(facts.cwd)]);
   // I5: only its config's environment (and, with a grant outside the node, the proxy's address).
