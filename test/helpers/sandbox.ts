@@ -54,6 +54,26 @@ export function hostProcesses(marker: string): HostProcess[] {
   return out;
 }
 
+/**
+ * The node's view of the processes working in a folder whose path holds `marker` (a sandbox's or a session's: bwrap
+ * takes its options on a descriptor, so its command line no longer names the folder; its working folder does).
+ */
+export function hostProcessesIn(marker: string): HostProcess[] {
+  const out: HostProcess[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (!fs.readlinkSync(`/proc/${name}/cwd`).includes(marker)) continue;
+      const cmdline = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ').trim();
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      out.push({ pid: Number(name), pgid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]), cmdline });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
 /** The command line of a process on the node. */
 export function cmdlineOf(pid: number): string {
   try {

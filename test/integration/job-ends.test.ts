@@ -13,7 +13,7 @@ import { createNode } from '../../worker/node';
 import type { JobSpec } from '../../model/schemas';
 import type { JobTrace } from '../../model/job';
 import { eventually, fixture, logger, uniqueId, useTemporal } from '../helpers/temporal';
-import { hostProcesses, probeHarness, sandboxed } from '../helpers/sandbox';
+import { hostProcessesIn, probeHarness, sandboxed } from '../helpers/sandbox';
 
 const temporal = useTemporal();
 
@@ -33,7 +33,7 @@ function config(over: Record<string, unknown> = {}): LoadedConfig {
 
 /** The pids on the node of a job's sandbox (its bwrap's command line names the sandbox's folder). */
 function sandboxOf(jobId: string): number[] {
-  return hostProcesses(sandboxFolderName({ tenant: 'acme', jobId }, 'box')).map((p) => p.pid);
+  return hostProcessesIn(sandboxFolderName({ tenant: 'acme', jobId }, 'box')).map((p) => p.pid);
 }
 
 /** Starts a job of tenant acme on the config's queue, with a fresh id. */
@@ -119,7 +119,7 @@ test('I9: a terminated job’s harness is stopped within 30 s; it ran until then
       { session: { harness: 'probe', input: { steps: [{ sleep: 600_000 }] } } },
     ]);
     // Its bwrap's command line names the session's folder.
-    const harness = () => hostProcesses(sessionFolderName({ tenant: 'acme', jobId }, 's1', 1));
+    const harness = () => hostProcessesIn(sessionFolderName({ tenant: 'acme', jobId }, 's1', 1));
     await eventually(() => (harness().length > 0 ? true : undefined), 60_000, 'the harness running');
     const t0 = Date.now();
     await handle.terminate('I9: a hostile operator');
