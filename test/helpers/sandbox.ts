@@ -39,19 +39,7 @@ export interface HostProcess {
 
 /** The node's view of the processes whose command line holds `marker` (e.g. a probe's `oz0-probe <instance>`). */
 export function hostProcesses(marker: string): HostProcess[] {
-  const out: HostProcess[] = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const cmdline = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ').trim();
-      if (!cmdline.includes(marker)) continue;
-      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-      out.push({ pid: Number(name), pgid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]), cmdline });
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
+  return processesWhere((p) => p.cmdline.includes(marker));
 }
 
 /**
@@ -59,14 +47,20 @@ export function hostProcesses(marker: string): HostProcess[] {
  * takes its options on a descriptor, so its command line no longer names the folder; its working folder does).
  */
 export function hostProcessesIn(marker: string): HostProcess[] {
+  return processesWhere((p) => fs.readlinkSync(`/proc/${p.pid}/cwd`).includes(marker));
+}
+
+/** Every process on the node that `keep` keeps (one that is gone meanwhile is left out). */
+function processesWhere(keep: (p: { pid: number; cmdline: string }) => boolean): HostProcess[] {
   const out: HostProcess[] = [];
   for (const name of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      if (!fs.readlinkSync(`/proc/${name}/cwd`).includes(marker)) continue;
+      const pid = Number(name);
       const cmdline = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ').trim();
+      if (!keep({ pid, cmdline })) continue;
       const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-      out.push({ pid: Number(name), pgid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]), cmdline });
+      out.push({ pid, pgid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]), cmdline });
     } catch {
       // gone meanwhile
     }
