@@ -19,7 +19,7 @@ import { resolveCommand, spawnGroup, startGroup } from '../../common/process-gro
 import type { Started } from '../../common/process-group';
 import { bwrapBindsFds, bwrapVersion, findBwrap } from './bwrap';
 import type { BwrapFound, FoundBwrap } from './bwrap';
-import { handOver } from './disk';
+import { handOver, handedBytes } from './disk';
 import { closeInheritedOnExec } from './ffi';
 import { nodeGaps, sandboxGaps } from './holds';
 import type { NodeLimits } from './holds';
@@ -304,6 +304,9 @@ export class Isolation {
       // A node that died left files of this uid in grants: they are handed over before the uid runs again.
       if (lease) for (const grant of lease.leftBehind) await handOver(grant, lease.uid);
       lease?.record(write);
+      // I12: what earlier sandboxes left in its grants (handed over) is measured before it starts: what they grow by
+      // while it runs counts against it.
+      const handedAtStart = lease && write.length ? await handedBytes(write, this.config.node.sandboxUids) : 0;
       const dropTo = lease && { uid: lease.uid, gid: this.config.node.sandboxGid };
       if (dropTo) fs.chownSync(req.cwd, dropTo.uid, dropTo.gid);
       const grants = req.grants.network === 'host' ? [] : req.grants.network;
@@ -374,7 +377,13 @@ export class Isolation {
         child,
         limits: req.grants,
         handle: limits,
-        disk: { folder: req.cwd, grants: write, uid: lease?.uid },
+        disk: {
+          folder: req.cwd,
+          grants: write,
+          uid: lease?.uid,
+          sandboxUids: this.config.node.sandboxUids,
+          handedAtStart,
+        },
         network,
         who: req.who,
         logger: this.logger,

@@ -20,7 +20,7 @@ import { createNode } from '../../worker/node';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import { ROOT, eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
-import { hostProcesses, sandboxed } from '../helpers/sandbox';
+import { hostProcesses, sandboxed, writableDir } from '../helpers/sandbox';
 
 const temporal = useTemporal();
 
@@ -93,6 +93,29 @@ describe('I4, without a writable control group (node.limitsBy: "rlimit")', () =>
     expect(tmp.attempts).toEqual(stopped('its disk limit of 32 MiB (sandbox.diskMiB)'));
     expect(under.value).toEqual({ writtenMiB: 8, failures: 0 });
   });
+
+  (root ? test : test.skip)(
+    'I12: files an earlier sandbox left in its write grant count against whoever writes them next: a sandbox that fills them past sandbox.diskMiB is stopped; one that rewrites them no bigger is not (the control)',
+    async () => {
+      const grant = writableDir('oz0-grant-');
+      const config = limitsConfig({ diskMiB: 16, write: [grant] }, rlimit);
+      const node = await createNode({ config, logger });
+      await node.runUntil(async () => {
+        // Six files of 1 MiB, left in the grant and handed to its owner when the sandbox ends.
+        expect((await call(config, 'box.diskfill', { where: grant, mib: 6, fileMiB: 1 })).value).toEqual({
+          writtenMiB: 6,
+          failures: 0,
+        });
+        expect(fs.statSync(path.join(grant, 'fill-5')).uid).toBe(0);
+        // The next sandbox writes 12 MiB into each of them, a file every 300 ms (time for the node's walks): 72 MiB
+        // against 16, none of it in a file of its own.
+        const filler = await call(config, 'box.diskfill', { where: grant, mib: 72, fileMiB: 12, paceMs: 300 });
+        expect(filler.attempts).toEqual(stopped('its disk limit of 16 MiB (sandbox.diskMiB)'));
+        const control = await call(config, 'box.diskfill', { where: grant, mib: 6, fileMiB: 1 });
+        expect(control.value).toEqual({ writtenMiB: 6, failures: 0 });
+      });
+    },
+  );
 
   test('strict (the default): a node that cannot hold memory and CPU time per sandbox refuses it, saying which, at start and at the call; best-effort warns and runs it (the control)', async () => {
     const config = limitsConfig({}, { limitsBy: 'rlimit' });

@@ -49,3 +49,51 @@ const UID = 1_879_000_123;
     fs.rmSync(top, { recursive: true, force: true });
   },
 );
+
+(root ? test : test.skip)(
+  'I12: a folder swapped for a link while the hand-over works through it leads nowhere: the files outside keep their owner (the control: changing by path from the top follows that link)',
+  async () => {
+    const top = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-handover-'));
+    const grant = path.join(top, 'grant');
+    const left = path.join(grant, 'left');
+    const outside = path.join(top, 'root-only');
+    fs.mkdirSync(left, { recursive: true });
+    fs.mkdirSync(outside, { mode: 0o700 });
+    // The grant's owner is not root (a Compose node's data folder): a file outside that went to it would be the hole.
+    const OWNER = 1000;
+    fs.chownSync(grant, OWNER, 65534);
+    const names = Array.from({ length: 20 }, (_, i) => `f${i}`);
+    for (const name of names) {
+      fs.writeFileSync(path.join(left, name), 'left behind');
+      fs.chownSync(path.join(left, name), UID, 65534);
+      fs.writeFileSync(path.join(outside, name), 'root only');
+    }
+    fs.chownSync(left, UID, 65534);
+    // Another sandbox of the server swaps the left-behind folder for a link to the root-only one as soon as the
+    // hand-over has read its first entry inside it (renameat2's exchange, in two steps here).
+    const lstat = fs.promises.lstat;
+    let swapped = false;
+    const spy = jest.spyOn(fs.promises, 'lstat').mockImplementation((async (p: fs.PathLike, o?: unknown) => {
+      const stat = await (lstat as (p: fs.PathLike, o?: unknown) => Promise<fs.Stats>).call(fs.promises, p, o);
+      if (!swapped && /\/f\d+$/.test(String(p))) {
+        swapped = true;
+        fs.renameSync(left, `${left}.moved`);
+        fs.symlinkSync(outside, left);
+      }
+      return stat;
+    }) as typeof fs.promises.lstat);
+    try {
+      await handOver(grant, UID);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(swapped).toBe(true);
+    // Outside: every file still root's. Inside (the folder, moved): every file handed to the grant's owner.
+    for (const name of names) expect(fs.statSync(path.join(outside, name)).uid).toBe(0);
+    for (const name of names) expect(fs.statSync(path.join(`${left}.moved`, name)).uid).toBe(OWNER);
+    // The control: the same change by a path from the top goes through the link, as the hand-over did before.
+    fs.lchownSync(path.join(left, names[0]), OWNER, -1);
+    expect(fs.statSync(path.join(outside, names[0])).uid).toBe(OWNER);
+    fs.rmSync(top, { recursive: true, force: true });
+  },
+);

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MIN_ENTRY_BYTES, diskBytes, treeBytes } from '../../activities/sandbox/disk';
+import { MAX_DEPTH, MIN_ENTRY_BYTES, diskBytes, handedBytes, treeBytes } from '../../activities/sandbox/disk';
 import { nextWalkMs } from '../../activities/sandbox/watch';
 import { nodeGaps, sandboxGaps } from '../../activities/sandbox/holds';
 import type { NodeLimits } from '../../activities/sandbox/holds';
@@ -231,6 +231,62 @@ describe('I4: the node’s readings', () => {
     }
   });
 
+  (process.getuid?.() === 0 ? test : test.skip)(
+    'I12: in a write grant, its own files count, and what handed-over files grew by since it started; another live sandbox’s files count against that one',
+    async () => {
+      const top = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-disk-'));
+      const [folder, grant] = [path.join(top, 'own'), path.join(top, 'grant')];
+      fs.mkdirSync(folder);
+      fs.mkdirSync(grant);
+      const range = { first: 1_879_000_000, count: 1000 };
+      const [uid, other] = [range.first + 1, range.first + 2];
+      const MiB = (n: number) => Buffer.alloc(n << 20, 1);
+      fs.writeFileSync(path.join(grant, 'handed'), MiB(1));
+      const atStart = await handedBytes([grant], range);
+      const scope = { folder, grants: [grant], uid, sandboxUids: range, handedAtStart: atStart };
+      const base = (await diskBytes(scope, Infinity)).bytes;
+      // The handed-over file grows by 4 MiB; another sandbox writes 8 MiB of its own; this one 2 MiB.
+      fs.appendFileSync(path.join(grant, 'handed'), MiB(4));
+      fs.writeFileSync(path.join(grant, 'others'), MiB(8));
+      fs.chownSync(path.join(grant, 'others'), other, -1);
+      fs.writeFileSync(path.join(grant, 'mine'), MiB(2));
+      fs.chownSync(path.join(grant, 'mine'), uid, -1);
+      const now = (await diskBytes(scope, Infinity)).bytes;
+      expect(now - base).toBeGreaterThanOrEqual(6 << 20);
+      expect(now - base).toBeLessThan(7 << 20);
+      // The control: without the reading at its start (as before), the handed-over file's growth was nobody's.
+      const before = (await diskBytes({ ...scope, handedAtStart: undefined }, Infinity)).bytes;
+      expect(now - before).toBeGreaterThanOrEqual(4 << 20);
+      // A handed-over file cut shorter frees room: growth never counts below nothing.
+      fs.truncateSync(path.join(grant, 'handed'), 0);
+      expect((await diskBytes(scope, Infinity)).bytes - base).toBeLessThan(3 << 20);
+      fs.rmSync(top, { recursive: true, force: true });
+    },
+  );
+
+  test('a tree deeper than a walk goes counts as past any limit; one as deep as it goes is counted (the control)', async () => {
+    const top = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-disk-'));
+    const deep = (n: number, name: string) => {
+      // Made from inside, a level at a time: a path this long is past what one call takes.
+      let fd = fs.openSync(top, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+      fs.mkdirSync(`/proc/self/fd/${fd}/${name}`);
+      for (let i = 1; i < n; i++) {
+        const next = fs.openSync(`/proc/self/fd/${fd}/${i === 1 ? name : 'd'}`, fs.constants.O_RDONLY);
+        fs.closeSync(fd);
+        fd = next;
+        fs.mkdirSync(`/proc/self/fd/${fd}/d`);
+      }
+      fs.closeSync(fd);
+      return path.join(top, name);
+    };
+    try {
+      expect(await treeBytes(deep(MAX_DEPTH, 'ok'), { stopAt: 1 << 30 })).toBe(MAX_DEPTH * MIN_ENTRY_BYTES);
+      expect(await treeBytes(deep(MAX_DEPTH + 1, 'over'), { stopAt: 1 << 30 })).toBe(Number.POSITIVE_INFINITY);
+    } finally {
+      fs.rmSync(top, { recursive: true, force: true });
+    }
+  });
+
   test('the next disk walk: 250 ms at least, 20 times the last one’s time, but a walk slowed by the rest of the node counts a millisecond an entry at most', () => {
     // A walk of 8 files that the node's other work held up for 150 ms (the fresh clone's CI): read again in 250 ms,
     // not 3 s, in which a filler wrote 224 MiB past a 32 MiB limit.
@@ -251,15 +307,20 @@ describe('I4: the node’s readings', () => {
     fs.mkdirSync(path.join(gone, 'deeper'), { recursive: true });
     fs.mkdirSync(path.join(dir, 'kept'));
     fs.writeFileSync(path.join(dir, 'kept', 'file'), Buffer.alloc(64 * 1024, 1));
-    const readdir = fs.promises.readdir;
-    // The sandbox removes `gone` after the walk listed it and before the walk reads it, as a busy program does.
-    const spy = jest.spyOn(fs.promises, 'readdir').mockImplementation(((p: fs.PathLike, o?: unknown) => {
-      if (p === gone) fs.rmSync(gone, { recursive: true, force: true });
-      return (readdir as (p: fs.PathLike, o?: unknown) => Promise<unknown>).call(fs.promises, p, o);
-    }) as typeof fs.promises.readdir);
+    const lstat = fs.promises.lstat;
+    let removed = false;
+    // The sandbox removes `gone` after the walk read its entry and before the walk opens it, as a busy program does.
+    const spy = jest.spyOn(fs.promises, 'lstat').mockImplementation((async (p: fs.PathLike, o?: unknown) => {
+      const stat = await (lstat as (p: fs.PathLike, o?: unknown) => Promise<fs.Stats>).call(fs.promises, p, o);
+      if (String(p).endsWith('/gone')) {
+        fs.rmSync(gone, { recursive: true, force: true });
+        removed = true;
+      }
+      return stat;
+    }) as typeof fs.promises.lstat);
     try {
       const total = await treeBytes(dir, { stopAt: 1 << 30 });
-      expect(spy).toHaveBeenCalledWith(gone, expect.anything());
+      expect(removed).toBe(true);
       // The folder, `gone` as listed, `kept` and its 64 KiB file: counted, and far from any limit.
       expect(total).toBeGreaterThanOrEqual(3 * MIN_ENTRY_BYTES + 64 * 1024);
       expect(total).toBeLessThan(1 << 20);
