@@ -259,6 +259,7 @@ export class ServerPool implements JobHolder {
         cwd,
         env,
         grants,
+        tenant: owner.tenant,
       });
     };
     return { source, secrets };

@@ -19,7 +19,7 @@ import {
 import { ProtocolChoiceSchema } from '../model/schemas';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/activities';
 import type { ToolSettings } from '../model/activities';
-import { splitTool } from '../model/checks';
+import { grantTemplateProblem, splitTool } from '../model/checks';
 import { DEFAULT_MAX_PRIORITY, DEFAULT_WEIGHT, defaultReserve } from '../model/shares';
 import type { Shares } from '../model/shares';
 import { CredentialSchema } from './credentials';
@@ -62,15 +62,24 @@ const NetworkGrantSchema = z.union(
 
 export type NetworkGrant = z.infer<typeof NetworkGrantSchema>;
 
+/** I2: a grant's path, which may name `{tenant}` as a whole folder (activities/sandbox/tenant-grants.ts). */
+const GrantPathSchema = z
+  .string()
+  .min(1)
+  .superRefine((p, ctx) => {
+    const problem = grantTemplateProblem(p);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
+
 /**
  * I1-I5: what a sandboxed server or a harness may reach beyond its own folder and a private /tmp, and its limits.
  * Paths are the config folder's when relative.
  */
 export const SandboxSchema = z.strictObject({
   /** Files and folders it may read (I2). */
-  read: z.array(z.string().min(1)).default([]),
+  read: z.array(GrantPathSchema).default([]),
   /** Files and folders it may read and write (I2). */
-  write: z.array(z.string().min(1)).default([]),
+  write: z.array(GrantPathSchema).default([]),
   /** I3: no network (the default), exactly these `host:port` destinations, or `"host"`: the node's own network. */
   network: z
     .union([z.literal('host'), z.array(NetworkGrantSchema)], {

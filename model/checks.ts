@@ -133,3 +133,17 @@ export function answerProblem(input: unknown): string | undefined {
   }
   return undefined;
 }
+
+/** I2: how a grant names the folder of the tenant whose sandbox it is given to. */
+export const TENANT = '{tenant}';
+
+/** Why a grant's path is not one the node can give per tenant, or undefined (pure). */
+export function grantTemplateProblem(p: string): string | undefined {
+  const braces = p.match(/\{[^}]*\}?/g) ?? [];
+  const other = braces.find((b) => b !== TENANT);
+  if (other) return `${other} is not a name a grant may hold: only {tenant}, a folder per tenant`;
+  if (braces.length > 1) return '{tenant} may appear once in a grant';
+  if (braces.length === 1 && !p.split(/[/\\]/).includes(TENANT))
+    return '{tenant} is a whole folder of a grant\'s path ("data/{tenant}"), not part of a name';
+  return undefined;
+}

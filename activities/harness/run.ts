@@ -93,6 +93,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
         ...traceEnv(),
       },
       grants: harness.sandbox,
+      tenant: input.tenant,
       gateway: {
         port: deps.gateway.port,
         accept: (socket) => deps.gateway.accept(socket),

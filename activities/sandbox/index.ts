@@ -33,6 +33,7 @@ import type { PathKind, ResolvedPath, SandboxPlan } from './plan';
 import { ChangedWhileStarting, PinnedPaths, byNameProblem, isIn, wayProblem } from './grants';
 import type { Place, WritableGrant } from './grants';
 import { programPaths } from './program';
+import { beforeTenant, forTenant, makeTenantFolders, perTenant } from './tenant-grants';
 import { sandboxFilter } from './seccomp';
 import { UidLeases } from './uids';
 import type { UidLease } from './uids';
@@ -53,6 +54,8 @@ export interface SandboxRequest {
   /** All the environment it gets. */
   env: Record<string, string>;
   grants: SandboxConfig;
+  /** The tenant whose sandbox it is: its grants' `{tenant}` (./tenant-grants.ts). */
+  tenant: string;
   /** A harness's gateway, reached at the same 127.0.0.1 port inside as outside (H3). */
   gateway?: { port: number; accept(socket: net.Socket): void; maxConnections?: number };
 }
@@ -249,6 +252,14 @@ export class Isolation {
       if (grants.network === 'host') {
         lines.push({ level: 'warn', text: `${who} shares this node's network (sandbox.network: "host")` });
       }
+      // I2: a write grant without {tenant} is one folder for every tenant's sandboxes of it.
+      for (const [i, w] of grants.write.entries()) {
+        if (perTenant(w)) continue;
+        lines.push({
+          level: 'warn',
+          text: `${who}: its write grant ${path.resolve(this.config.baseDir, w)} (${field}.write[${i}]) is shared by every tenant's sandboxes of it; "${path.join(w, '{tenant}')}" gives each tenant a folder of its own`,
+        });
+      }
       if (status.mode === 'none') continue;
       for (const problem of [...this.grantProblems(field, grants), ...this.envProblems(field)])
         lines.push({ level: 'error', text: `${who} cannot start: ${problem}` });
@@ -283,15 +294,24 @@ export class Isolation {
     if (status.problem) throw new IsolationRefused(`${req.who} cannot start: ${status.problem}`);
     const hidden = this.hiddenPaths();
     const absolute = (p: string) => path.resolve(this.config.baseDir, p);
-    const read = req.grants.read.map(absolute);
-    const write = req.grants.write.map(absolute);
+    // I2: a grant that names {tenant} is this tenant's folder, made here the first time (before it is checked).
+    try {
+      makeTenantFolders(req.grants.write.map(absolute), req.tenant, this.uids && this.config.node.sandboxGid);
+    } catch (err) {
+      throw new IsolationRefused(
+        `${req.who} cannot start: ${req.field}.write: the folder of tenant "${req.tenant}" cannot be made: ${(err as Error).message}`,
+      );
+    }
+    const grants = forTenant(req.grants, req.tenant);
+    const read = grants.read.map(absolute);
+    const write = grants.write.map(absolute);
     const program = programPaths(command, req.args);
     // I2: resolved once, here: what is checked is what the plan binds (through descriptors opened after the check).
-    const checked = this.checkGrants(req.field, req.grants, program);
+    const checked = this.checkGrants(req.field, grants, program);
     const problem = [...checked.problems, ...this.envProblems(req.field)][0];
     if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
-    if (this.limitGaps(req.grants).length && this.config.node.limits !== 'best-effort') {
-      throw new IsolationRefused(`${req.who} cannot start: ${this.refusal(req.grants)}`);
+    if (this.limitGaps(grants).length && this.config.node.limits !== 'best-effort') {
+      throw new IsolationRefused(`${req.who} cannot start: ${this.refusal(grants)}`);
     }
     checked.resolved.set(req.cwd, resolvePath(req.cwd, probePath));
     let lease: UidLease | undefined;
@@ -309,10 +329,10 @@ export class Isolation {
       const handedAtStart = lease && write.length ? await handedBytes(write, this.config.node.sandboxUids) : 0;
       const dropTo = lease && { uid: lease.uid, gid: this.config.node.sandboxGid };
       if (dropTo) fs.chownSync(req.cwd, dropTo.uid, dropTo.gid);
-      const grants = req.grants.network === 'host' ? [] : req.grants.network;
-      if (req.grants.network !== 'host' && (grants.length > 0 || req.gateway)) {
+      const destinations = grants.network === 'host' ? [] : grants.network;
+      if (grants.network !== 'host' && (destinations.length > 0 || req.gateway)) {
         network = await SandboxNetwork.open({
-          grants,
+          grants: destinations,
           dnsServers: this.config.node.dnsServers,
           gateway: req.gateway,
           owner: dropTo,
@@ -320,7 +340,7 @@ export class Isolation {
           who: req.who,
         });
       }
-      limits = this.limits!.create(`sandbox-${randomBytes(6).toString('hex')}`, req.grants);
+      limits = this.limits!.create(`sandbox-${randomBytes(6).toString('hex')}`, grants);
       const sized = this.status!.bwrap!.version.localeCompare('0.10.0', undefined, { numeric: true }) >= 0;
       const plan: SandboxPlan = {
         command,
@@ -330,15 +350,15 @@ export class Isolation {
         write,
         resolved: checked.resolved,
         hidden,
-        network: req.grants.network === 'host' ? 'host' : 'none',
+        network: grants.network === 'host' ? 'host' : 'none',
         dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
         runDir: network?.runDir,
         forwarder: network && { command: forwarderCommand(this.forwarderInUse()), listeners: network.listeners },
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
         seccompFd: 3,
         passwdFd: dropTo ? 4 : undefined,
-        tmpBytes: sized ? req.grants.diskMiB * 1024 * 1024 : undefined,
-        shmBytes: sized ? req.grants.memoryMiB * 1024 * 1024 : undefined,
+        tmpBytes: sized ? grants.diskMiB * 1024 * 1024 : undefined,
+        shmBytes: sized ? grants.memoryMiB * 1024 * 1024 : undefined,
         inside: [...(dropTo ? SHARED_UMASK : []), ...limits.inside],
       };
       if (plan.forwarder) plan.read.push(...plan.forwarder.command);
@@ -375,7 +395,7 @@ export class Isolation {
       const held = { lease, network };
       return watchSandbox({
         child,
-        limits: req.grants,
+        limits: grants,
         handle: limits,
         disk: {
           folder: req.cwd,
@@ -468,7 +488,7 @@ export class Isolation {
     return blocks.flatMap(([field, grants]) =>
       grants.write.map((w, i) => ({
         field: `${field}.write[${i}]`,
-        path: realPath(path.resolve(this.config.baseDir, w)),
+        path: realPath(path.resolve(this.config.baseDir, beforeTenant(w))),
       })),
     );
   }
@@ -535,7 +555,8 @@ export class Isolation {
       ['write', 'rw'],
     ] as const) {
       for (const [i, granted] of grants[kind].entries()) {
-        const p = path.resolve(this.config.baseDir, granted);
+        // A grant that names {tenant}, checked before any tenant's start: what it names before the tenant's folder.
+        const p = path.resolve(this.config.baseDir, beforeTenant(granted));
         if (!fs.existsSync(p)) problems.push(`${field}.${kind}[${i}]: ${p} does not exist`);
         else check(`${field}.${kind}[${i}]: ${p}`, p, mode);
       }

@@ -133,6 +133,7 @@ export async function measureSandbox(opts: SandboxOptions) {
           cwd,
           env: {},
           grants: defaultGrants(),
+          tenant: 'bench',
           gateway:
             kind === 'no-forwarder'
               ? undefined

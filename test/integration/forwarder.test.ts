@@ -183,6 +183,7 @@ test.each(forwarders)(
         cwd: writableDir(),
         env: {},
         grants: config.harnesses.h.sandbox,
+        tenant: 'acme',
         gateway: {
           port,
           accept: (socket) => {

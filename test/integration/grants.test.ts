@@ -303,3 +303,54 @@ test('I2: with a bubblewrap that cannot bind a descriptor (no --ro-bind-fd), a g
   const tries = callsOf(trace)[0].result.structuredContent as { tries: Record<string, { reached: boolean }> };
   expect(tries.tries['read notes'].reached).toBe(true);
 });
+
+test('I2 (issue 44.9): a write grant that names {tenant} is a folder per tenant, made by the node: beta’s sandbox neither reads nor lists acme’s; a grant without it is shared, and the node says so at start (the control: beta reads what acme left there)', async () => {
+  const data = writableDir('oz0-data-');
+  const shared = writableDir('oz0-shared-');
+  const hostile = (sandbox: object) => ({ command: 'node', args: [fixture('hostile.js'), 'server'], sandbox });
+  const config = temporal.config({
+    servers: {
+      mine: hostile(sandboxed({ write: [path.join(data, '{tenant}')] })),
+      ours: hostile(sandboxed({ write: [shared] })),
+    },
+  });
+  const said = new Isolation(config, logger).startupLines();
+  expect(said).toContainEqual({
+    level: 'warn',
+    text: `server "ours": its write grant ${shared} (servers.ours.sandbox.write[0]) is shared by every tenant's sandboxes of it; "${path.join(shared, '{tenant}')}" gives each tenant a folder of its own`,
+  });
+  expect(said.filter((l) => l.text.includes('server "mine"'))).toEqual([]);
+  const files = async (tenant: string, server: string, args: Record<string, unknown>) => {
+    const [call] = callsOf(await run(config, tenant, { call: `${server}.files`, args }));
+    return call.result.structuredContent as {
+      wrote: Record<string, string>;
+      read: Record<string, string>;
+      listed: Record<string, string | string[]>;
+    };
+  };
+  const card = path.join(data, 'acme', 'card.txt');
+  await withNode(config, async () => {
+    const acme = await files('acme', 'mine', { write: { [card]: 'acme-card-4242' }, read: [card] });
+    expect(acme.read[card]).toBe('acme-card-4242');
+    const own = path.join(data, 'beta', 'own.txt');
+    const beta = await files('beta', 'mine', {
+      write: { [own]: 'beta’s', [path.join(data, 'acme', 'planted.txt')]: 'beta was here' },
+      read: [card, own],
+      list: [data, path.join(data, 'acme')],
+    });
+    expect(beta.read).toEqual({ [card]: 'error: ENOENT', [own]: 'beta’s' });
+    expect(beta.wrote[path.join(data, 'acme', 'planted.txt')]).toMatch(/^error: /);
+    expect(beta.listed).toEqual({ [data]: ['beta'], [path.join(data, 'acme')]: 'error: ENOENT' });
+    // Made by the node: the data folder's owner's, the sandboxes' group may write it (a uid of its own each, as root).
+    const made = fs.statSync(path.join(data, 'acme'));
+    if (process.getuid?.() === 0) {
+      expect([made.uid, made.gid, made.mode & 0o7777]).toEqual([0, config.node.sandboxGid, 0o2770]);
+    }
+    expect(fs.readdirSync(data).sort()).toEqual(['acme', 'beta']);
+    expect(fs.existsSync(path.join(data, 'acme', 'planted.txt'))).toBe(false);
+    // The control: the shared grant carries acme's file to beta.
+    const left = path.join(shared, 'card.txt');
+    await files('acme', 'ours', { write: { [left]: 'acme-card-4242' } });
+    expect((await files('beta', 'ours', { read: [left] })).read[left]).toBe('acme-card-4242');
+  });
+});

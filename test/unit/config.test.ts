@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, DEFAULT_TOOL_SETTINGS, loadConfig, parseConfig, toolSettings } from '../../common/config';
-import type { Config } from '../../common/config';
+import type { Config, SandboxConfig } from '../../common/config';
+import { beforeTenant, forTenant } from '../../activities/sandbox/tenant-grants';
 
 /** The example config of SPEC "Config", as written there. */
 const SPEC_EXAMPLE = {
@@ -551,5 +552,29 @@ describe('Config: toolSettings', () => {
     const settings = toolSettings({ tools: {} }, 'a.f');
     settings.timeoutSeconds = 1;
     expect(DEFAULT_TOOL_SETTINGS.timeoutSeconds).toBe(60);
+  });
+});
+
+describe('I2: grants that name {tenant}', () => {
+  const withWrite = (write: string[]) => ({
+    servers: { box: { command: 'node', args: ['x.js'], sandbox: { write } } },
+  });
+
+  test('a whole folder of the path, once; anything else in braces is refused, naming the field', () => {
+    expect(() => parseConfig(withWrite(['data/{tenant}', '/srv/{tenant}/cache']))).not.toThrow();
+    expect(() => parseConfig(withWrite(['data/{job}']))).toThrow(
+      /servers\.box\.sandbox\.write\[0\].*\{job\} is not a name a grant may hold/s,
+    );
+    expect(() => parseConfig(withWrite(['data/x-{tenant}']))).toThrow(/whole folder/);
+    expect(() => parseConfig(withWrite(['{tenant}/{tenant}']))).toThrow(/once/);
+  });
+
+  test('a tenant’s grants: its name in place of {tenant}; a name that would climb is never one', () => {
+    const grants = parseConfig(withWrite(['data/{tenant}', 'shared'])).servers.box;
+    const sandbox = (grants as { sandbox: SandboxConfig }).sandbox;
+    expect(forTenant(sandbox, 'acme').write).toEqual(['data/acme', 'shared']);
+    expect(() => forTenant(sandbox, '..')).toThrow(/cannot name a folder/);
+    expect(() => forTenant(sandbox, 'a/b')).toThrow(/cannot name a folder/);
+    expect(beforeTenant('/srv/data/{tenant}/cache')).toBe('/srv/data');
   });
 });
