@@ -158,7 +158,7 @@ export class ServerPool implements JobHolder {
     const { jobId } = owner;
     // A server that cannot be launched at all is said as it is, before any connect (its problem names the script).
     const transportFor = isRemote(config)
-      ? (): Transport => createRemoteTransport(server, config, process.env, credential)
+      ? (): Transport => createRemoteTransport(server, config, process.env, credential, this.credentials.guarded)
       : this.processTransportFor(this.processSource(config, kind, server, id, owner), kind, server, jobId);
     const { logger } = this.opts;
     let opened: ServerConnection;

@@ -20,6 +20,7 @@ import type { FetchLike } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import { IDEMPOTENCY_KEY_META, parseRetryAfter } from '../model/protocol';
 import { SecretUnavailable } from '../common/credentials';
+import { refusalOf } from './guarded-fetch';
 import type { AuthorizationEnd } from './errors';
 
 /**
@@ -144,6 +145,9 @@ export function authorizationFetch(
       response = await base(url, init);
     } catch (err) {
       if (init?.signal?.aborted) throw err;
+      // I13: refused before anything was sent; said so, and nothing of what the address would have done.
+      const refused = refusalOf(err);
+      if (refused) throw new AuthorizationError(refused.message);
       const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
       throw new AuthorizationError(`the authorization server at ${where} was not reachable (${cause})`, true);
     }

@@ -12,6 +12,7 @@ import type { FetchLike } from '@modelcontextprotocol/client';
 import { authorizationFetch, authorizationEnd } from './authorization';
 import type { AuthorizationEnd } from './errors';
 import type { Challenge } from './authorization';
+import { guardedFetch, namedOrigins } from './guarded-fetch';
 import { TenantOAuth } from './tenant-oauth';
 import type { OAuthSeen } from './tenant-oauth';
 
@@ -51,13 +52,15 @@ export class TenantCredential {
     private readonly where: { env: NodeJS.ProcessEnv; baseDir: string },
     /** The server's own headers (`servers.<name>.headers`), sent too. */
     private readonly serverHeaders: () => Record<string, string>,
+    /** I13: the node's fetch, which goes only where the config names or to public addresses (./guarded-fetch.ts). */
+    guarded: FetchLike,
   ) {
     // The tenant's headers go to the MCP endpoint only, never to an authorization server.
     const withHeaders: FetchLike = (url, init) => {
-      if (new URL(String(url)).href !== endpoint.href) return fetch(url, init);
+      if (new URL(String(url)).href !== endpoint.href) return guarded(url, init);
       const headers = new Headers(init?.headers);
       for (const [name, value] of Object.entries(this.headers())) if (!headers.has(name)) headers.set(name, value);
-      return fetch(url, { ...init, headers });
+      return guarded(url, { ...init, headers });
     };
     this.fetch = authorizationFetch(endpoint, withHeaders, (challenge, key) => {
       this.oauth?.noteChallenge(challenge);
@@ -139,6 +142,8 @@ export class TenantCredentials {
     private readonly config: LoadedConfig,
     private readonly serverHeaders: (server: string) => Record<string, string>,
     private readonly env: NodeJS.ProcessEnv = process.env,
+    /** I13: the node's fetch on a server's word (./guarded-fetch.ts), one for all its connections. */
+    readonly guarded: FetchLike = guardedFetch(namedOrigins(config)),
   ) {}
 
   /** R1: why a call of `tenant` to `server` is refused before anything is sent, if it is. */
@@ -169,6 +174,7 @@ export class TenantCredentials {
         new URL(config.url),
         { env: this.env, baseDir: this.config.baseDir },
         () => this.serverHeaders(server),
+        this.guarded,
       );
       this.held.set(id, credential);
     }

@@ -59,9 +59,11 @@ export function createRemoteTransport(
   config: RemoteServerConfig,
   env: NodeJS.ProcessEnv,
   tenant?: TenantCredential,
+  /** I13: the node's fetch, which a server's redirect cannot lead inward (./guarded-fetch.ts). */
+  guarded: FetchLike = fetch,
 ): StreamableHTTPClientTransport {
   const headers = tenant ? undefined : resolveEnvRefs(config.headers, env, `servers.${server}.headers`);
-  const base: FetchLike = tenant?.fetch ?? fetch;
+  const base: FetchLike = tenant?.fetch ?? guarded;
   const fetchWith429: FetchLike = async (url, init) => {
     const response = await base(url, init);
     const request = response.status === 429 && init?.method === 'POST' ? requestOf(init.body) : undefined;

@@ -17,7 +17,7 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { NetworkGrant } from '../../common/config';
 import type { Logger } from '../../common/logger';
-import { ownAddresses, refusedAddress } from './addresses';
+import { ownAddresses, refusedAddress } from '../../common/addresses';
 import { splice } from './forwarder';
 import type { Listener } from './plan';
 

@@ -5,7 +5,7 @@
 import { bwrapArgs, resolvePath } from '../../activities/sandbox/plan';
 import type { PathKind, SandboxPlan } from '../../activities/sandbox/plan';
 import { grantOf, isLoopbackHost, parseGrant } from '../../activities/sandbox/network';
-import { refusedAddress } from '../../activities/sandbox/addresses';
+import { refusedAddress } from '../../common/addresses';
 import { keyed, ownGroups } from '../../activities/sandbox/limits';
 
 /** A merged-/usr system: /bin, /lib… are symlinks; /etc and /usr folders; the rest as listed. */

@@ -1,9 +1,10 @@
 /**
- * I3: which addresses a granted *name* may lead a sandbox to. Whoever answers for a name (the tenant's own DNS, a
- * hosts file) can point it anywhere, so a name outside the node that resolves inward — the node itself, its
- * private network, a cloud's metadata service — is refused, unless the grant names that address itself (a grant by
- * address is connected to as written) or says `"private": true` for the private ranges. Classified by ipaddr.js
- * (its special ranges), IPv4-mapped IPv6 as the IPv4 address it is.
+ * I3, I13: which addresses a granted *name* may lead a sandbox to, and the node's own fetches on a server's word
+ * (../mcp/guarded-fetch.ts). Whoever answers for a name (the tenant's own DNS, a hosts file) can point it anywhere, so
+ * a name outside the node that resolves inward — the node itself, its private network, a cloud's metadata service —
+ * is refused, unless the grant names that address itself (a grant by address is connected to as written) or says
+ * `"private": true` for the private ranges. Classified by ipaddr.js (its special ranges), IPv4-mapped IPv6 as the
+ * IPv4 address it is.
  */
 import os from 'node:os';
 import ipaddr from 'ipaddr.js';
