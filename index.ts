@@ -37,6 +37,7 @@ export { tenantStatus, setShares } from './client/tenants';
 export type { TenantShown, SharesChange } from './client/tenants';
 export { jobSummary, jobDetails } from './model/details';
 export { connectJobClient, startJob, jobStatus, jobTrace, cancelJob, statusFilter } from './client/jobs';
+export type { SessionToken, StartedJob } from './client/jobs';
 export { openSession, LiveSession, SessionUpdateError } from './client/sessions';
 export type { CallOptions, SessionCallResult } from './client/sessions';
 export {

@@ -5,6 +5,7 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
+import { newSessionToken } from '../common/session-token';
 import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status } from '../model/job';
 import { statusQuery, traceQuery } from '../model/messages';
 import type { JobWorkflow } from '../model/messages';
@@ -39,6 +40,16 @@ export async function connectJobClient(temporal: Config['temporal']): Promise<Jo
   };
 }
 
+/** I14: the token of one external session of a job, for its agent (a secret: never logged, never in Temporal). */
+export interface SessionToken {
+  /** The index of its step in the spec's `steps`. */
+  step: number;
+  token: string;
+}
+
+/** A started job: its handle, and a token for each of its external sessions' agents (I14). */
+export type StartedJob = WorkflowHandleWithFirstExecutionRunId<JobWorkflow> & { sessionTokens: SessionToken[] };
+
 /**
  * Starts a job; a bad spec is refused here, before any workflow starts, naming the field (JobSpecError). The job gets
  * a summary and details that the Temporal UI shows (`jobSummary`, `jobDetails`), and its tenant as Temporal's fairness
@@ -48,7 +59,7 @@ export async function startJob(
   jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses' | 'policy'>,
   spec: unknown,
   opts: { workflowId?: string } = {},
-): Promise<WorkflowHandleWithFirstExecutionRunId<JobWorkflow>> {
+): Promise<StartedJob> {
   const valid = parseJobSpec(spec, { harnesses: jc.harnesses });
   // I11: a job's id is checked as its spec is: one of the platform's own (`oz0-policy/…`) is refused before it starts.
   if (opts.workflowId !== undefined) {
@@ -69,15 +80,25 @@ export async function startJob(
       .toISOString()
       .replace(/[-:.TZ]/g, '')
       .slice(0, 14)}-${Math.random().toString(36).slice(2, 8)}`;
-  return jc.client.workflow.start<JobWorkflow>(JOB_WORKFLOW, {
+  // I14: each external session gets a token for its agent, the spec its digest; the tokens go back to the caller only.
+  const sessionTokens: SessionToken[] = [];
+  const steps = valid.steps.map((step, i) => {
+    if (!('session' in step) || Array.isArray(step.session) || !('external' in step.session)) return step;
+    if (step.session.tokenDigest) return step;
+    const { token, digest } = newSessionToken(workflowId);
+    sessionTokens.push({ step: i, token });
+    return { ...step, session: { ...step.session, tokenDigest: digest } };
+  });
+  const handle = await jc.client.workflow.start<JobWorkflow>(JOB_WORKFLOW, {
     taskQueue: jc.taskQueue,
     workflowId,
-    args: [valid],
+    args: [{ ...valid, steps }],
     // T3: what the Temporal UI and CLI show of the job beside its type: who, its steps, its tools.
     staticSummary: jobSummary(valid),
     staticDetails: jobDetails(valid),
     priority: jobPriority(valid),
   });
+  return Object.assign(handle, { sessionTokens });
 }
 
 /**

@@ -293,6 +293,12 @@ const ConfigShape = z.strictObject({
       /** The port of the node's gateway for harnesses (H3), on 127.0.0.1; 0 picks a free one. */
       gatewayPort: z.number().int().min(0).max(65535).default(0),
       /**
+       * I14: the address the gateway listens on. 127.0.0.1 by default (a node's own harnesses reach it there or
+       * through their sandbox's socket); an operator whose tenants' agents run elsewhere and reach their external
+       * sessions with session tokens names another (behind TLS).
+       */
+      gatewayHost: z.string().min(1).default('127.0.0.1'),
+      /**
        * O1: the port of the node's Prometheus endpoint, `/metrics` (`OZ0_METRICS_PORT` overrides); unset, nothing
        * listens. 0 picks a free one (tests).
        */

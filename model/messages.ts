@@ -37,6 +37,8 @@ export const callToolUpdate = defineUpdate<SessionCallOutput, [SessionCallInput]
 export const cancelCallUpdate = defineUpdate<boolean, [CancelCallInput]>('cancelCall');
 /** H9: an external client ends its session with a result (an error result with `isError`). */
 export const closeSessionUpdate = defineUpdate<void, [CloseSessionInput]>('closeSession');
+/** I14: the external session a node's gateway may open for a token: the one waiting or open now, and those ahead. */
+export const externalSessionQuery = defineQuery<ExternalSessionState>('externalSession');
 /** H9: where a live session's running call is (its activity and key), by the caller's call id: its progress is there. */
 export const sessionCallQuery = defineQuery<{ activityId: string; key: string } | null, [string]>('sessionCall');
 
@@ -89,6 +91,15 @@ export interface PolicyNews {
   version: number;
   /** What changed, in words: `ledger.refund: deny`, `the kill switch for ledger.*`. */
   change: string;
+}
+
+/** I14: a job's external sessions as a gateway sees them: digests of their agents' tokens, never a token. */
+export interface ExternalSessionState {
+  tenant: string;
+  /** The external session waiting to be opened (`open: false`) or open now. */
+  current?: { session: string; run: number; open: boolean; digest?: string };
+  /** The token digests of the external sessions still ahead in the job. */
+  ahead: string[];
 }
 
 export interface OpenSessionInput {

@@ -127,6 +127,14 @@ export const HarnessSessionSchema = z.strictObject({
 /** H9: a live session driven by a Temporal client outside the job; the job waits for it to open and close. */
 export const ExternalSessionSchema = z.strictObject({
   external: z.literal(true),
+  /**
+   * I14: the SHA-256 (hex) of the token its agent reaches it with through a node's gateway; `startJob` and `oz0 job
+   * start` make the token and write this. Without it, only a Temporal client (the platform's own) can drive it.
+   */
+  tokenDigest: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, { error: "tokenDigest is a token's SHA-256, 64 hex digits" })
+    .optional(),
   /** How long the job waits for the client to open the session and close it; none: as long as it takes. */
   timeoutSeconds: z
     .number()

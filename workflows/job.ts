@@ -119,7 +119,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     turns,
     priority: jobPriority(spec),
   };
-  live.attach(ctx);
+  live.attach(ctx, spec.steps);
 
   const setStatus = (next: JobStatus) => {
     status = next;

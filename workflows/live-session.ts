@@ -29,12 +29,14 @@ import {
   callToolUpdate,
   cancelCallUpdate,
   closeSessionUpdate,
+  externalSessionQuery,
   openSessionUpdate,
   sessionCallQuery,
 } from '../model/messages';
 import type {
   CancelCallInput,
   CloseSessionInput,
+  ExternalSessionState,
   OpenSessionInput,
   SessionCallInput,
   SessionCallOutput,
@@ -157,6 +159,8 @@ async function stopCall(live: LiveRun, callId: string, why: string): Promise<boo
 interface Waiting {
   n: number;
   run: number;
+  /** I14: the digest of its agent's token, when its starter made one. */
+  digest?: string;
   trace: SessionTrace;
   opening: boolean;
   opened?: LiveRun;
@@ -172,6 +176,8 @@ export class LiveSessions {
   private waiting?: Waiting;
   /** Live calls this run of the job accepted: a run holds at most one live session's Updates (Temporal caps them). */
   callsThisRun = 0;
+  /** I14: the token digests of the external sessions not begun yet, in order. */
+  private ahead: string[] = [];
 
   register(): void {
     setHandler(callToolUpdate, (input) => this.call(input), {
@@ -194,14 +200,33 @@ export class LiveSessions {
       },
       { description: "H9: a live session's running call, by its call id: its activity id and key" },
     );
+    setHandler(externalSessionQuery, () => this.externalState(), {
+      description: 'I14: the external session a gateway may open for a token (token digests, never a token)',
+    });
     setHandler(closeSessionUpdate, (input) => this.close(input), {
       validator: (input) => this.checkClose(input),
       description: 'H9: ends the open external session with its result',
     });
   }
 
-  attach(ctx: JobContext): void {
+  attach(ctx: JobContext, steps: readonly object[]): void {
     this.ctx = ctx;
+    this.ahead = steps.flatMap((step) => {
+      const s = (step as { session?: { external?: true; tokenDigest?: string } }).session;
+      return s?.external && s.tokenDigest ? [s.tokenDigest] : [];
+    });
+  }
+
+  private externalState(): ExternalSessionState {
+    const w = this.waiting;
+    const live = this.current;
+    const current =
+      w && live && live.trace.kind === 'external' && w.opened === live
+        ? { session: live.session, run: live.run, open: true, ...(w.digest && { digest: w.digest }) }
+        : w
+          ? { session: `s${w.n}`, run: w.run, open: false, ...(w.digest && { digest: w.digest }) }
+          : undefined;
+    return { tenant: this.ctx?.tenant ?? '', ...(current && { current }), ahead: [...this.ahead] };
   }
 
   // ---- the Updates ----
@@ -422,8 +447,10 @@ export class LiveSessions {
     record(trace);
     const deadline = step.timeoutSeconds === undefined ? undefined : Date.now() + step.timeoutSeconds * 1000;
     const left = () => (deadline === undefined ? undefined : Math.max(0, deadline - Date.now()));
+    const at = step.tokenDigest ? this.ahead.indexOf(step.tokenDigest) : -1;
+    if (at >= 0) this.ahead.splice(at, 1);
     for (let run = 1; ; run++) {
-      const w: Waiting = { n, run, trace, opening: false };
+      const w: Waiting = { n, run, trace, opening: false, ...(step.tokenDigest && { digest: step.tokenDigest }) };
       this.waiting = w;
       const opened = await waitFor(() => w.opened !== undefined, left());
       if (!opened) {

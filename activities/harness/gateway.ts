@@ -8,6 +8,7 @@
  * (A7, ./progress).
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -19,7 +20,9 @@ import type { Logger } from '../../common/logger';
 import { McpHttpEndpoint, readJsonBody, replyError, sendResponse, webRequest } from '../../mcp/http-server';
 import type { Era } from '../../mcp/http-server';
 import { IDEMPOTENCY_KEY_META, MODERN_PROTOCOL } from '../../model/protocol';
-import { admitted, sessionCall } from '../../common/session-client';
+import { SessionUpdateError, admitted, offered, sessionCall } from '../../common/session-client';
+import { SESSION_TOKEN_PREFIX, jobOfSessionToken, sameDigest, sessionTokenDigest } from '../../common/session-token';
+import { closeSessionUpdate, externalSessionQuery, openSessionUpdate } from '../../model/messages';
 import type { SessionCallOutput } from '../../model/messages';
 import { matchesAny, toolProblem } from '../../model/checks';
 import type { CallRelay } from '../call/relay';
@@ -39,7 +42,28 @@ export interface HarnessEntry {
   sessionRun: number;
   harness: string;
   patterns: readonly string[];
+  /** I14: an external session's agent, come with its session token: it may close its session (CLOSE_TOOL). */
+  external?: boolean;
 }
+
+/**
+ * I14: how an external session's agent ends its session with a result, over plain MCP: a tool listed to it alone.
+ * Its name is one every model API takes, and no `<server>.<function>` of oz0's reads as it.
+ */
+export const CLOSE_TOOL = {
+  name: 'oz0_close_session',
+  description:
+    'Ends this oz0 session with its result (any JSON; isError: true for an error result). The job goes on with its next step.',
+  inputSchema: {
+    type: 'object' as const,
+    properties: { result: { description: 'the session’s result' }, isError: { type: 'boolean' } },
+  },
+};
+
+/** I14: how long a request with an external session's token waits for its job to reach that session. */
+const EXTERNAL_WAIT_MS = 20_000;
+/** I14: how often an external session's holder asks its job again whether the session is still the one open. */
+const EXTERNAL_CHECK_MS = 2_000;
 
 export interface GatewayDeps {
   config: LoadedConfig;
@@ -64,8 +88,12 @@ class Holder {
   private toolNames = new Set<string>();
   /** Its listing was read once already for a call it made without listing the tool. */
   readOnce = false;
+  /** The id of its token in the gateway's map. */
+  tokenId?: string;
   /** O2: the session's trace context, for the calls of a harness that sends no traceparent of its own. */
   readonly trace = currentContext();
+  /** I14: when an external session's holder last found its session still open. */
+  checkedAt = Date.now();
   /** The MCP revisions its harness has spoken, said once each in the node's log. */
   readonly spoken = new Set<string>();
 
@@ -111,6 +139,8 @@ export class Gateway {
   private posts = 0;
   /** I10: requests in flight, by token. */
   private readonly inFlight = new Map<string, number>();
+  /** I14: external sessions' tokens being looked up, by token id: one lookup (and one open) per token at once. */
+  private readonly looking = new Map<string, Promise<Holder | undefined>>();
 
   /** POSTs whose response has not ended yet: calls running, or held for nothing (issue 26.6). */
   get openPosts(): number {
@@ -135,12 +165,16 @@ export class Gateway {
     this.unlisten = deps.gate.onChange((tenant) => this.policyChanged(tenant));
   }
 
-  /** Starts the node's gateway on 127.0.0.1 (`node.gatewayPort`, 0: a free port). */
+  /**
+   * Starts the node's gateway on `node.gatewayHost` (127.0.0.1 unless an operator lets external sessions' agents
+   * reach it from elsewhere, I14) and `node.gatewayPort` (0: a free port).
+   */
   static async start(deps: GatewayDeps): Promise<Gateway> {
     const gateway = new Gateway(deps);
+    const host = deps.config.node.gatewayHost;
     await new Promise<void>((resolve, reject) => {
       gateway.http.once('error', reject);
-      gateway.http.listen(deps.config.node.gatewayPort, '127.0.0.1', () => resolve());
+      gateway.http.listen(deps.config.node.gatewayPort, host, () => resolve());
     });
     gateway.port = (gateway.http.address() as AddressInfo).port;
     gateway.url = `http://127.0.0.1:${gateway.port}/mcp`;
@@ -155,17 +189,7 @@ export class Gateway {
   /** Lets a harness run in with `token` until the result's `close()`: then the token answers 401. */
   open(token: string, entry: HarnessEntry): { close(): Promise<void> } {
     const id = tokenId(token);
-    const holder = new Holder(
-      entry,
-      (h) =>
-        new McpHttpEndpoint(
-          (era) => this.serverFor(h, era),
-          (err) => this.deps.logger.debug({ err: err.message }, 'gateway: a request refused'),
-          // I10: its 2025-11-25 sessions, each a server of its own.
-          this.deps.config.node.gatewayLegacySessions,
-        ),
-    );
-    this.holders.set(id, holder);
+    const holder = this.hold(token, entry);
     return {
       close: async () => {
         holder.closed = true;
@@ -191,7 +215,9 @@ export class Gateway {
     if (new URL(req.url ?? '/', 'http://localhost').pathname !== '/mcp')
       return replyError(res, 404, -32601, 'use /mcp');
     const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-    const holder = bearer ? this.holders.get(tokenId(bearer)) : undefined;
+    let holder = bearer ? this.holders.get(tokenId(bearer)) : undefined;
+    if (holder?.entry.external && !(await this.stillOpen(holder))) holder = undefined;
+    if (!holder && bearer?.startsWith(SESSION_TOKEN_PREFIX)) holder = await this.externalHolder(bearer);
     if (!holder || holder.closed) {
       res.setHeader('WWW-Authenticate', 'Bearer');
       return replyError(res, 401, -32001, 'unauthorized: OZ0_MCP_TOKEN of a running session');
@@ -223,6 +249,128 @@ export class Gateway {
     await sendResponse(res, await holder.mcp.serve(webRequest(req, res, body?.raw), body?.value));
   }
 
+  /**
+   * I14: the holder of an external session's token: its job asked (any node's gateway can), the token's digest held
+   * against the one its starter gave the job, and the session opened if it waits (`openSession`, as the Temporal
+   * helper does). A token for a session still ahead in its job waits for it, up to {@link EXTERNAL_WAIT_MS}; any
+   * other token, a job that does not answer, or a session already ended is undefined (401).
+   */
+  private externalHolder(token: string): Promise<Holder | undefined> {
+    const id = tokenId(token);
+    let looking = this.looking.get(id);
+    if (!looking) {
+      looking = this.lookUp(token)
+        .catch((err: unknown) => {
+          this.deps.logger.debug({ err: (err as Error).message }, 'gateway: an external session’s token not taken');
+          return undefined;
+        })
+        .finally(() => this.looking.delete(id));
+      this.looking.set(id, looking);
+    }
+    return looking;
+  }
+
+  private async lookUp(token: string): Promise<Holder | undefined> {
+    const jobId = jobOfSessionToken(token);
+    if (!jobId) return undefined;
+    const digest = sessionTokenDigest(token);
+    const handle = this.deps.client.workflow.getHandle(jobId);
+    const until = Date.now() + EXTERNAL_WAIT_MS;
+    for (;;) {
+      const state = await handle.query(externalSessionQuery);
+      const current = state.current;
+      if (current?.digest && sameDigest(current.digest, digest)) {
+        let { session, run } = current;
+        if (!current.open) {
+          try {
+            ({ session, run } = await offered(() =>
+              handle.executeUpdate(openSessionUpdate, { args: [{ client: 'its agent, through a gateway (I14)' }] }),
+            ));
+          } catch (err) {
+            // Another gateway is opening it: asked again in a moment.
+            if (!(err instanceof SessionUpdateError) || Date.now() > until) throw err;
+            await sleep(200);
+            continue;
+          }
+        }
+        const holder = this.hold(token, {
+          jobId,
+          tenant: state.tenant,
+          session,
+          sessionRun: run,
+          harness: '(external)',
+          patterns: ['*'],
+          external: true,
+        });
+        this.deps.logger.info({ jobId, session, sessionRun: run }, 'gateway: an external session’s agent came in');
+        return holder;
+      }
+      if (!state.ahead.some((d) => sameDigest(d, digest)) || Date.now() > until) return undefined;
+      await sleep(1000);
+    }
+  }
+
+  /** I14: whether an external session's holder still holds the session open now (asked again every 2 s at most). */
+  private async stillOpen(holder: Holder): Promise<boolean> {
+    if (holder.closed) return false;
+    if (Date.now() - holder.checkedAt < EXTERNAL_CHECK_MS) return true;
+    const { jobId, session, sessionRun } = holder.entry;
+    const state = await this.deps.client.workflow
+      .getHandle(jobId)
+      .query(externalSessionQuery)
+      .catch(() => undefined);
+    const c = state?.current;
+    if (c?.open && c.session === session && c.run === sessionRun) {
+      holder.checkedAt = Date.now();
+      return true;
+    }
+    this.release(holder);
+    return false;
+  }
+
+  /** A holder of `token`'s run, served until it is released. */
+  private hold(token: string, entry: HarnessEntry): Holder {
+    const holder = new Holder(
+      entry,
+      (h) =>
+        new McpHttpEndpoint(
+          (era) => this.serverFor(h, era),
+          (err) => this.deps.logger.debug({ err: err.message }, 'gateway: a request refused'),
+          // I10: its 2025-11-25 sessions, each a server of its own.
+          this.deps.config.node.gatewayLegacySessions,
+        ),
+    );
+    this.holders.set(tokenId(token), holder);
+    holder.tokenId = tokenId(token);
+    return holder;
+  }
+
+  /** Lets a holder go: its token answers 401 (an external one is looked up again at its next request). */
+  private release(holder: Holder): void {
+    holder.closed = true;
+    if (holder.tokenId && this.holders.get(holder.tokenId) === holder) this.holders.delete(holder.tokenId);
+    void holder.close();
+  }
+
+  /** I14: an external session's agent ends its session with a result. */
+  private async closeExternal(holder: Holder, args: Record<string, unknown>): Promise<CallToolResult> {
+    const { jobId, session, sessionRun } = holder.entry;
+    try {
+      await offered(() =>
+        this.deps.client.workflow.getHandle(jobId).executeUpdate(closeSessionUpdate, {
+          args: [
+            { session, run: sessionRun, result: args.result ?? null, ...(args.isError === true && { isError: true }) },
+          ],
+        }),
+      );
+    } catch (err) {
+      return errorResult(`oz0: session ${session} could not be closed: ${(err as Error).message}`);
+    }
+    // After this answer went out: the session's token answers 401 from now on.
+    setImmediate(() => this.release(holder));
+    return { content: [{ type: 'text', text: `session ${session} of job ${jobId} closed` }] };
+  }
+
   /** The gateway's MCP server for one token's run: for one 2026-07-28 request, or for one legacy session. */
   private serverFor(holder: Holder, era: Era): Server {
     const server = new Server(
@@ -244,10 +392,12 @@ export class Gateway {
       const tools = await harnessTools(holder.entry, this.deps);
       holder.listed = toolsDigest(tools);
       holder.remember(tools);
-      return { tools };
+      return { tools: holder.entry.external ? [...tools, CLOSE_TOOL] : tools };
     });
     server.setRequestHandler('tools/call', (request, ctx) => {
       heard();
+      if (holder.entry.external && request.params.name === CLOSE_TOOL.name)
+        return this.closeExternal(holder, request.params.arguments ?? {});
       return this.call(holder, request, ctx, era);
     });
     return server;

@@ -29,7 +29,18 @@ export function registerJobCommands(program: Command): void {
       ]);
       await withJobClient(await config(opts), async (jc) => {
         const handle = await startJob(jc, spec, { workflowId: opts.id });
-        if (!opts.wait) return print({ jobId: handle.workflowId }, opts.json, () => handle.workflowId);
+        // I14: each external session's token, for its agent to reach it through a node's gateway (said once, here).
+        const tokens = handle.sessionTokens;
+        const tokenLines = tokens.map(
+          (t) =>
+            `steps[${t.step}], an external session: its agent sends "Authorization: Bearer ${t.token}" to a node's gateway (/mcp)`,
+        );
+        if (!opts.wait) {
+          return print({ jobId: handle.workflowId, sessionTokens: tokens }, opts.json, () =>
+            [handle.workflowId, ...tokenLines].join('\n'),
+          );
+        }
+        for (const line of tokenLines) process.stderr.write(`${line}\n`);
         await handle.result().catch(() => undefined);
         const trace = await jobTrace(jc.client, handle.workflowId);
         print(traceJson(trace), opts.json, () => formatTrace(trace));

@@ -306,6 +306,7 @@ test('T3: a job started by the client has a summary and details; its current det
         'callTool',
         'cancelCall',
         'closeSession',
+        'externalSession',
         'openSession',
         'sessionCall',
         'status',
