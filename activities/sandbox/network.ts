@@ -87,6 +87,12 @@ export class SandboxNetwork {
   /** What the network refused lately, with when: an attempt's note takes those made while it ran. */
   private readonly refusals: Array<{ at: number; words: string }> = [];
   private readonly resolver?: dns.promises.Resolver;
+  /**
+   * The plain-HTTP forwarding's connections, kept alive per grant of this sandbox: never Node's global agent, whose
+   * sockets any sandbox granted the same host:port would be handed, one checked under a `"private": true` grant
+   * among them.
+   */
+  private readonly agents = new Map<string, http.Agent>();
 
   private constructor(
     readonly runDir: string,
@@ -257,6 +263,7 @@ export class SandboxNetwork {
         path: `${url.pathname}${url.search}`,
         headers,
         lookup: this.guardedLookup(grant),
+        agent: this.agentFor(grant),
       },
       (answer) => {
         response.writeHead(answer.statusCode ?? 502, answer.headers);
@@ -271,7 +278,15 @@ export class SandboxNetwork {
     request.pipe(out);
   }
 
+  private agentFor(grant: Grant): http.Agent {
+    const key = `${grant.host}:${grant.port}:${grant.private === true}`;
+    let agent = this.agents.get(key);
+    if (!agent) this.agents.set(key, (agent = new http.Agent({ keepAlive: true })));
+    return agent;
+  }
+
   async close(): Promise<void> {
+    for (const agent of this.agents.values()) agent.destroy();
     for (const stream of this.open) stream.destroy();
     await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     fs.rmSync(this.runDir, { recursive: true, force: true });
