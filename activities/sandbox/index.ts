@@ -6,8 +6,6 @@
  * H7) works as before. A node that cannot isolate refuses, saying what is missing (I6), unless its config says
  * `node.isolation: "none"`.
  */
-import { secretFilesOf } from '../../common/credentials';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import type net from 'node:net';
@@ -27,13 +25,14 @@ import { detectLimits, removeStaleGroups } from './limits';
 import type { LimitsBackend, LimitsHandle } from './limits';
 import { describeForwarder, forwarderCommand, provideForwarder } from './native-forwarder';
 import type { Forwarder } from './native-forwarder';
-import { SandboxNetwork, grantOf, parseGrant } from './network';
-import { bwrapArgs, resolvePath, within } from './plan';
-import type { PathKind, ResolvedPath, SandboxPlan } from './plan';
-import { ChangedWhileStarting, PinnedPaths, byNameProblem, isIn, wayProblem } from './grants';
-import type { Place, WritableGrant } from './grants';
+import { SandboxNetwork } from './network';
+import { bwrapArgs, resolvePath } from './plan';
+import type { SandboxPlan } from './plan';
+import { ChangedWhileStarting, PinnedPaths } from './grants';
 import { programPaths } from './program';
-import { beforeTenant, forTenant, makeTenantFolders, perTenant } from './tenant-grants';
+import { Hidden } from './hidden';
+import { alive, probePath, probeProblem } from './probe';
+import { forTenant, makeTenantFolders, perTenant } from './tenant-grants';
 import { sandboxFilter } from './seccomp';
 import { UidLeases } from './uids';
 import type { UidLease } from './uids';
@@ -82,13 +81,6 @@ export class IsolationRefused extends Error {
   override name = 'IsolationRefused';
 }
 
-/** What no sandbox may see: a folder, or a file and the files SQLite keeps beside it; and what it is, in words. */
-interface SecretPlace {
-  path: string;
-  what: string;
-  files?: string[];
-}
-
 /** Isolations made in this process (tests run several nodes in one). */
 let instances = 0;
 
@@ -112,6 +104,9 @@ export class Isolation {
   /** The /etc/passwd a sandbox sees, with its own uid's line added (as root); the node's is read once. */
   private passwd?: string;
 
+  /** I2: what no sandbox may see, and each sandbox's grants checked against it. */
+  readonly hidden: Hidden;
+
   constructor(
     private readonly config: LoadedConfig,
     private readonly logger: Logger,
@@ -123,6 +118,7 @@ export class Isolation {
     private forwarder?: Forwarder,
   ) {
     if (process.getuid?.() === 0) this.uids = new UidLeases(config.node.sandboxUids);
+    this.hidden = new Hidden(config, () => this.status?.bwrap?.bindsFds === false);
   }
 
   /** I6: whether sandboxes can start here, found once by starting an empty one. */
@@ -261,7 +257,7 @@ export class Isolation {
         });
       }
       if (status.mode === 'none') continue;
-      for (const problem of [...this.grantProblems(field, grants), ...this.envProblems(field)])
+      for (const problem of [...this.hidden.checkGrants(field, grants).problems, ...this.hidden.envProblems(field)])
         lines.push({ level: 'error', text: `${who} cannot start: ${problem}` });
       if (status.problem) continue;
       const gaps = this.limitGaps(grants).filter((g) => !status.limits!.gaps.includes(g));
@@ -292,7 +288,7 @@ export class Isolation {
     const command = resolveCommand(req.command);
     if (status.mode === 'none') return startGroup({ command, args: req.args, cwd: req.cwd, env: req.env });
     if (status.problem) throw new IsolationRefused(`${req.who} cannot start: ${status.problem}`);
-    const hidden = this.hiddenPaths();
+    const hidden = this.hidden.hiddenPaths();
     const absolute = (p: string) => path.resolve(this.config.baseDir, p);
     // I2: a grant that names {tenant} is this tenant's folder, made here the first time (before it is checked).
     try {
@@ -307,8 +303,8 @@ export class Isolation {
     const write = grants.write.map(absolute);
     const program = programPaths(command, req.args);
     // I2: resolved once, here: what is checked is what the plan binds (through descriptors opened after the check).
-    const checked = this.checkGrants(req.field, grants, program);
-    const problem = [...checked.problems, ...this.envProblems(req.field)][0];
+    const checked = this.hidden.checkGrants(req.field, grants, program);
+    const problem = [...checked.problems, ...this.hidden.envProblems(req.field)][0];
     if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
     if (this.limitGaps(grants).length && this.config.node.limits !== 'best-effort') {
       throw new IsolationRefused(`${req.who} cannot start: ${this.refusal(grants)}`);
@@ -437,231 +433,4 @@ export class Isolation {
     this.passwd ??= fs.readFileSync('/etc/passwd', 'utf8').replace(/\n?$/, '\n');
     return `${this.passwd}oz0-sandbox:x:${user.uid}:${user.gid}:oz0 sandbox:${home}:/usr/sbin/nologin\n`;
   }
-
-  /**
-   * I2: what no sandbox may see, each with where the config names it: the node's state folder, its config file, and
-   * the key stores of its plugin servers — each file a plugin server's `env` names, with SQLite's `-wal`, `-shm` and
-   * `-journal` beside it.
-   */
-  private secretPlaces(): SecretPlace[] {
-    const { config } = this;
-    const out: SecretPlace[] = [
-      { path: path.resolve(config.baseDir, config.node.stateDir), what: "the node's state folder (node.stateDir)" },
-    ];
-    if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
-      out.push({ path: config.source, what: "the node's config file" });
-    }
-    // I2: the files the config's secrets are read from (`file:PATH`), wherever they lie: `/etc` is always bound.
-    const { baseDir, source: _source, ...rest } = config;
-    for (const { field, file } of secretFilesOf(rest, baseDir))
-      out.push({ path: file, what: `a secret the config names (${field})`, files: [file] });
-    for (const [name, server] of Object.entries(config.servers)) {
-      if (!('command' in server) || server.sandbox) continue;
-      for (const [key, value] of Object.entries(server.env)) {
-        if (value.startsWith('env:') || !/[/\\.]/.test(value)) continue;
-        const file = path.resolve(config.baseDir, value);
-        out.push({
-          path: file,
-          what: `the key store of plugin server "${name}" (servers.${name}.env.${key})`,
-          files: [file, `${file}-wal`, `${file}-shm`, `${file}-journal`],
-        });
-      }
-    }
-    return out;
-  }
-
-  /** I2: what no sandbox may see, where it really is: every file of a key store, there yet or not. */
-  private places(): Place[] {
-    return this.secretPlaces().flatMap((place) =>
-      (place.files ?? [place.path]).map((p) => ({ path: realPath(p), what: place.what })),
-    );
-  }
-
-  /** Every folder a sandbox of this config may write, where it really is: a link inside one is a tenant's. */
-  private writableGrants(): WritableGrant[] {
-    const blocks = [
-      ...Object.entries(this.config.servers).flatMap(([name, s]) =>
-        'command' in s && s.sandbox ? [[`servers.${name}.sandbox`, s.sandbox] as const] : [],
-      ),
-      ...Object.entries(this.config.harnesses).map(([name, h]) => [`harnesses.${name}.sandbox`, h.sandbox] as const),
-    ];
-    return blocks.flatMap(([field, grants]) =>
-      grants.write.map((w, i) => ({
-        field: `${field}.write[${i}]`,
-        path: realPath(path.resolve(this.config.baseDir, beforeTenant(w))),
-      })),
-    );
-  }
-
-  /** I2: the paths to hide from a sandbox now: the state folder, the config file, its secrets' files, key stores. */
-  private hiddenPaths(): string[] {
-    return this.secretPlaces().flatMap((place) => (place.files ? place.files.filter(isFile) : [place.path]));
-  }
-
-  /**
-   * A sandbox's own `env` naming what no sandbox may see (a file a plugin keeps its keys in, the state folder): hidden
-   * from it whatever its grants say, so it would fail at run time (EACCES). Each clash names both fields. Relative
-   * paths in a sandbox's `env` are its own folder's, and `env:NAME` values are the node's secrets: neither is looked at.
-   */
-  envProblems(field: string): string[] {
-    const [group, name] = field.split('.');
-    const owner = group === 'harnesses' ? this.config.harnesses[name] : this.config.servers[name];
-    if (!owner || !('command' in owner)) return [];
-    // Compared where they really are: a link to a key store is the key store.
-    const places = this.secretPlaces().map((p) => ({ ...p, path: realPath(p.path), files: p.files?.map(realPath) }));
-    const problems: string[] = [];
-    for (const [key, value] of Object.entries(owner.env)) {
-      if (!path.isAbsolute(value)) continue;
-      const file = realPath(value);
-      const place = places.find((p) => (p.files ? p.files.includes(file) : within(file, p.path)));
-      if (!place) continue;
-      problems.push(
-        `${group}.${name}.env.${key}: ${file} ${isIn(file, { ...place, path: place.files ? file : place.path })}, which no sandbox may see, whatever its grants say (I2): give it a file of its own`,
-      );
-    }
-    return problems;
-  }
-
-  /** What is wrong with a sandbox's grants, each naming its field; empty when nothing is (I2, I3). */
-  grantProblems(field: string, grants: SandboxConfig): string[] {
-    return this.checkGrants(field, grants).problems;
-  }
-
-  /**
-   * I2, I3: the grants (and the program's paths) resolved as the kernel would, each checked where it leads
-   * (./grants.ts), and the network grants; with the resolutions, which a sandbox's plan then binds as they are.
-   */
-  private checkGrants(
-    field: string,
-    grants: SandboxConfig,
-    program: string[] = [],
-  ): { problems: string[]; resolved: Map<string, ResolvedPath> } {
-    const problems: string[] = [];
-    const resolved = new Map<string, ResolvedPath>();
-    const places = this.places();
-    const writable = this.writableGrants();
-    const byName = this.status?.bwrap?.bindsFds === false;
-    const check = (label: string, p: string, mode: 'ro' | 'rw') => {
-      const way = resolvePath(p, probePath);
-      resolved.set(p, way);
-      const problem =
-        wayProblem(label, mode, way, places, writable) ??
-        (byName ? byNameProblem(label, way.real, writable) : undefined);
-      if (problem) problems.push(problem);
-    };
-    for (const p of program) check(`its program ${p}`, p, 'ro');
-    for (const [kind, mode] of [
-      ['read', 'ro'],
-      ['write', 'rw'],
-    ] as const) {
-      for (const [i, granted] of grants[kind].entries()) {
-        // A grant that names {tenant}, checked before any tenant's start: what it names before the tenant's folder.
-        const p = path.resolve(this.config.baseDir, beforeTenant(granted));
-        if (!fs.existsSync(p)) problems.push(`${field}.${kind}[${i}]: ${p} does not exist`);
-        else check(`${field}.${kind}[${i}]: ${p}`, p, mode);
-      }
-    }
-    if (grants.network === 'host') return { problems, resolved };
-    const temporal = parseGrant(this.config.temporal.address);
-    for (const [i, grant] of grants.network.entries()) {
-      const g = grantOf(grant);
-      if (g.port === temporal.port && (g.host === temporal.host || sameLoopback(g.host, temporal.host))) {
-        problems.push(
-          `${field}.network[${i}]: ${g.host}:${g.port} is the Temporal frontend, which would let it act for every tenant`,
-        );
-      }
-    }
-    return { problems, resolved };
-  }
-}
-
-function sameLoopback(a: string, b: string): boolean {
-  const loop = (h: string) => h === 'localhost' || h.startsWith('127.') || h === '::1';
-  return loop(a) && loop(b);
-}
-
-/** Where a path really is, its links followed; a file not there yet, where its folder really is. */
-function realPath(p: string): string {
-  for (const resolve of [
-    fs.realpathSync,
-    (q: string) => path.join(fs.realpathSync(path.dirname(q)), path.basename(q)),
-  ]) {
-    try {
-      return resolve(p);
-    } catch {
-      // not there: try its folder, else take it as written
-    }
-  }
-  return path.resolve(p);
-}
-
-function isFile(p: string): boolean {
-  try {
-    return fs.statSync(p).isFile();
-  } catch {
-    return false;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-function probePath(p: string): PathKind {
-  try {
-    const stat = fs.lstatSync(p);
-    if (stat.isSymbolicLink()) return { kind: 'symlink', target: fs.readlinkSync(p) };
-    return stat.isDirectory() ? { kind: 'dir' } : { kind: 'file' };
-  } catch {
-    return { kind: 'missing' };
-  }
-}
-
-/**
- * Why no sandbox can start here, with how to fix it; undefined when an empty one starts with its system-call filter
- * on (I1: `Seccomp: 2` in its own /proc/self/status) and exits 0. The filter comes on its stdin.
- */
-function probeProblem(
-  bwrap: FoundBwrap,
-  dropTo: { uid: number; gid: number } | undefined,
-  filter: Buffer,
-): string | undefined {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-probe-'));
-  try {
-    const plan: SandboxPlan = {
-      command: '/bin/sh',
-      args: [
-        '-c',
-        'grep -q "^Seccomp:[[:space:]]*2" /proc/self/status || { echo "no seccomp filter in force" >&2; exit 1; }',
-      ],
-      seccompFd: 0,
-      cwd: dir,
-      read: [],
-      write: [],
-      hidden: [],
-      network: 'none',
-      dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
-    };
-    if (dropTo) fs.chownSync(dir, dropTo.uid, dropTo.gid);
-    const run = spawnSync(bwrap.path, bwrapArgs(plan, probePath), { input: filter, encoding: 'utf8', timeout: 10_000 });
-    if (run.status === 0) return undefined;
-    const said = `${run.stderr ?? ''}${run.error ? run.error.message : ''}`.trim().split('\n').slice(-2).join(' ');
-    return `bubblewrap at ${bwrap.path} (${bwrap.from}) could not make a sandbox (${said || `exit ${run.status}`}): ${hintFor(said, dropTo !== undefined)}`;
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-function hintFor(said: string, root: boolean): string {
-  if (/setpriv/.test(said)) return "the node runs as root and needs util-linux's setpriv to drop to the sandbox user";
-  if (/mount proc/i.test(said)) {
-    return 'the container hides parts of /proc, so a sandbox cannot mount its own: run it with `security_opt: [systempaths=unconfined]` (docs/deploy.md)';
-  }
-  if (root) return 'as root the node needs CAP_SYS_ADMIN to make namespaces; see docs/isolation.md';
-  return 'this machine does not let the node make user namespaces: `sysctl kernel.unprivileged_userns_clone=1` (Debian), `user.max_user_namespaces` above 0, on Ubuntu 24.04 `kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile for bwrap; in a container, the security options in docs/deploy.md';
 }
