@@ -45,8 +45,10 @@ export function forTenant(grants: SandboxConfig, tenant: string): SandboxConfig 
  * sandbox placed is followed.
  */
 export function makeTenantFolders(write: string[], tenant: string, gid: number | undefined): void {
+  const templates = write.filter(perTenant);
+  if (templates.length === 0) return;
   const name = checkedTenant(tenant);
-  for (const template of write.filter(perTenant)) {
+  for (const template of templates) {
     const parent = beforeTenant(template);
     let at: number;
     try {

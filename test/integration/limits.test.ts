@@ -297,7 +297,7 @@ function uidOf(pid: number): number {
 }
 
 (root ? test : test.skip)(
-  'I1, I4, I8: a node run as an unprivileged user (the Compose node): no control group, so limits by rlimit; its sandbox is filtered, in a user namespace of its own where RLIMIT_NPROC counts that sandbox alone — not the 80 other processes of its uid (the control: more than its limit) — and a fork bomb is stopped; I2: a secret file its config names, 0600 and its own user’s, reads as nothing in the sandbox (the control: its user reads it outside)',
+  'I1, I4, I8: a node run as an unprivileged user (the Compose node): no control group, so limits by rlimit; its sandbox is filtered, in a user namespace of its own where RLIMIT_NPROC counts that sandbox alone — not the 80 other processes of its uid (the control: more than its limit) — and a fork bomb is stopped; I2: a secret file its config names, 0600 and its own user’s, reads as nothing in the sandbox (the control: its user reads it outside); a write grant of {tenant} is a folder of the tenant’s own, made by the node, another tenant’s beside it out of view',
   async () => {
     const uid = 61_999;
     const dir = tmpDir('oz0-unprivileged-');
@@ -349,8 +349,16 @@ function uidOf(pid: number): number {
         encoding: 'utf8',
       });
       expect(readable.stdout).toBe('Bearer beta-key-0123456789');
+      // I2: a write grant per tenant ({tenant}): the node, as its own user, makes acme's folder; beta's, beside it with
+      // what beta left, is not in acme's view (the control: it is there, outside).
+      const data = path.join(dir, 'data');
+      fs.mkdirSync(path.join(data, 'beta'), { recursive: true });
+      fs.writeFileSync(path.join(data, 'beta', 'left.txt'), 'beta-card-4242');
+      for (const p of [data, path.join(data, 'beta'), path.join(data, 'beta', 'left.txt')]) fs.chownSync(p, uid, uid);
       const script = [
         `echo "secret: [$(cat ${secret} 2>/dev/null)]"`,
+        `echo "data: [$(ls ${data} | tr '\\n' ' ')] beta: [$(cat ${data}/beta/left.txt 2>/dev/null)]"`,
+        `echo mine > ${data}/acme/mine.txt && echo wrote`,
         'i=0; while [ $i -lt 20 ]; do sleep 10 & i=$((i+1)); done; echo "started $i"',
         'grep "^Seccomp:" /proc/self/status',
         'unshare -Ur true 2>/dev/null && echo "unshare: made" || echo "unshare: refused"',
@@ -365,7 +373,7 @@ function uidOf(pid: number): number {
         stateDir: `${dir}/state`,
         cwd: `${dir}/sandbox`,
         script,
-        grants: { pids: 64, read: [granted] },
+        grants: { pids: 64, read: [granted], write: [path.join(data, '{tenant}')] },
         node: { limits: 'best-effort' },
         config: {
           servers: { desk: { url: 'http://127.0.0.1:9/mcp', credentials: 'per-tenant' } },
@@ -412,7 +420,13 @@ function uidOf(pid: number): number {
         level: 'warn',
         text: expect.stringMatching(/^sandbox limits, best-effort \(node.limits\): memory: /),
       });
-      expect(report.out).toContain('secret: []\nstarted 20\nSeccomp:\t2\nunshare: refused\n');
+      expect(report.out).toContain(
+        'secret: []\ndata: [acme ] beta: []\nwrote\nstarted 20\nSeccomp:\t2\nunshare: refused\n',
+      );
+      const made = fs.statSync(path.join(data, 'acme'));
+      expect([made.uid, made.mode & 0o7777]).toEqual([uid, 0o700]);
+      expect(fs.readFileSync(path.join(data, 'acme', 'mine.txt'), 'utf8')).toBe('mine\n');
+      expect(fs.readFileSync(path.join(data, 'beta', 'left.txt'), 'utf8')).toBe('beta-card-4242');
       expect(report.stoppedFor).toBe('its limit of 64 processes (sandbox.pids)');
     } finally {
       for (const p of outside) p.kill('SIGKILL');
