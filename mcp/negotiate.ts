@@ -52,10 +52,11 @@ function negotiation(choice: ProtocolChoice, stdio: boolean) {
 
 /**
  * Connects, each server started once. A stdio server that closes its stdio on `server/discover` (as servers on the
- * Rust SDK do) may be an older one that cannot be asked, or one that could not start at all: it is started once more
- * for the handshake. Only one that then answers `initialize` is an older server, and the node remembers not to ask it
- * again; one that dies again said nothing about its revision, and is asked again at its next start (STYLE "Failures
- * say why": a failure is never remembered as a fact about the server).
+ * Rust SDK do) may be an older one that cannot be asked, or one that could not start at all (S3): it is started once
+ * more and asked `server/discover` again — a server that failed its first start and speaks 2026-07-28 answers it then —
+ * and only one that closes on it a second time is started a third time for the `initialize` handshake. A revision is
+ * remembered only from a server that answered; one that dies every time said nothing about its revision, and is asked
+ * again at its next start (STYLE "Failures say why": a failure is never remembered as a fact about the server).
  */
 export async function connectClient(opts: ConnectOptions): Promise<ServerConnection> {
   const prior = opts.choice === 'auto' ? opts.verdicts?.get(opts.server) : undefined;
@@ -64,7 +65,14 @@ export async function connectClient(opts: ConnectOptions): Promise<ServerConnect
   if (!first.closedOnProbe || !opts.verdicts) throw first.error;
   opts.logger.info(
     { server: opts.server },
-    'the server closed its stdio on server/discover: started again for the initialize handshake',
+    'the server closed its stdio on server/discover: started again and asked again (it may have failed its start)',
+  );
+  const again = await attempt(opts, undefined);
+  if ('connection' in again) return again.connection;
+  if (!again.closedOnProbe) throw again.error;
+  opts.logger.info(
+    { server: opts.server },
+    'the server closed its stdio on server/discover twice: started again for the initialize handshake',
   );
   const second = await attempt(opts, { kind: 'legacy' });
   if (!('connection' in second)) throw second.error;

@@ -27,6 +27,8 @@ interface Dies {
   code?: number;
   flood?: number;
   unless?: string;
+  /** Dies at start only on its first this many starts. */
+  times?: number;
   env?: Record<string, string>;
   sandbox?: boolean;
 }
@@ -45,6 +47,7 @@ function dies(opts: Dies) {
       DIE_FLOOD: String(opts.flood ?? 0),
       DIE_LOG: log,
       ...(opts.unless && { DIE_UNLESS: opts.unless }),
+      ...(opts.times !== undefined && { DIE_TIMES: String(opts.times) }),
       ...opts.env,
     },
     // I2: its log's folder, and the folder of the file that fixes it, are granted.
@@ -108,9 +111,10 @@ describe.each([
     if (sandbox)
       expect(warnings(said)).toEqual([expect.objectContaining({ msg: 'a server could not start', err: why })]);
     else expect(warnings(said)).toContainEqual(expect.objectContaining({ msg: SHARED_WORDS, lastWords: words }));
-    // On its side: it died before it read a byte, and was started once more for the handshake (it might have been an
-    // older server that exits on server/discover) — never asked anything.
-    expect(seen(log)).toMatchObject({ starts: 2, received: [] });
+    // On its side: it died before it read a byte, and was started twice more — asked server/discover again (it may
+    // have failed its start), then for the handshake (it might be an older server that exits on server/discover) —
+    // never asked anything.
+    expect(seen(log)).toMatchObject({ starts: 3, received: [] });
   });
 
   test('STYLE "Failures say why": one that dies mid-call after writing to stderr ends the attempt with its last words', async () => {
@@ -149,14 +153,35 @@ describe.each([
     });
     expect(before.step.result.isError).toBe(true);
     expect(before.step.attempts[0].note).toContain(sandbox ? 'its last words on stderr: missing its config' : IN_LOG);
-    expect(before.seen).toMatchObject({ starts: 2, received: [] });
+    expect(before.seen).toMatchObject({ starts: 3, received: [] });
     // The fixed server was asked server/discover again, and answered it: no initialize handshake.
     expect(after.step).toMatchObject({ protocol: '2026-07-28', result: { isError: false } });
     const { starts, received } = seen(log);
-    expect(starts).toBe(3);
+    expect(starts).toBe(4);
     expect(received[0]).toBe('server/discover');
     expect(received).toContain('tools/call');
     expect(received).not.toContain('initialize');
+  });
+
+  test('S3 (issue 45.3): a server that failed its first start and speaks both revisions is started again with server/discover, answers it, and is remembered as 2026-07-28 — never asked initialize', async () => {
+    const { server, log } = dies({ words: ['warming up: cache not ready'], times: 1, sandbox });
+    const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
+    const node = await createNode({ config, logger });
+    const run = async () => {
+      const handle = await temporal.client.workflow.start('job', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: uniqueId('s3'),
+        args: [{ tenant: 'acme', steps: [{ call: 'box.hello' }] }],
+      });
+      return callsOf(await handle.result())[0];
+    };
+    const steps = await node.runUntil(async () => [await run(), await run()]);
+    for (const step of steps) expect(step).toMatchObject({ protocol: '2026-07-28', result: { isError: false } });
+    const { starts, received } = seen(log);
+    // Died once, then asked server/discover and answered it; the next job's process was not asked again.
+    expect(received.filter((m) => m === 'server/discover')).toHaveLength(1);
+    expect(received).not.toContain('initialize');
+    expect(starts).toBeGreaterThanOrEqual(2);
   });
 });
 
@@ -178,10 +203,10 @@ test('STYLE "Failures say why": a server whose stderr holds a secret (from the n
   expect(JSON.stringify(trace)).not.toContain(secret);
   expect(nodeLog()).toContain('connecting with key [redacted]');
   expect(nodeLog()).not.toContain(secret);
-  // The control: the server did write the key on its stderr, at each of its two starts (the probe, the handshake).
+  // The control: the server did write the key on its stderr, at each of its three starts (the probe, asked again, the handshake).
   expect(seen(log)).toMatchObject({
-    starts: 2,
-    said: [1, 2].flatMap(() => [`connecting with key ${secret}`, `refused: bad key ${secret}`]),
+    starts: 3,
+    said: [1, 2, 3].flatMap(() => [`connecting with key ${secret}`, `refused: bad key ${secret}`]),
   });
 });
 
@@ -199,7 +224,7 @@ test('STYLE "Failures say why": a huge stderr is quoted to its last lines, each 
   expect(quote.length).toBeLessThanOrEqual(4000);
   expect(resultText(flooded).length).toBeLessThan(4500);
   expect(after).toMatchObject({ result: { isError: false, content: [{ type: 'text', text: 'hello' }] } });
-  expect(seen(log).starts).toBe(2);
+  expect(seen(log).starts).toBe(3);
 });
 
 withPython(
@@ -228,7 +253,7 @@ withPython(
     );
     expect(note).toMatch(/import oz0_no_such_module \| ModuleNotFoundError: No module named 'oz0_no_such_module'$/);
     expect(resultText(step)).toContain("ModuleNotFoundError: No module named 'oz0_no_such_module'");
-    expect(seen(log).starts).toBe(2);
+    expect(seen(log).starts).toBe(3);
   },
 );
 
