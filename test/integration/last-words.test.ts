@@ -92,6 +92,16 @@ function job(config: LoadedConfig, spec: JobSpec) {
   return runJob(temporal, config, spec).then(({ trace }) => callsOf(trace));
 }
 
+/** One job of acme calling `box.hello` on a node already running: its call's step. */
+async function helloOn(config: LoadedConfig) {
+  const handle = await temporal.client.workflow.start('job', {
+    taskQueue: config.temporal.taskQueue,
+    workflowId: uniqueId('hello'),
+    args: [{ tenant: 'acme', steps: [{ call: 'box.hello' }] }],
+  });
+  return callsOf(await handle.result())[0];
+}
+
 describe.each([
   ['plugin', false],
   ['sandboxed', true],
@@ -138,14 +148,7 @@ describe.each([
     const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
     const node = await createNode({ config, logger });
     const [before, after] = await node.runUntil(async () => {
-      const run = async () => {
-        const handle = await temporal.client.workflow.start('job', {
-          taskQueue: config.temporal.taskQueue,
-          workflowId: uniqueId('fixed'),
-          args: [{ tenant: 'acme', steps: [{ call: 'box.hello' }] }],
-        });
-        return callsOf(await handle.result())[0];
-      };
+      const run = () => helloOn(config);
       const first = await run();
       const failed = seen(log);
       fs.writeFileSync(fixedBy, '');
@@ -167,15 +170,7 @@ describe.each([
     const { server, log } = dies({ words: ['warming up: cache not ready'], times: 1, sandbox });
     const config = temporal.config({ servers: { box: server }, tools: oneAttempt });
     const node = await createNode({ config, logger });
-    const run = async () => {
-      const handle = await temporal.client.workflow.start('job', {
-        taskQueue: config.temporal.taskQueue,
-        workflowId: uniqueId('s3'),
-        args: [{ tenant: 'acme', steps: [{ call: 'box.hello' }] }],
-      });
-      return callsOf(await handle.result())[0];
-    };
-    const steps = await node.runUntil(async () => [await run(), await run()]);
+    const steps = await node.runUntil(async () => [await helloOn(config), await helloOn(config)]);
     for (const step of steps) expect(step).toMatchObject({ protocol: '2026-07-28', result: { isError: false } });
     const { starts, received } = seen(log);
     // Died once, then asked server/discover and answered it; the next job's process was not asked again.
