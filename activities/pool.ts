@@ -15,8 +15,10 @@ import { isRemote, perTenant, serverKind } from '../common/config';
 import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import {
+  CannotStart,
   NotAuthorized,
   NothingSent,
+  lastingStartFailure,
   OutcomeUnknown,
   ProcessTransport,
   ServerConnection,
@@ -188,7 +190,8 @@ export class ServerPool implements JobHolder {
         { server, kind, jobId: kind === 'sandbox' ? jobId : undefined, err: why },
         'a server could not start',
       );
-      throw new NothingSent(why);
+      // S2: a start no other try gets past (a refused sandbox, a missing program) costs one attempt.
+      throw lastingStartFailure(err) ? new CannotStart(why, { cause: err }) : new NothingSent(why);
     }
     logger.info(
       { server, kind, protocol: opened.protocol, ...(credential && { tenant: credential.tenant }) },
@@ -237,7 +240,7 @@ export class ServerPool implements JobHolder {
     const { baseDir } = this.opts.config;
     const launch = besideConfig(baseDir, config);
     const problem = launchProblem(`server "${server}"`, this.opts.config, launch);
-    if (problem) throw new Error(problem);
+    if (problem) throw new CannotStart(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
     const secrets = envSecrets(config.env, env);
     if (kind === 'plugin' || !config.sandbox) {

@@ -27,6 +27,15 @@ const DRAIN_MS = 1000;
 export const LOGGED_STDERR_LINES = 1000;
 export const LOGGED_STDERR_BYTES = 256 * 1024;
 
+/**
+ * S2: a line that names an error (its kind, a missing module or package, a refused file or name): kept for a failure
+ * to quote even once the last lines have moved past it — a Node.js crash names its cause at line 4 of 14.
+ */
+const NAMES_AN_ERROR =
+  /(\b[A-Z]\w*(Error|Exception)\b|\bTraceback\b|Cannot find (module|package)|No module named|\bfatal\b|\bpanic\b|\bE(ACCES|PERM|NOENT|ROFS|AI_AGAIN|NOTFOUND)\b|Permission denied|Read-only file system|Name or service not known|Temporary failure in name resolution)/;
+/** How many such lines a failure quotes beside the last ones: the first ones, where a cause is named. */
+const NAMED_LINES = 2;
+
 /** What a bounded stderr did not put in the node's log: how much, and its last lines (as a failure quotes them). */
 export interface StderrDropped {
   lines: number;
@@ -45,6 +54,8 @@ export function redactIn(text: string, secrets: readonly string[]): string {
  */
 export class StderrTail {
   private readonly lines: string[] = [];
+  /** S2: the first lines that named an error, kept whatever came after. */
+  private readonly named: string[] = [];
   private pending = '';
   private readonly ended: Promise<void>;
 
@@ -90,6 +101,7 @@ export class StderrTail {
         }
         this.lines.push(cut(redacted));
         if (this.lines.length > QUOTED_STDERR_LINES) this.lines.shift();
+        if (this.named.length < NAMED_LINES && NAMES_AN_ERROR.test(redacted)) this.named.push(cut(redacted));
       }
     });
   }
@@ -98,12 +110,22 @@ export class StderrTail {
     return redactIn(line.replace(/\r$/, ''), this.secrets);
   }
 
-  /** The last lines, an unfinished one included, joined with ` | `; empty when it wrote nothing. */
+  /**
+   * The last lines, an unfinished one included, joined with ` | `; empty when it wrote nothing. The first lines that
+   * named an error come first when the last ones no longer hold them (S2), then `…`.
+   */
   tail(): string {
     const pending = this.pending.trim() ? [cut(this.redact(this.pending))] : [];
     const lines = [...this.lines, ...pending].slice(-QUOTED_STDERR_LINES);
-    while (lines.length > 1 && lines.join(' | ').length > QUOTED_CHARS) lines.shift();
-    return lines.join(' | ');
+    const before = this.named.filter((line) => !lines.includes(line));
+    const head = before.length ? [...before, '…'] : [];
+    while (lines.length > 1 && [...head, ...lines].join(' | ').length > QUOTED_CHARS) lines.shift();
+    return [...head, ...lines].join(' | ');
+  }
+
+  /** S2: the whole of what it wrote that a failure may quote (the named lines and the last), for {@link sandboxHint}. */
+  text(): string {
+    return [...this.named, ...this.lines, this.pending].join('\n');
   }
 
   /** Resolves once the stream has ended, or after a short wait: what a process wrote before it exited is in. */
@@ -141,6 +163,21 @@ function signalOf(code: number | null): NodeJS.Signals | undefined {
   return (Object.entries(os.constants.signals) as Array<[NodeJS.Signals, number]>).find(
     ([, n]) => n === code - 128,
   )?.[0];
+}
+
+/**
+ * S2: what a sandboxed process's words most likely mean, when they name what a sandbox keeps from it: a package or
+ * module it cannot find (its folder not granted), a name it cannot resolve (no network of its own), a file it may not
+ * write. Undefined when they name none of these.
+ */
+export function sandboxHint(words: string): string | undefined {
+  if (/ERR_MODULE_NOT_FOUND|Cannot find (module|package)|No module named|ModuleNotFoundError/.test(words))
+    return 'a sandbox sees only the system’s folders, its program and its grants: grant the folder its packages are in (sandbox.read: its node_modules, its virtualenv)';
+  if (/EAI_AGAIN|ENOTFOUND|getaddrinfo|Temporary failure in name resolution|Name or service not known/.test(words))
+    return 'a sandbox has no network but the destinations its config grants (sandbox.network), and no DNS for any other';
+  if (/EACCES|EROFS|Permission denied|Read-only file system/.test(words))
+    return 'a sandbox writes only its own folder, its /tmp and its write grants (sandbox.write), as a user of its own';
+  return undefined;
 }
 
 /** `said`, and the last words after it when there are any. */

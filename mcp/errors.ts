@@ -6,6 +6,24 @@ export class NothingSent extends Error {
 }
 
 /**
+ * S2: the server cannot start, and will not until its config or the node changes — a sandbox refused for its grants
+ * or limits, a program or script that is not there: nothing was sent, and another try would fail the same way.
+ */
+export class CannotStart extends NothingSent {
+  override name = 'CannotStart';
+}
+
+/** Whether a failure to start is one no other try gets past (see {@link CannotStart}), read from it and its causes. */
+export function lastingStartFailure(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 6; e = e.cause, depth++) {
+    if (e instanceof CannotStart || e.name === 'IsolationRefused') return true;
+    const { code, syscall } = e as NodeJS.ErrnoException;
+    if ((code === 'ENOENT' || code === 'EACCES') && syscall?.startsWith('spawn')) return true;
+  }
+  return false;
+}
+
+/**
  * The call may or may not have been made: its request was sent (or the session it rode on broke) and no answer
  * came. Only a call that may be made again tries again.
  */

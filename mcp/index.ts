@@ -22,7 +22,7 @@ export type { EraVerdicts } from './negotiate';
 export { ProcessTransport } from './process-transport';
 export { createRemoteTransport } from './remote';
 export { envSecrets, resolveEnvRefs } from './env';
-export { NotAuthorized, NothingSent, OutcomeUnknown } from './errors';
+export { CannotStart, NotAuthorized, NothingSent, OutcomeUnknown, lastingStartFailure } from './errors';
 export type { AuthorizationEnd } from './errors';
 export { TenantCredential, TenantCredentials } from './credentials';
 export type { CredentialReport } from './credentials';

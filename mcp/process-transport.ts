@@ -11,7 +11,7 @@ import type { Readable } from 'node:stream';
 import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/client';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import type { Logger } from '../common/logger';
-import { StderrTail, endedWhy, redactIn, withLastWords } from '../common/last-words';
+import { StderrTail, endedWhy, redactIn, sandboxHint, withLastWords } from '../common/last-words';
 import { resolveCommand, startGroup } from '../common/process-group';
 import type { GroupSpec, Started } from '../common/process-group';
 
@@ -116,7 +116,12 @@ export class ProcessTransport implements Transport {
       : this.badMessage
         ? `the server sent a bad message (${this.badMessage}) and was stopped`
         : '';
-    if (!tail || this.opts.quoteStderr !== false) return said || tail ? withLastWords(said, tail) : undefined;
+    if (!tail || this.opts.quoteStderr !== false) {
+      if (!said && !tail) return undefined;
+      // S2: what a sandbox kept from it, when its words name that.
+      const hint = this.isolated ? sandboxHint(this.stderrTail.text()) : undefined;
+      return `${withLastWords(said, tail)}${hint ? ` (hint: ${hint})` : ''}`;
+    }
     // I12: a shared server's words are the operator's: its log has them, once; the failure says where.
     if (!this.toldLog) {
       this.toldLog = true;

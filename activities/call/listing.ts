@@ -1,12 +1,13 @@
 /**
  * How an attempt's lease on its server and the server's listing end when they cannot be had — before anything of
  * the call is sent: a server this node lacks, a tenant without the credentials a per-tenant server takes (R1), the
- * tenant's authorization refused (R4), a listing answered 429 (B4), a server not reachable.
+ * tenant's authorization refused (R4), a listing answered 429 (B4), a server not reachable, or one that cannot start
+ * until its config or the node changes (S2: one attempt).
  */
 import { FailureType } from '../../model/activities';
 import { splitTool } from '../../model/checks';
 import type { CallInput } from '../../model/activities';
-import { OutcomeUnknown, challengeWords, hiddenFunctions, hiddenWhy } from '../../mcp';
+import { CannotStart, OutcomeUnknown, challengeWords, hiddenFunctions, hiddenWhy } from '../../mcp';
 import type { TenantCredential } from '../../mcp';
 import type { Tool } from '@modelcontextprotocol/client';
 import type { ServerPool } from '../pool';
@@ -40,6 +41,12 @@ export function listingFailure(
     // B4: the server answered 429 to the session's own requests; its listing is unknown, so no retry.
     const failure = { type: FailureType.attemptFailed, retryable: false, message: `${input.tool}: ${message}` };
     return new AttemptEnd('failed', `outcome unknown: ${message}`, failure);
+  }
+  if (err instanceof CannotStart) {
+    // S2: another try would fail the same way (a refused sandbox, a missing program): one attempt, saying so.
+    const note = `the server was not reachable: ${message}; not tried again: it would fail the same way until its config or the node changes`;
+    const failure = { type: FailureType.attemptFailed, retryable: false, message: `${input.tool}: ${note}` };
+    return new AttemptEnd('failed', note, failure);
   }
   const { server } = splitTool(input.tool);
   return new Unsent(`the server was not reachable: ${message}`, `server "${server}" was not reachable: ${message}`);

@@ -22,7 +22,7 @@ import { envSecrets, resolveEnvRefs } from '../../mcp';
 import { traceEnv } from '../observe/gateway';
 import type { Gateway } from './gateway';
 import { besideConfig, launchProblem } from '../launch';
-import { StderrTail, endedWhy, withLastWords } from '../../common/last-words';
+import { StderrTail, endedWhy, sandboxHint, withLastWords } from '../../common/last-words';
 import { Pulse } from '../heartbeats';
 import type { CancelRoute } from '../heartbeats';
 
@@ -137,7 +137,12 @@ export async function runHarness(deps: HarnessDeps, input: HarnessInput): Promis
   }
   if (ended.cause === 'exit' && ended.code === 0) return { result: resultOf(output.last()), ended: 'exited 0' };
   await stderr.drained();
-  return failed(withLastWords(`the harness ${ended.why}`, stderr.tail()), ended.why);
+  // S2: what its sandbox kept from it, when its words name that.
+  const hint = started.isolated ? sandboxHint(stderr.text()) : undefined;
+  return failed(
+    `${withLastWords(`the harness ${ended.why}`, stderr.tail())}${hint ? ` (hint: ${hint})` : ''}`,
+    ended.why,
+  );
 }
 
 type End =

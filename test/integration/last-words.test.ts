@@ -246,11 +246,71 @@ withPython(
     expect(note).toContain(
       'the server exited with code 1; its last words on stderr: Traceback (most recent call last):',
     );
-    expect(note).toMatch(/import oz0_no_such_module \| ModuleNotFoundError: No module named 'oz0_no_such_module'$/);
+    expect(note).toMatch(
+      /import oz0_no_such_module \| ModuleNotFoundError: No module named 'oz0_no_such_module' \(hint: a sandbox sees only the system’s folders, its program and its grants: grant the folder its packages are in \(sandbox.read: its node_modules, its virtualenv\)\)$/,
+    );
     expect(resultText(step)).toContain("ModuleNotFoundError: No module named 'oz0_no_such_module'");
     expect(seen(log).starts).toBe(3);
   },
 );
+
+test('S2 (issue 45.2): a sandboxed Node.js server whose package is not granted says which package — the crash’s 4th line of 14, quoted before its last lines — and what to grant', async () => {
+  const dir = tmpDir('oz0-no-modules-');
+  const script = path.join(dir, 'server.mjs');
+  fs.writeFileSync(script, "import { McpServer } from '@modelcontextprotocol/server';\nconsole.log(McpServer);\n");
+  const config = temporal.config({
+    servers: { fs: { command: 'node', args: [script], sandbox: sandboxed() } },
+    tools: oneAttempt,
+  });
+  const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'fs.read' }] });
+  const note = step.attempts[0].note!;
+  expect(note).toContain(
+    "its last words on stderr: Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@modelcontextprotocol/server' imported from",
+  );
+  expect(note).toContain(' | … | ');
+  expect(note).toMatch(
+    /Node\.js v\d+\.\d+\.\d+ \(hint: a sandbox sees only the system’s folders, its program and its grants: grant the folder its packages are in/,
+  );
+});
+
+test('S2 (issue 45.2c): a start that can only fail the same way — a grant that is not there, a script that is not there — costs one attempt of three, saying so; a server that dies at start is tried again (the control)', async () => {
+  const { server: dying, log } = dies({ words: ['flaky start'], sandbox: true });
+  const config = temporal.config({
+    servers: {
+      nogrant: {
+        command: 'node',
+        args: [fixture('last-words.js')],
+        sandbox: sandboxed({ read: ['/nonexistent/oz0-grant'] }),
+      },
+      noscript: { command: 'node', args: [path.join(tmpDir(), 'gone.js')] },
+      dying,
+    },
+    tools: { '*': { maxAttempts: 3 } },
+  });
+  const steps = callsOf(
+    (
+      await runJob(temporal, config, {
+        tenant: 'acme',
+        steps: [{ call: 'nogrant.hello' }, { call: 'noscript.hello' }, { call: 'dying.hello' }],
+      })
+    ).trace,
+  );
+  const [nogrant, noscript, flaky] = steps;
+  for (const step of [nogrant, noscript]) {
+    expect(step.attempts).toHaveLength(1);
+    expect(step.attempts[0]).toMatchObject({
+      outcome: 'failed',
+      note: expect.stringMatching(
+        /; not tried again: it would fail the same way until its config or the node changes$/,
+      ),
+    });
+  }
+  expect(nogrant.attempts[0].note).toContain('/nonexistent/oz0-grant does not exist');
+  expect(noscript.attempts[0].note).toContain('gone.js');
+  // The control: a server that died at start may start next time, and is tried again.
+  expect(flaky.attempts).toHaveLength(3);
+  expect(seen(log).starts).toBe(9);
+});
 
 test("I12: a shared plugin's last words never reach a tenant: beta's failed call does not quote acme's argument from its stderr, the node's log has it; a job's own sandboxed server's words are quoted to it (the control)", async () => {
   const card = uniqueId('acme-card');

@@ -3,12 +3,13 @@
  * and how it ended, in words. The integration tests (test/integration/last-words.test.ts) read them from real
  * processes; here, the rules on a stream of their own.
  */
-import { PassThrough } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import {
   LOGGED_STDERR_BYTES,
   LOGGED_STDERR_LINES,
   StderrTail,
   endedWhy,
+  sandboxHint,
   saying,
   withLastWords,
 } from '../../common/last-words';
@@ -139,5 +140,46 @@ describe('I10: what a tenant’s process puts in the node’s log is bounded', (
     expect(small.dropped).toBeUndefined();
     const all = await through(65_536, 1024, false);
     expect(all.logged).toHaveLength(65_537);
+  });
+});
+
+describe('S2: a failed start says why', () => {
+  test('the lines that name the error are quoted with the last ones, when the last ones no longer hold them', async () => {
+    // A Node.js crash for a package the sandbox cannot see (14 lines; its cause at line 4).
+    const crash = [
+      'node:internal/modules/esm/resolve:946',
+      '  throw new ERR_MODULE_NOT_FOUND(packageName, fileURLToPath(base), null);',
+      '        ^',
+      "Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@modelcontextprotocol/sdk' imported from /srv/fs/dist/index.js",
+      '    at packageResolve (node:internal/modules/esm/resolve:873:9)',
+      '    at moduleResolve (node:internal/modules/esm/resolve:946:18)',
+      '    at defaultResolve (node:internal/modules/esm/resolve:1188:11)',
+      '    at ModuleLoader.defaultResolve (node:internal/modules/esm/loader:708:12)',
+      '    at #cachedDefaultResolve (node:internal/modules/esm/loader:657:25)',
+      '    at ModuleLoader.resolve (node:internal/modules/esm/loader:640:38)',
+      '  {',
+      "  code: 'ERR_MODULE_NOT_FOUND'",
+      '}',
+      'Node.js v20.20.2',
+    ];
+    const stream = Readable.from([`${crash.join('\n')}\n`]);
+    const tail = new StderrTail(stream, [], () => undefined);
+    await tail.drained();
+    const said = tail.tail();
+    expect(said.startsWith("Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@modelcontextprotocol/sdk'")).toBe(true);
+    expect(said).toContain(' | … | ');
+    expect(said.endsWith('Node.js v20.20.2')).toBe(true);
+    expect(sandboxHint(tail.text())).toMatch(/grant the folder its packages are in \(sandbox.read/);
+  });
+
+  test('words that name nothing a sandbox keeps get no hint; a short stderr is quoted as it is (the controls)', async () => {
+    const tail = new StderrTail(Readable.from(['TypeError: x is not a function\nat main\n']), [], () => undefined);
+    await tail.drained();
+    expect(tail.tail()).toBe('TypeError: x is not a function | at main');
+    expect(sandboxHint(tail.text())).toBeUndefined();
+    expect(sandboxHint('getaddrinfo EAI_AGAIN registry.npmjs.org')).toMatch(/no network but/);
+    expect(sandboxHint("PermissionError: [Errno 13] Permission denied: '/srv/data/memory.jsonl'")).toMatch(
+      /writes only its own folder/,
+    );
   });
 });
