@@ -31,6 +31,7 @@ import type { SandboxPlan } from './plan';
 import { ChangedWhileStarting, PinnedPaths } from './grants';
 import { programPaths } from './program';
 import { Hidden } from './hidden';
+import { gitConfigFor } from './git';
 import { alive, probePath, probeProblem } from './probe';
 import { forTenant, makeTenantFolders, perTenant } from './tenant-grants';
 import { sandboxFilter } from './seccomp';
@@ -301,7 +302,7 @@ export class Isolation {
     const grants = forTenant(req.grants, req.tenant);
     const read = grants.read.map(absolute);
     const write = grants.write.map(absolute);
-    const program = programPaths(command, req.args);
+    const program = programPaths(command, req.args, write);
     // I2: resolved once, here: what is checked is what the plan binds (through descriptors opened after the check).
     const checked = this.hidden.checkGrants(req.field, grants, program);
     const problem = [...checked.problems, ...this.hidden.envProblems(req.field)][0];
@@ -336,6 +337,8 @@ export class Isolation {
           who: req.who,
         });
       }
+      // S4: git takes its grants for the safe directories they are, though another user owns them.
+      const gitconfig = gitConfigFor([...read, ...write]);
       limits = this.limits!.create(`sandbox-${randomBytes(6).toString('hex')}`, grants);
       const sized = this.status!.bwrap!.version.localeCompare('0.10.0', undefined, { numeric: true }) >= 0;
       const plan: SandboxPlan = {
@@ -353,14 +356,19 @@ export class Isolation {
         env: Object.hasOwn(req.env, 'PWD') ? undefined : resolveCommand('env'),
         seccompFd: 3,
         passwdFd: dropTo ? 4 : undefined,
+        gitconfigFd: gitconfig === undefined ? undefined : dropTo ? 5 : 4,
         tmpBytes: sized ? grants.diskMiB * 1024 * 1024 : undefined,
         shmBytes: sized ? grants.memoryMiB * 1024 * 1024 : undefined,
         inside: [...(dropTo ? SHARED_UMASK : []), ...limits.inside],
       };
       if (plan.forwarder) plan.read.push(...plan.forwarder.command);
-      // Handed to bwrap at 3, 4, …: the filter, the passwd naming its uid, its own arguments, then the descriptors of
-      // what it binds.
-      const data = [sandboxFilter().bpf, ...(dropTo ? [Buffer.from(this.passwdFor(dropTo, req.cwd))] : [])];
+      // Handed to bwrap at 3, 4, …: the filter, the passwd naming its uid, its gitconfig, its own arguments, then the
+      // descriptors of what it binds.
+      const data = [
+        sandboxFilter().bpf,
+        ...(dropTo ? [Buffer.from(this.passwdFor(dropTo, req.cwd))] : []),
+        ...(gitconfig === undefined ? [] : [Buffer.from(gitconfig)]),
+      ];
       const argsFd = 3 + data.length;
       const bound = (pins = new PinnedPaths(argsFd + 1));
       // I2: bound through the descriptors of what was checked, where this bwrap can (else by name: see byNameProblem).

@@ -64,6 +64,8 @@ export interface SandboxPlan {
   seccompFd?: number;
   /** I1: the file descriptor of an /etc/passwd that names the sandbox's own uid (programs look their user up). */
   passwdFd?: number;
+  /** S4: the file descriptor of an /etc/gitconfig that names its grants as safe directories (./git.ts). */
+  gitconfigFd?: number;
   /** I4: the size of its /tmp and of its /dev/shm, each a tmpfs of its own (bwrap 0.10 and later size them). */
   tmpBytes?: number;
   shmBytes?: number;
@@ -175,6 +177,8 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe, pin?: (real: stri
     } else if (kind.kind === 'dir') mount('--ro-bind', p);
   }
   if (plan.passwdFd !== undefined) args.push('--perms', '0644', '--ro-bind-data', String(plan.passwdFd), '/etc/passwd');
+  if (plan.gitconfigFd !== undefined)
+    args.push('--perms', '0644', '--ro-bind-data', String(plan.gitconfigFd), '/etc/gitconfig');
   mount('--proc', '/proc');
   mount('--dev', '/dev');
   if (plan.shmBytes !== undefined) {

@@ -29,9 +29,10 @@ function prefixFiles(command: string): string[] {
 /**
  * The paths a program needs read-only: its command (absolute, as found on the node's PATH), the file it links to,
  * their prefixes' libraries, and each argument that is an absolute path on the node (relative ones were made
- * absolute beside the config before this).
+ * absolute beside the config before this) — but one inside its write grants (`writable`), which is the grant's to
+ * write (S4: `--log out.jsonl`, a file it makes on its first run and writes again on the next).
  */
-export function programPaths(command: string, args: string[]): string[] {
+export function programPaths(command: string, args: string[], writable: readonly string[] = []): string[] {
   const out = new Set<string>();
   const real = exists(command) ? fs.realpathSync(command) : command;
   for (const c of new Set([command, real])) {
@@ -39,6 +40,10 @@ export function programPaths(command: string, args: string[]): string[] {
     out.add(c);
     for (const p of prefixFiles(c)) out.add(p);
   }
-  for (const arg of args) if (path.isAbsolute(arg) && exists(arg)) out.add(path.normalize(arg));
+  for (const arg of args) {
+    if (!path.isAbsolute(arg) || !exists(arg)) continue;
+    const p = path.normalize(arg);
+    if (!writable.some((w) => within(p, w))) out.add(p);
+  }
   return [...out];
 }
