@@ -14,6 +14,14 @@ import { ProcessTransport } from './process-transport';
 import { saying } from '../common/last-words';
 import { ConnectRateLimited } from './remote';
 
+/** Whether a failure is the SDK's time limit for a request: the server never answered it. */
+function isTimeout(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (e instanceof SdkError && e.code === SdkErrorCode.RequestTimeout) return true;
+  }
+  return false;
+}
+
 /** Who oz0 says it is, in `initialize` and in each 2026-07-28 request's `_meta`. */
 export const CLIENT_INFO: Implementation = { name: 'oz0', version: '0.1.0' };
 
@@ -110,6 +118,7 @@ async function attempt(
     const level = made.connection && !made.connection.closed ? 'warn' : 'debug';
     logger[level]({ server, err: err.message }, 'server connection error');
   };
+  const began = Date.now();
   try {
     await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS, ...(prior ? { prior } : {}) });
   } catch (error) {
@@ -117,7 +126,14 @@ async function attempt(
     await transport.close().catch(() => undefined);
     const probed = opts.choice === 'auto' && !prior;
     const negotiationFailed = error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed;
-    const words = transport instanceof ProcessTransport ? await transport.lastWords() : undefined;
+    let words = transport instanceof ProcessTransport ? await transport.lastWords() : undefined;
+    if (transport instanceof ProcessTransport && !ended && isTimeout(error)) {
+      // S2: a server that never answered: how long the node waited, and that it was running all along.
+      const asked =
+        prior?.kind === 'legacy' || opts.choice === '2025-11-25' ? 'initialize' : 'server/discover or initialize';
+      const waited = Math.round((Date.now() - began) / 1000);
+      words = `the server did not answer ${asked} in ${waited} s, and was still running when the node gave up; ${words ?? 'it wrote nothing on stderr'}`;
+    }
     return { error: saying(error, words), closedOnProbe: probed && negotiationFailed && ended };
   }
   const connection = new ServerConnection(

@@ -312,6 +312,19 @@ test('S2 (issue 45.2c): a start that can only fail the same way — a grant that
   expect(seen(log).starts).toBe(9);
 });
 
+test('S2 (issue 45.2b): a server that never answers says how long the node waited, that it was still running and that it wrote nothing', async () => {
+  const config = temporal.config({
+    servers: {
+      mute: { command: 'node', args: ['-e', 'setInterval(() => {}, 1000)'], protocol: '2025-11-25' },
+    },
+    tools: oneAttempt,
+  });
+  const [step] = await job(config, { tenant: 'acme', steps: [{ call: 'mute.hello' }] });
+  expect(step.attempts[0].note).toMatch(
+    /^the server was not reachable: could not start server "mute": .*; the server did not answer initialize in (29|3\d) s, and was still running when the node gave up; it wrote nothing on stderr$/,
+  );
+}, 90_000);
+
 test("I12: a shared plugin's last words never reach a tenant: beta's failed call does not quote acme's argument from its stderr, the node's log has it; a job's own sandboxed server's words are quoted to it (the control)", async () => {
   const card = uniqueId('acme-card');
   const shared = dies({ at: 'call', words: ['bad input: exiting'] }).server;
