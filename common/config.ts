@@ -123,6 +123,11 @@ const StdioServerSchema = z.strictObject({
   protocol,
   /** For a sandboxed server this is all the environment it gets. */
   env: z.record(z.string(), z.string()).default({}),
+  /**
+   * I2, S4: the files a plugin server keeps its keys in (relative to the config's folder), hidden from every sandbox
+   * with SQLite's files beside them. An `env` value naming a `.db`, `.sqlite` or `.sqlite3` file is taken for one too.
+   */
+  keyStores: z.array(z.string().min(1)).default([]),
   /** A process of the job's own, isolated (I1-I5): `true` for the defaults, or what it is granted. */
   sandbox: z
     .preprocess((v) => (v === true ? {} : v === false || v === undefined ? null : v), SandboxSchema.nullable())

@@ -22,6 +22,9 @@ interface SecretPlace {
   files?: string[];
 }
 
+/** S4: a plugin's `env` value that is a key store by its name: an SQLite file, as the plugin kit's stores are. */
+const SQLITE_FILE = /\.(db|sqlite3?)$/i;
+
 export class Hidden {
   constructor(
     private readonly config: LoadedConfig,
@@ -30,9 +33,11 @@ export class Hidden {
   ) {}
 
   /**
-   * I2: what no sandbox may see, each with where the config names it: the node's state folder, its config file, and
-   * the key stores of its plugin servers — each file a plugin server's `env` names, with SQLite's `-wal`, `-shm` and
-   * `-journal` beside it.
+   * I2: what no sandbox may see, each with where the config names it: the node's state folder, its config file, the
+   * files its secrets are read from, and the key stores of its plugin servers (S4, what is declared: each file a
+   * plugin server's `keyStores` names, and each file its `env` names that is an SQLite database by its name — `.db`,
+   * `.sqlite`, `.sqlite3`, as the plugin kit's stores are — never any other path, URL or version a plugin's `env`
+   * holds), each with SQLite's `-wal`, `-shm` and `-journal` beside it.
    */
   secretPlaces(): SecretPlace[] {
     const { config } = this;
@@ -48,12 +53,17 @@ export class Hidden {
       out.push({ path: file, what: `a secret the config names (${field})`, files: [file] });
     for (const [name, server] of Object.entries(config.servers)) {
       if (!('command' in server) || server.sandbox) continue;
-      for (const [key, value] of Object.entries(server.env)) {
-        if (value.startsWith('env:') || !/[/\\.]/.test(value)) continue;
+      const stores = [
+        ...server.keyStores.map((value, i) => ({ value, field: `servers.${name}.keyStores[${i}]` })),
+        ...Object.entries(server.env)
+          .filter(([, value]) => !value.startsWith('env:') && SQLITE_FILE.test(value))
+          .map(([key, value]) => ({ value, field: `servers.${name}.env.${key}` })),
+      ];
+      for (const { value, field } of stores) {
         const file = path.resolve(config.baseDir, value);
         out.push({
           path: file,
-          what: `the key store of plugin server "${name}" (servers.${name}.env.${key})`,
+          what: `the key store of plugin server "${name}" (${field})`,
           files: [file, `${file}-wal`, `${file}-shm`, `${file}-journal`],
         });
       }

@@ -245,6 +245,11 @@ export class Isolation {
         });
       }
     }
+    if (status.mode !== 'none') {
+      // I2, S4: what is hidden, and why: what the config declares, nothing guessed.
+      const hidden = this.hidden.secretPlaces().map((p) => `${p.path} (${p.what})`);
+      lines.push({ level: 'info', text: `hidden from every sandbox: ${hidden.join('; ')}` });
+    }
     for (const [who, field, grants] of sandboxed) {
       if (grants.network === 'host') {
         lines.push({ level: 'warn', text: `${who} shares this node's network (sandbox.network: "host")` });

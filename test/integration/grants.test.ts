@@ -354,3 +354,44 @@ test('I2 (issue 44.9): a write grant that names {tenant} is a folder per tenant,
     expect((await files('beta', 'ours', { read: [left] })).read[left]).toBe('acme-card-4242');
   });
 });
+
+test('I2, S4 (issue 45.6): what is hidden is what the config declares — a key store named in keyStores is covered in a granted folder; a plugin’s env naming a project folder, a URL or a version hides nothing, and a grant under that folder starts (before, it was refused)', async () => {
+  const project = writableDir('oz0-project-');
+  fs.mkdirSync(path.join(project, 'docs'));
+  fs.writeFileSync(path.join(project, 'docs', 'guide.txt'), 'the project guide');
+  const storeDir = writableDir('oz0-store-');
+  const store = path.join(storeDir, 'keys.store');
+  fs.writeFileSync(store, 'acme-key-record', { mode: 0o644 });
+  const hostile = (sandbox: object) => ({ command: 'node', args: [fixture('hostile.js'), 'server'], sandbox });
+  const config = temporal.config({
+    servers: {
+      plug: {
+        command: 'node',
+        args: [fixture('probe-server.js')],
+        env: { PROJ: project, VERSION: '1.2.3', DOCS_URL: 'https://example.com/v1.2/docs' },
+        keyStores: [store],
+      },
+      box: hostile(sandboxed({ read: [path.join(project, 'docs'), storeDir] })),
+    },
+  });
+  const said = new Isolation(config, logger).startupLines();
+  const hidden = said.find((l) => l.text.startsWith('hidden from every sandbox: '))!.text;
+  expect(hidden).toContain(`${store} (the key store of plugin server "plug" (servers.plug.keyStores[0]))`);
+  expect(hidden).not.toContain(project);
+  expect(said.filter((l) => l.level === 'error')).toEqual([]);
+  const guide = path.join(project, 'docs', 'guide.txt');
+  await withNode(config, async () => {
+    const [call] = callsOf(await run(config, 'acme', { call: 'box.files', args: { read: [guide, store] } }));
+    const { read } = call.result.structuredContent as { read: Record<string, string> };
+    expect(read[guide]).toBe('the project guide');
+    // Covered: nothing of it reads, whatever the folder's grant says.
+    expect(read[store]).not.toContain('acme-key-record');
+  });
+  // The control: not declared (and not an SQLite file by its name), the same file is the granted folder's, and reads.
+  const plug = config.servers.plug as Extract<LoadedConfig['servers'][string], { command: string }>;
+  const undeclared: LoadedConfig = { ...config, servers: { ...config.servers, plug: { ...plug, keyStores: [] } } };
+  await withNode(undeclared, async () => {
+    const [call] = callsOf(await run(undeclared, 'acme', { call: 'box.files', args: { read: [store] } }));
+    expect((call.result.structuredContent as { read: Record<string, string> }).read[store]).toBe('acme-key-record');
+  });
+});
