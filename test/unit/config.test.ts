@@ -53,6 +53,7 @@ describe('Config: parseConfig', () => {
       command: 'node',
       args: ['examples/ledger.js'],
       env: {},
+      keyStores: [],
       sandbox: false,
       protocol: 'auto',
     });
@@ -60,6 +61,7 @@ describe('Config: parseConfig', () => {
       command: 'node',
       args: ['examples/files.js'],
       env: { ROOT: '/tmp/x' },
+      keyStores: [],
       // I1-I5: `true` is a sandbox with the defaults: no grants, no network, the default limits.
       sandbox: SANDBOX_DEFAULTS,
       protocol: 'auto',
