@@ -6,6 +6,7 @@
  * the job holds, and it opens that session of that job alone. The token itself never reaches Temporal or a log.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { JobIdSchema } from '../model/schemas';
 
 /** How an external session's token begins: `oz0s_<job id, base64url>.<secret>`. */
 export const SESSION_TOKEN_PREFIX = 'oz0s_';
@@ -26,7 +27,7 @@ export function jobOfSessionToken(token: string): string | undefined {
   const m = /^oz0s_([A-Za-z0-9_-]{1,400})\.[A-Za-z0-9_-]{43}$/.exec(token);
   if (!m) return undefined;
   const jobId = Buffer.from(m[1], 'base64url').toString('utf8');
-  return /^[A-Za-z0-9_.:@/-]{1,200}$/.test(jobId) ? jobId : undefined;
+  return JobIdSchema.safeParse(jobId).success ? jobId : undefined;
 }
 
 /** Two digests (hex) alike, compared in constant time. */

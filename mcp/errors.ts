@@ -13,9 +13,14 @@ export class CannotStart extends NothingSent {
   override name = 'CannotStart';
 }
 
+/** A failure and its causes, outermost first (at most `depth` of them): what a failure's words are read from. */
+export function* causesOf(err: unknown, depth = 6): Generator<Error> {
+  for (let e = err, n = 0; e instanceof Error && n < depth; e = e.cause, n++) yield e;
+}
+
 /** Whether a failure to start is one no other try gets past (see {@link CannotStart}), read from it and its causes. */
 export function lastingStartFailure(err: unknown): boolean {
-  for (let e = err, depth = 0; e instanceof Error && depth < 6; e = e.cause, depth++) {
+  for (const e of causesOf(err)) {
     if (e instanceof CannotStart || e.name === 'IsolationRefused') return true;
     const { code, syscall } = e as NodeJS.ErrnoException;
     if ((code === 'ENOENT' || code === 'EACCES') && syscall?.startsWith('spawn')) return true;

@@ -16,6 +16,7 @@ import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import type { LoadedConfig } from '../common/config';
 import { isRemote } from '../common/config';
 import { ownAddresses, refusedAddress } from '../common/addresses';
+import { causesOf } from './errors';
 
 /** A connection the node refused to make on a server's word (I13). */
 export class FetchRefused extends Error {
@@ -86,8 +87,6 @@ export function guardedFetch(named: ReadonlySet<string>): FetchLike {
 
 /** The refusal in a fetch's failure (fetch wraps it: `TypeError: fetch failed`, its cause), if it is one. */
 export function refusalOf(err: unknown): FetchRefused | undefined {
-  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    if (e instanceof FetchRefused) return e;
-  }
+  for (const e of causesOf(err, 4)) if (e instanceof FetchRefused) return e;
   return undefined;
 }

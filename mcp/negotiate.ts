@@ -13,13 +13,11 @@ import { CONNECT_TIMEOUT_MS, ServerConnection } from './connection';
 import { ProcessTransport } from './process-transport';
 import { saying } from '../common/last-words';
 import { ConnectRateLimited } from './remote';
+import { causesOf } from './errors';
 
 /** Whether a failure is the SDK's time limit for a request: the server never answered it. */
 function isTimeout(error: unknown): boolean {
-  for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    if (e instanceof SdkError && e.code === SdkErrorCode.RequestTimeout) return true;
-  }
-  return false;
+  return [...causesOf(error, 4)].some((e) => e instanceof SdkError && e.code === SdkErrorCode.RequestTimeout);
 }
 
 /** Who oz0 says it is, in `initialize` and in each 2026-07-28 request's `_meta`. */
@@ -165,8 +163,7 @@ async function attempt(
 
 /** B4: whether a connect failed on a 429 (on `server/discover` or `initialize`), anywhere in its causes. */
 export function rateLimited(err: unknown): boolean {
-  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (e instanceof ConnectRateLimited || (e instanceof SdkHttpError && e.status === 429)) return true;
-  }
-  return false;
+  return [...causesOf(err, 5)].some(
+    (e) => e instanceof ConnectRateLimited || (e instanceof SdkHttpError && e.status === 429),
+  );
 }

@@ -188,15 +188,8 @@ export class Gateway {
 
   /** Lets a harness run in with `token` until the result's `close()`: then the token answers 401. */
   open(token: string, entry: HarnessEntry): { close(): Promise<void> } {
-    const id = tokenId(token);
     const holder = this.hold(token, entry);
-    return {
-      close: async () => {
-        holder.closed = true;
-        if (this.holders.get(id) === holder) this.holders.delete(id);
-        await holder.close();
-      },
-    };
+    return { close: () => this.release(holder) };
   }
 
   async close(): Promise<void> {
@@ -324,7 +317,7 @@ export class Gateway {
       holder.checkedAt = Date.now();
       return true;
     }
-    this.release(holder);
+    void this.release(holder);
     return false;
   }
 
@@ -340,16 +333,16 @@ export class Gateway {
           this.deps.config.node.gatewayLegacySessions,
         ),
     );
-    this.holders.set(tokenId(token), holder);
     holder.tokenId = tokenId(token);
+    this.holders.set(holder.tokenId, holder);
     return holder;
   }
 
   /** Lets a holder go: its token answers 401 (an external one is looked up again at its next request). */
-  private release(holder: Holder): void {
+  private release(holder: Holder): Promise<void> {
     holder.closed = true;
     if (holder.tokenId && this.holders.get(holder.tokenId) === holder) this.holders.delete(holder.tokenId);
-    void holder.close();
+    return holder.close();
   }
 
   /** I14: an external session's agent ends its session with a result. */
@@ -367,7 +360,7 @@ export class Gateway {
       return errorResult(`oz0: session ${session} could not be closed: ${(err as Error).message}`);
     }
     // After this answer went out: the session's token answers 401 from now on.
-    setImmediate(() => this.release(holder));
+    setImmediate(() => void this.release(holder));
     return { content: [{ type: 'text', text: `session ${session} of job ${jobId} closed` }] };
   }
 

@@ -6,7 +6,8 @@
  */
 import fs from 'node:fs';
 import type { SandboxConfig } from '../../common/config';
-import { TENANT } from '../../model/checks';
+import { TENANT, tenantNameProblem } from '../../model/checks';
+import { at } from './disk';
 
 export { TENANT };
 
@@ -22,9 +23,9 @@ export function beforeTenant(p: string): string {
   return i < 0 ? p : parts.slice(0, i).join('/') || '/';
 }
 
-/** Names a tenant (a name its schema checked) may not be: ones that climb. */
+/** A tenant's name as a folder's: one its schema takes, and never one that climbs (`.`, `..`). */
 function checkedTenant(tenant: string): string {
-  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(tenant) || tenant === '.' || tenant === '..')
+  if (tenantNameProblem(tenant) || tenant === '.' || tenant === '..')
     throw new Error(`"${tenant}" cannot name a folder of a grant`);
   return tenant;
 }
@@ -50,20 +51,20 @@ export function makeTenantFolders(write: string[], tenant: string, gid: number |
   const name = checkedTenant(tenant);
   for (const template of templates) {
     const parent = beforeTenant(template);
-    let at: number;
+    let dir: number;
     try {
-      at = fs.openSync(parent, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+      dir = fs.openSync(parent, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
     } catch {
       continue; // missing: the grant's check says so
     }
     try {
-      const owner = fs.fstatSync(at).uid;
+      const owner = fs.fstatSync(dir).uid;
       const rest = template
         .slice(template.indexOf(TENANT) + TENANT.length)
         .split('/')
         .filter(Boolean);
       for (const part of [name, ...rest]) {
-        const where = `/proc/self/fd/${at}/${part}`;
+        const where = at(dir, part);
         let made = false;
         try {
           fs.mkdirSync(where, { mode: 0o700 });
@@ -72,15 +73,15 @@ export function makeTenantFolders(write: string[], tenant: string, gid: number |
           if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         }
         const next = fs.openSync(where, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
-        fs.closeSync(at);
-        at = next;
+        fs.closeSync(dir);
+        dir = next;
         if (made && gid !== undefined) {
-          fs.fchownSync(at, owner, gid);
-          fs.fchmodSync(at, 0o2770);
+          fs.fchownSync(dir, owner, gid);
+          fs.fchmodSync(dir, 0o2770);
         }
       }
     } finally {
-      fs.closeSync(at);
+      fs.closeSync(dir);
     }
   }
 }
