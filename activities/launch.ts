@@ -64,7 +64,8 @@ export function launchProblem(
 /** Every stdio server and harness of the config that cannot start here, in words: a node warns of them at start. */
 export function launchProblems(config: LoadedConfig, pathEnv = process.env.PATH ?? ''): string[] {
   const stdio = Object.entries(config.servers).flatMap(([name, s]) =>
-    'command' in s ? [[`server "${name}"`, s] as const] : [],
+    // A server named by its package is checked when the node installs it (./packages.ts).
+    'command' in s && !s.package ? [[`server "${name}"`, s] as const] : [],
   );
   const harnesses = Object.entries(config.harnesses).map(([name, h]) => [`harness "${name}"`, h] as const);
   return [...stdio, ...harnesses].flatMap(([who, launch]) => {

@@ -31,6 +31,7 @@ import {
 } from '../mcp';
 import type { EraVerdicts, TenantCredential } from '../mcp';
 import { besideConfig, launchProblem } from './launch';
+import { installedLaunch } from './packages';
 import { Isolation } from './sandbox';
 import { makeFreshFolder, sandboxFolderName } from './sandbox/folders';
 import type { JobRef } from './sandbox/folders';
@@ -238,13 +239,17 @@ export class ServerPool implements JobHolder {
   private processSource(config: StdioServerConfig, kind: ServerKind, server: string, id: string, owner: JobRef) {
     // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
     const { baseDir } = this.opts.config;
-    const launch = besideConfig(baseDir, config);
+    // S1: a server named by its package runs from the node's install of it (read-only in a sandbox).
+    const installed = config.package ? installedLaunch(this.opts.config, server, config) : undefined;
+    if (installed && 'problem' in installed) throw new CannotStart(installed.problem);
+    const launch = installed ?? besideConfig(baseDir, config);
     const problem = launchProblem(`server "${server}"`, this.opts.config, launch);
     if (problem) throw new CannotStart(problem);
     const env = resolveEnvRefs(config.env, process.env, `servers.${server}.env`);
     const secrets = envSecrets(config.env, env);
     if (kind === 'plugin' || !config.sandbox) {
-      return { source: { ...launch, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } }, secrets };
+      const { command, args } = launch;
+      return { source: { command, args, cwd: baseDir, env: { ...getDefaultEnvironment(), ...env } }, secrets };
     }
     const grants = config.sandbox;
     const source = async () => {
@@ -258,11 +263,13 @@ export class ServerPool implements JobHolder {
       return this.isolation.start({
         who: `server "${server}" (sandbox of ${owner.jobId})`,
         field: `servers.${server}.sandbox`,
-        ...launch,
+        command: launch.command,
+        args: launch.args,
         cwd,
         env,
         grants,
         tenant: owner.tenant,
+        packages: installed ? [installed.dir] : [],
       });
     };
     return { source, secrets };

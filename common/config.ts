@@ -23,6 +23,7 @@ import { grantTemplateProblem, splitTool } from '../model/checks';
 import { DEFAULT_MAX_PRIORITY, DEFAULT_WEIGHT, defaultReserve } from '../model/shares';
 import type { Shares } from '../model/shares';
 import { CredentialSchema } from './credentials';
+import { IntegritySchema, PackageSpecSchema, fetcherProblem } from './package-spec';
 
 /**
  * I3: a destination a sandbox may reach, `host:port` — a name, an IPv4 address or a bracketed IPv6 one, and a port.
@@ -117,22 +118,61 @@ export type SandboxConfig = z.infer<typeof SandboxSchema>;
 /** Which MCP revision oz0 speaks with the server: asked at connect (`auto`), or pinned. */
 const protocol = ProtocolChoiceSchema.default('auto');
 
-const StdioServerSchema = z.strictObject({
-  command: z.string().min(1),
-  args: z.array(z.string()).default([]),
-  protocol,
-  /** For a sandboxed server this is all the environment it gets. */
-  env: z.record(z.string(), z.string()).default({}),
-  /**
-   * I2, S4: the files a plugin server keeps its keys in (relative to the config's folder), hidden from every sandbox
-   * with SQLite's files beside them. An `env` value naming a `.db`, `.sqlite` or `.sqlite3` file is taken for one too.
-   */
-  keyStores: z.array(z.string().min(1)).default([]),
-  /** A process of the job's own, isolated (I1-I5): `true` for the defaults, or what it is granted. */
-  sandbox: z
-    .preprocess((v) => (v === true ? {} : v === false || v === undefined ? null : v), SandboxSchema.nullable())
-    .transform((v) => v ?? false),
-});
+const StdioServerSchema = z
+  .strictObject({
+    /** Its program; with `package`, the name of one of the package's programs (default: its only one). */
+    command: z.string().min(1).optional(),
+    /** S1: the server as its registry publishes it (`npm:@scope/name@1.2.3`, `pypi:name==1.2.3`), installed by the node. */
+    package: PackageSpecSchema.optional(),
+    /** S1: the package's own digest, pinned beyond its version (npm's `sha512-…`, PyPI's `sha256:<hex>`). */
+    integrity: IntegritySchema.optional(),
+    args: z.array(z.string()).default([]),
+    protocol,
+    /** For a sandboxed server this is all the environment it gets. */
+    env: z.record(z.string(), z.string()).default({}),
+    /**
+     * I2, S4: the files a plugin server keeps its keys in (relative to the config's folder), hidden from every sandbox
+     * with SQLite's files beside them. An `env` value naming a `.db`, `.sqlite` or `.sqlite3` file is taken for one too.
+     */
+    keyStores: z.array(z.string().min(1)).default([]),
+    /** A process of the job's own, isolated (I1-I5): `true` for the defaults, or what it is granted. */
+    sandbox: z
+      .preprocess((v) => (v === true ? {} : v === false || v === undefined ? null : v), SandboxSchema.nullable())
+      .transform((v) => v ?? false),
+  })
+  .superRefine((s, ctx) => {
+    if (s.command === undefined && !s.package) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['command'],
+        message: 'a stdio server names its "command", or its "package"',
+      });
+    }
+    if (s.package && s.command !== undefined && s.command.includes('/')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['command'],
+        message:
+          'with "package", "command" names one of the package\'s own programs (its bin, its console script), not a path',
+      });
+    }
+    if (s.integrity && s.package && s.integrity.startsWith('sha512-') !== (s.package.registry === 'npm')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['integrity'],
+        message:
+          s.package.registry === 'npm'
+            ? 'an npm package\'s integrity is "sha512-…"'
+            : 'a PyPI file\'s is "sha256:<hex>"',
+      });
+    }
+    if (s.integrity && !s.package) {
+      ctx.addIssue({ code: 'custom', path: ['integrity'], message: 'integrity pins a "package"' });
+    }
+    const fetches = s.sandbox && s.command !== undefined && !s.package ? fetcherProblem(s.command, s.args) : undefined;
+    if (fetches) ctx.addIssue({ code: 'custom', path: ['command'], message: fetches });
+  })
+  .transform((s) => ({ ...s, command: s.command ?? '' }));
 
 const RemoteServerSchema = z
   .strictObject({
@@ -164,7 +204,7 @@ const ServerSchema = eitherBy(
   'url',
   RemoteServerSchema,
   StdioServerSchema,
-  'a server is { "command": …, "args": […] } (stdio) or { "url": … } (Streamable HTTP)',
+  'a server is { "command": …, "args": […] } or { "package": … } (stdio), or { "url": … } (Streamable HTTP)',
 );
 
 /** H1: a harness — the agent program a live session runs — and the tools it may use. */

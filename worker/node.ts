@@ -14,6 +14,7 @@ import type { NodeIdentity } from '../activities';
 import { ServerPool } from '../activities/pool';
 import { Isolation } from '../activities/sandbox';
 import { launchProblems } from '../activities/launch';
+import { installPackages } from '../activities/packages';
 import { PolicyGate } from '../activities/policy/gate';
 import { CallRelay } from '../activities/call/relay';
 import { JobFollows } from '../activities/call/job-follows';
@@ -141,6 +142,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     id: name,
     queue: `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`,
   };
+  // S1: servers named by their package are installed before the node takes any call (once: later starts use it).
+  await installPackages(config, { log: (line) => logger.info({ node: name }, line) });
   // O1: the node's series, served at /metrics when a port is configured.
   const served =
     config.node.metricsPort === undefined

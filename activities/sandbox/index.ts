@@ -26,7 +26,7 @@ import type { LimitsBackend, LimitsHandle } from './limits';
 import { describeForwarder, forwarderCommand, provideForwarder } from './native-forwarder';
 import type { Forwarder } from './native-forwarder';
 import { SandboxNetwork } from './network';
-import { bwrapArgs, resolvePath } from './plan';
+import { bwrapArgs, resolvePath, within } from './plan';
 import type { SandboxPlan } from './plan';
 import { ChangedWhileStarting, PinnedPaths } from './grants';
 import { programPaths } from './program';
@@ -56,6 +56,8 @@ export interface SandboxRequest {
   grants: SandboxConfig;
   /** The tenant whose sandbox it is: its grants' `{tenant}` (./tenant-grants.ts). */
   tenant: string;
+  /** S1: the installs of the packages it runs (activities/packages.ts), read-only. */
+  packages?: string[];
   /** A harness's gateway, reached at the same 127.0.0.1 port inside as outside (H3). */
   gateway?: { port: number; accept(socket: net.Socket): void; maxConnections?: number };
 }
@@ -307,7 +309,11 @@ export class Isolation {
     const grants = forTenant(req.grants, req.tenant);
     const read = grants.read.map(absolute);
     const write = grants.write.map(absolute);
-    const program = programPaths(command, req.args, write);
+    // S1: what a package's install holds is bound with it, read-only: the node made it (outside every sandbox).
+    const packages = req.packages ?? [];
+    const program = programPaths(command, req.args, write).filter(
+      (p) => p === command || !packages.some((d) => within(p, d)),
+    );
     // I2: resolved once, here: what is checked is what the plan binds (through descriptors opened after the check).
     const checked = this.hidden.checkGrants(req.field, grants, program);
     const problem = [...checked.problems, ...this.hidden.envProblems(req.field)][0];
@@ -354,6 +360,7 @@ export class Isolation {
         write,
         resolved: checked.resolved,
         hidden,
+        packages,
         network: grants.network === 'host' ? 'host' : 'none',
         dropTo: dropTo && { ...dropTo, setpriv: resolveCommand('setpriv') },
         runDir: network?.runDir,

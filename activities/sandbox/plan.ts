@@ -69,6 +69,11 @@ export interface SandboxPlan {
   /** I4: the size of its /tmp and of its /dev/shm, each a tmpfs of its own (bwrap 0.10 and later size them). */
   tmpBytes?: number;
   shmBytes?: number;
+  /**
+   * S1: the installs of the packages it runs (inside the node's state folder, which is hidden): read-only, bound after
+   * what is hidden, so they show wherever they are.
+   */
+  packages?: string[];
   /** I4: a command that sets the sandbox's own resource limits, then runs the rest (`prlimit … --`), once dropped. */
   inside?: string[];
 }
@@ -220,6 +225,7 @@ export function bwrapArgs(plan: SandboxPlan, probe: PathProbe, pin?: (real: stri
       masked.push(hidden);
     } else if (kind.kind !== 'missing') args.push('--ro-bind', '/dev/null', hidden);
   }
+  for (const p of plan.packages ?? []) mount('--ro-bind', resolvePath(p, probe).real);
   const own = resolve(plan.cwd);
   showLinks(own.links);
   bindReal('rw', own.real);
