@@ -12,6 +12,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { SandboxConfig } from '../../common/config';
+import { resolveCommand } from '../../common/process-group';
 import { tmpfsBytes, treeUsage } from './census';
 
 export type Limits = Pick<SandboxConfig, 'memoryMiB' | 'pids' | 'cpuSeconds' | 'cpus' | 'diskMiB'>;
@@ -320,7 +321,8 @@ class Rlimits implements LimitsBackend {
     return {
       prefix: pinned?.prefix ?? [],
       inside: [
-        'prlimit',
+        // The node's own prlimit, as the node found it: a sandbox's PATH is its config's to say.
+        resolveCommand('prlimit'),
         `--nproc=${limits.pids}`,
         `--cpu=${Math.ceil(limits.cpuSeconds)}`,
         `--data=${bytes(limits.memoryMiB)}`,

@@ -37,6 +37,11 @@ export function registerPluginCommands(program: Command): void {
               `tenant ${opts.tenant} has no credentials for server "${server}" (tenants.${opts.tenant}.credentials.${server})`,
             );
         }
+        if ('command' in target && target.package) {
+          // S1: installed now if no node installed it yet (once), saying so on stderr: stdout is the report.
+          const { installPackages } = await import('../../activities/packages.js');
+          await installPackages(cfg, { only: [server], log: (line) => process.stderr.write(`${line}\n`) });
+        }
         const [{ DrillFileError }, { pluginTest }, { formatReport }, { openServer }] = await Promise.all([
           import('../../plugin/drill/drill-file.js'),
           import('../../plugin/drill/plugin-test.js'),

@@ -88,7 +88,44 @@ export function checkTool(tool: Tool, kind: ServerKind): Finding[] {
 
 /** Every function's findings, in listing order. */
 export function checkListing(tools: Tool[], kind: ServerKind): Finding[] {
-  return tools.flatMap((tool) => checkTool(tool, kind));
+  const findings = tools.flatMap((tool) => checkTool(tool, kind));
+  // Meant for the server's author, and the same for each such function: said once, naming them (a server written by
+  // someone else is not told fourteen times what its author could do).
+  const unkeyed = findings.filter((f) => f.check === 'idempotent-without-key');
+  if (unkeyed.length < 2) return findings;
+  const names = unkeyed.map((f) => f.function!);
+  return [
+    ...findings.filter((f) => f.check !== 'idempotent-without-key'),
+    {
+      severity: 'warning',
+      check: 'idempotent-without-key',
+      message: `${names.length} functions (${names.join(', ')}) say idempotentHint: true but do not honour oz0's key (_meta["${IDEMPOTENCY_KEY_META}"]), so oz0 gives each of their calls one attempt and makes none again; their author can honour the key to have failed calls made again`,
+    },
+  ];
+}
+
+/** One function as oz0 calls it: its hints, and whether a failed call is made again (SPEC "Words"). */
+export interface ListedFunction {
+  function: string;
+  hints: string[];
+  /** `again` — a failed call is made again (it reads, or is idempotent and honours the key); `once` — one attempt. */
+  calls: 'again' | 'once';
+}
+
+export function listedFunctions(tools: Tool[]): ListedFunction[] {
+  return tools.map((tool) => {
+    const a = tool.annotations ?? {};
+    const hints = [
+      a.readOnlyHint === true && 'readOnly',
+      a.idempotentHint === true && 'idempotent',
+      a.destructiveHint === true && 'destructive',
+      a.destructiveHint === false && 'not destructive',
+      a.openWorldHint === true && 'open world',
+      honoursKey(tool) && 'honours the key',
+    ].filter((h): h is string => typeof h === 'string');
+    const again = a.readOnlyHint === true || (a.idempotentHint === true && honoursKey(tool));
+    return { function: tool.name, hints, calls: again ? 'again' : 'once' };
+  });
 }
 
 /** One progress notification as a sample call saw it. */

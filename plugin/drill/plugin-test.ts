@@ -16,7 +16,7 @@ import { runDrill } from './drill';
 import type { DrillCall, DrillTarget } from './drill';
 import { DrillFileError, emptyDrillFile, loadDrillFile } from './drill-file';
 import type { DrillFile } from './drill-file';
-import { checkListing, checkProgress } from './listing-checks';
+import { checkListing, checkProgress, listedFunctions } from './listing-checks';
 import type { Finding, SeenProgress } from './listing-checks';
 import type { PluginTestReport, SampleReport } from './report';
 
@@ -323,6 +323,7 @@ export async function pluginTest(
       ...(opts.tenant && { tenant: opts.tenant }),
       ...(credential && { credential }),
       functions: tools.map((t) => t.name),
+      listing: listedFunctions(tools),
       tasks: { offered, ...(form && { form }), functions: tasks },
       hidden,
       ...(loaded && { drillFile: loaded.file }),

@@ -3,7 +3,7 @@ import type { ServerKind } from '../../common/config';
 import type { CredentialReport } from '../../mcp';
 import { table } from '../../common/text';
 import type { DrillReport } from './drill';
-import type { Finding, SeenProgress } from './listing-checks';
+import type { Finding, ListedFunction, SeenProgress } from './listing-checks';
 
 /** What `oz0 plugin test` prints with --json. */
 export interface PluginTestReport {
@@ -18,6 +18,8 @@ export interface PluginTestReport {
   /** R1-R2: a per-tenant server's credential of that tenant, and what the server's metadata asked for. */
   credential?: CredentialReport;
   functions: string[];
+  /** Each function: its hints, and whether oz0 makes a failed call again. */
+  listing: ListedFunction[];
   /**
    * MCP tasks: whether the server offers them, in which form (the extension of 2026-07-28, where the server decides
    * per call, or SEP-1686 of 2025-11-25, for tools/call), and each function whose 2025-11-25 listing requires or
@@ -49,7 +51,7 @@ export interface SampleReport {
 /** The whole report: what was found, then each sample, then the drill table and its counts. */
 export function formatReport(report: PluginTestReport): string {
   const out = [
-    `${report.server} (${report.kind} server, MCP ${report.protocol}): ${report.functions.length} functions`,
+    `${report.server} (${report.kind} server, MCP ${report.protocol}): ${report.functions.length} function${report.functions.length === 1 ? '' : 's'}`,
   ];
   if (report.isolation) out.push(`isolation: ${report.isolation}`);
   if (report.credential) out.push(...credentialLines(report.credential));
@@ -65,6 +67,17 @@ export function formatReport(report: PluginTestReport): string {
     const hidden = report.hidden.map((h) => `${h.function} (${h.needs.join(' or ')})`);
     out.push(`not listed to oz0, which offers no sampling, elicitation or roots: ${hidden.join(', ')}`);
   }
+  out.push('', 'functions:');
+  out.push(
+    ...table(
+      ['function', 'hints', 'a failed call'],
+      report.listing.map((f) => [
+        f.function,
+        f.hints.join(', ') || '-',
+        f.calls === 'again' ? 'made again' : 'not made again: one attempt',
+      ]),
+    ),
+  );
   out.push('', 'listing:');
   out.push(
     ...(report.findings.length

@@ -22,6 +22,8 @@ import {
 } from '../helpers/registries';
 import type { Served } from '../helpers/registries';
 import { ROOT, runJob, tmpDir, useTemporal } from '../helpers/temporal';
+import { oz0 } from '../helpers/cli';
+import type { PluginTestReport } from '../../plugin/drill/report';
 
 const temporal = useTemporal();
 
@@ -203,4 +205,28 @@ test('S1: a package the registry does not have says so, and a program the packag
   expect(wrong).toBe(
     `server "s" cannot start: servers.s.command: npm:${NPM_NAME}@1.0.0 has no program "nope"; its programs: probe-server`,
   );
+}, 120_000);
+
+test('S1, 45.8: oz0 plugin test installs a package server first, saying so, and prints its functions as a table', async () => {
+  useRegistries({ npm: npm.url });
+  const dir = tmpDir('oz0-plugin-package-');
+  const configFile = path.join(dir, 'oz0.config.json');
+  fs.writeFileSync(
+    configFile,
+    JSON.stringify({ servers: { probe: { package: `npm:${NPM_NAME}@1.0.0`, sandbox: true } } }),
+  );
+  // The test's registries, as the test's own process.env holds them (a child gets the real one otherwise).
+  const first = await oz0(['plugin', 'test', 'probe', '--config', configFile], {});
+  expect(first.stderr).toMatch(
+    /^installing npm:@oz0-test\/probe-server@1\.0\.0 for server "probe" into .*\/\.oz0\/packages\/npm\/@oz0-test\+probe-server@1\.0\.0, once: later starts use it\ninstalled npm:/,
+  );
+  expect(first.stdout).toMatch(/^probe \(sandbox server, MCP 2025-11-25\): 1 function\n/);
+  expect(first.stdout).toMatch(/\nfunctions:\nfunction +hints +a failed call\nprobe +readOnly +made again\n/);
+  expect(first.code).toBe(0);
+  // Installed once: the next run says nothing of it, and its JSON has every field the table shows.
+  const again = await oz0(['plugin', 'test', 'probe', '--json', '--config', configFile], {});
+  expect(again.stderr).toBe('');
+  expect((JSON.parse(again.stdout) as PluginTestReport).listing).toEqual([
+    { function: 'probe', hints: ['readOnly'], calls: 'again' },
+  ]);
 }, 120_000);

@@ -3,7 +3,7 @@
  * the drill file's schema.
  */
 import type { Tool } from '@modelcontextprotocol/client';
-import { checkListing, checkProgress, isKeyedWrite } from '../../plugin/drill/listing-checks';
+import { checkListing, checkProgress, isKeyedWrite, listedFunctions } from '../../plugin/drill/listing-checks';
 import { DrillFileError, parseDrillFile } from '../../plugin/drill/drill-file';
 
 const tool = (name: string, annotations?: Tool['annotations'], meta?: Record<string, unknown>): Tool => ({
@@ -27,6 +27,39 @@ test('Words: honouring the key without idempotentHint, or the hint without the k
     ['f', 'warning', 'key-without-idempotent'],
   ]);
   expect(checks([tool('g', { idempotentHint: true })])).toEqual([['g', 'warning', 'idempotent-without-key']]);
+});
+
+test('S (issue 45.8): a server whose idempotent functions do not honour the key is told so once, naming them', () => {
+  const tools = [
+    tool('a', { idempotentHint: true }),
+    tool('b', { idempotentHint: true }),
+    tool('c', { readOnlyHint: true }),
+  ];
+  const findings = checkListing(tools, 'plugin');
+  expect(findings).toEqual([
+    {
+      severity: 'warning',
+      check: 'idempotent-without-key',
+      message:
+        '2 functions (a, b) say idempotentHint: true but do not honour oz0\'s key (_meta["oz0/idempotency_key"]), so oz0 gives each of their calls one attempt and makes none again; their author can honour the key to have failed calls made again',
+    },
+  ]);
+});
+
+test('S (issue 45.8): each function listed with its hints and whether oz0 makes a failed call again', () => {
+  expect(
+    listedFunctions([
+      tool('read', { readOnlyHint: true }),
+      tool('keyed', { idempotentHint: true, destructiveHint: false }, { 'oz0/idempotency_key': true }),
+      tool('hinted', { idempotentHint: true }),
+      tool('bare'),
+    ]),
+  ).toEqual([
+    { function: 'read', hints: ['readOnly'], calls: 'again' },
+    { function: 'keyed', hints: ['idempotent', 'not destructive', 'honours the key'], calls: 'again' },
+    { function: 'hinted', hints: ['idempotent'], calls: 'once' },
+    { function: 'bare', hints: [], calls: 'once' },
+  ]);
 });
 
 test('Words: a function with no hints is taken as a destructive write, and said so', () => {
