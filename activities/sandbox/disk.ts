@@ -60,7 +60,7 @@ function bytesOf(stat: fs.Stats): number {
 }
 
 /** What a walk's visitor says of an entry: go on, or stop the walk. */
-type Visit = (where: string, stat: fs.Stats) => boolean | Promise<boolean>;
+export type Visit = (where: string, stat: fs.Stats) => boolean | Promise<boolean>;
 
 /**
  * Walks a tree by descriptors (see the top of this file), visiting each entry with its lstat and a path of it that is
@@ -69,7 +69,7 @@ type Visit = (where: string, stat: fs.Stats) => boolean | Promise<boolean>;
  * away), or when the tree is deeper than {@link MAX_DEPTH}. An entry removed or swapped for a link or a file between
  * its listing and its reading is passed over: the sandbox's own doing, and nothing is followed.
  */
-async function walkTree(root: string, visit: Visit): Promise<'unreadable' | undefined> {
+export async function walkTree(root: string, visit: Visit): Promise<'unreadable' | undefined> {
   const top = await fs.promises.lstat(root).catch(() => undefined);
   if (!top || !(await visit(root, top)) || !top.isDirectory()) return undefined;
   const fd = await openFolder(root);

@@ -26,6 +26,7 @@ import type { LimitsBackend, LimitsHandle } from './limits';
 import { describeForwarder, forwarderCommand, provideForwarder } from './native-forwarder';
 import type { Forwarder } from './native-forwarder';
 import { SandboxNetwork } from './network';
+import { letSandboxesWrite } from './acl';
 import { bwrapArgs, resolvePath, within } from './plan';
 import type { SandboxPlan } from './plan';
 import { ChangedWhileStarting, PinnedPaths } from './grants';
@@ -336,6 +337,13 @@ export class Isolation {
       // while it runs counts against it.
       const handedAtStart = lease && write.length ? await handedBytes(write, this.config.node.sandboxUids) : 0;
       const dropTo = lease && { uid: lease.uid, gid: this.config.node.sandboxGid };
+      // S4: a write grant works on a folder as its owner left it (one ACL entry for the sandboxes' group).
+      if (dropTo) {
+        for (const [i, grant] of write.entries()) {
+          const problem = await letSandboxesWrite(checked.resolved.get(grant)?.real ?? grant, dropTo.gid);
+          if (problem) throw new IsolationRefused(`${req.who} cannot start: ${req.field}.write[${i}]: ${problem}`);
+        }
+      }
       if (dropTo) fs.chownSync(req.cwd, dropTo.uid, dropTo.gid);
       const destinations = grants.network === 'host' ? [] : grants.network;
       if (grants.network !== 'host' && (destinations.length > 0 || req.gateway)) {

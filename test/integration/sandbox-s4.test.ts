@@ -109,3 +109,79 @@ test('S4: a file the program’s arguments name inside its write grant is the gr
     await isolation.close();
   }
 });
+
+/** A folder as a user leaves it: owned by `uid`, 0755, with a file of theirs (0644) in it. */
+function usersFolder(uid: number) {
+  const parent = tmpDir('oz0-users-');
+  fs.chmodSync(parent, 0o755);
+  const dir = path.join(parent, 'memory');
+  fs.mkdirSync(dir, { mode: 0o755 });
+  fs.chmodSync(dir, 0o755);
+  const file = path.join(dir, 'memory.jsonl');
+  fs.writeFileSync(file, '{"first":true}\n', { mode: 0o644 });
+  fs.chownSync(dir, uid, uid);
+  fs.chownSync(file, uid, uid);
+  return { dir, file };
+}
+
+/** The ACL entries of a path as getfacl names them (`user::rwx`, `group:70000:rwx`, `mask::rwx`, …). */
+function aclOf(p: string, name = 'system.posix_acl_access'): string[] {
+  const out = spawnSync(
+    'python3',
+    ['-c', `import os,sys; sys.stdout.write(os.getxattr(sys.argv[1], '${name}').hex())`, p],
+    {
+      encoding: 'utf8',
+    },
+  );
+  if (out.status !== 0) return [];
+  const buf = Buffer.from(out.stdout, 'hex');
+  const tags: Record<number, string> = { 1: 'user:', 2: 'user:', 4: 'group:', 8: 'group:', 16: 'mask:', 32: 'other:' };
+  const entries: string[] = [];
+  for (let at = 4; at + 8 <= buf.length; at += 8) {
+    const tag = buf.readUInt16LE(at);
+    const perm = buf.readUInt16LE(at + 2);
+    const id = buf.readUInt32LE(at + 4);
+    const rwx = `${perm & 4 ? 'r' : '-'}${perm & 2 ? 'w' : '-'}${perm & 1 ? 'x' : '-'}`;
+    entries.push(`${tags[tag]}${tag === 2 || tag === 8 ? id : ''}:${rwx}`);
+  }
+  return entries;
+}
+
+(root ? test : test.skip)(
+  'S4 (issue 45.4): a write grant works on a folder as its owner left it (0755, a file of theirs in it); what the sandbox leaves there is the owner’s (the control: the sandbox’s user could not write it as left)',
+  async () => {
+    const owner = 61234;
+    const { dir, file } = usersFolder(owner);
+    const config = shConfig({ write: [dir] });
+    const gid = config.node.sandboxGid;
+    // The control: the folder as its owner left it is not the sandbox's user's to write.
+    const control = spawnSync(
+      'setpriv',
+      [`--reuid=${config.node.sandboxUids.first}`, `--regid=${gid}`, '--clear-groups', 'sh', '-c', `echo x >> ${file}`],
+      { encoding: 'utf8' },
+    );
+    expect(control.stderr).toMatch(/Permission denied/);
+    const isolation = new Isolation(config, logger);
+    try {
+      const write = `echo '{"second":true}' >> ${file} && mkdir ${dir}/sub && echo kept > ${dir}/sub/note && echo wrote`;
+      expect(await inSandbox(isolation, config, ['-c', `${write} 2>&1`])).toBe('wrote');
+      // A second sandbox (another uid) writes what the first left.
+      expect(await inSandbox(isolation, config, ['-c', `echo more >> ${dir}/sub/note 2>&1 && echo wrote`])).toBe(
+        'wrote',
+      );
+    } finally {
+      await isolation.close();
+    }
+    expect(fs.readFileSync(file, 'utf8')).toBe('{"first":true}\n{"second":true}\n');
+    expect(fs.readFileSync(path.join(dir, 'sub', 'note'), 'utf8')).toBe('kept\nmore\n');
+    // The owner, their group and their bits are as they were; one ACL entry lets the sandboxes' group in.
+    const stat = fs.statSync(dir);
+    expect([stat.uid, stat.gid]).toEqual([owner, owner]);
+    expect(aclOf(dir)).toEqual(['user::rwx', 'group::r-x', `group:${gid}:rwx`, 'mask::rwx', 'other::r-x']);
+    expect(aclOf(dir, 'system.posix_acl_default')).toEqual(aclOf(dir));
+    expect(aclOf(file)).toEqual(['user::rw-', 'group::r--', `group:${gid}:rw-`, 'mask::rw-', 'other::r--']);
+    // What the sandboxes left is handed back to the folder's owner.
+    expect(fs.statSync(path.join(dir, 'sub')).uid).toBe(owner);
+    expect(fs.statSync(path.join(dir, 'sub', 'note')).uid).toBe(owner);
+  },
+);
