@@ -86,6 +86,7 @@ export async function answerCall(
     by: answer.by ?? osUser(),
     ...(answer.call !== undefined ? { call: answer.call } : {}),
     ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+    ...(answer.identity !== undefined ? { identity: answer.identity } : {}),
   };
   try {
     return await client.workflow.getHandle(jobId).executeUpdate(answerCallUpdate, { args: [input] });

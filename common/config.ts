@@ -22,7 +22,8 @@ import type { ToolSettings } from '../model/activities';
 import { grantTemplateProblem, splitTool } from '../model/checks';
 import { DEFAULT_MAX_PRIORITY, DEFAULT_WEIGHT, defaultReserve } from '../model/shares';
 import type { Shares } from '../model/shares';
-import { CredentialSchema } from './credentials';
+import { CredentialSchema, SecretRefSchema } from './credentials';
+import { ApproversSchema } from './approvers';
 import { IntegritySchema, PackageSpecSchema, fetcherProblem } from './package-spec';
 
 /**
@@ -252,7 +253,34 @@ const TenantSchema = z.strictObject({
   fairness: FairnessSchema.optional(),
   /** F3: at most this many calls at once and this many a second, on every node together; the same per server. */
   limits: LimitsSchema.optional(),
+  /** A9: who may answer its calls in the inbox (emails, subjects, groups), for all its tools or per tool pattern. */
+  approvers: ApproversSchema.optional(),
 });
+
+/** A8, A9: the approvals inbox (`oz0 inbox`): where it listens, and the identity provider people sign in with. */
+const InboxSchema = z.strictObject({
+  host: z.string().min(1).default('127.0.0.1'),
+  port: z.number().int().min(0).max(65535).default(8090),
+  /** The address people reach it at (behind a proxy, with TLS): its sign-in's redirect, and links to it. */
+  publicUrl: z.url({ protocol: /^https?$/ }).optional(),
+  /** A9: OpenID Connect: the authorization code flow with PKCE, against the operator's identity provider. */
+  oidc: z.strictObject({
+    issuer: z.url({ protocol: /^https?$/ }),
+    clientId: z.string().min(1),
+    /** By reference (`env:NAME`, `file:PATH`); none for a public client. */
+    clientSecret: SecretRefSchema.optional(),
+    scopes: z.string().default('openid email profile'),
+    /** The claim of the ID token (or userinfo) that lists a person's groups. */
+    groupsClaim: z.string().min(1).default('groups'),
+  }),
+  /** How long a sign-in lasts. */
+  sessionHours: z
+    .number()
+    .positive()
+    .max(24 * 30)
+    .default(8),
+});
+export type InboxConfig = z.infer<typeof InboxSchema>;
 
 const ConfigShape = z.strictObject({
   temporal: z
@@ -270,6 +298,7 @@ const ConfigShape = z.strictObject({
   servers: z.record(ServerNameSchema, ServerSchema).default({}),
   tools: z.record(PatternSchema, ToolSettingsSchema).default({}),
   tenants: z.record(TenantNameSchema, TenantSchema).default({}),
+  inbox: InboxSchema.optional(),
   /** H1: the agent programs a live session may run, by name; a job spec names one, never a command. */
   harnesses: z.record(HarnessNameSchema, HarnessSchema).default({}),
   jobs: z

@@ -52,6 +52,30 @@ export const AuthServerConfigSchema = z.strictObject({
   tokenSeconds: z.number().int().min(1).max(86_400).default(3600),
   /** The private JWK the tokens are signed with (RS256); kept across a restart so that tokens stay verifiable. */
   signingKey: z.record(z.string(), z.unknown()),
+  /**
+   * A9: people who sign in (the approvals inbox's), with the authorization code flow and PKCE: its web clients, and
+   * the people its sign-in page takes by their login (any password: a test's and the demo's identity provider), each
+   * with the claims it vouches for — a verified email, a name, groups.
+   */
+  signIn: z
+    .strictObject({
+      clients: z.array(
+        z.strictObject({
+          client_id: z.string().min(1),
+          client_secret: z.string().min(1),
+          redirect_uris: z.array(z.url()).min(1),
+        }),
+      ),
+      people: z.array(
+        z.strictObject({
+          login: z.string().min(1),
+          email: z.string().min(3),
+          name: z.string().optional(),
+          groups: z.array(z.string()).default([]),
+        }),
+      ),
+    })
+    .optional(),
 });
 
 export type AuthServerConfig = z.input<typeof AuthServerConfigSchema>;
@@ -86,17 +110,46 @@ async function provider(issuer: string, config: z.infer<typeof AuthServerConfigS
       s.split(' '),
     ),
   );
+  const people = new Map((config.signIn?.people ?? []).map((p) => [p.login, p]));
   const oidc = new Provider(issuer, {
-    clients: config.clients.map(({ audience: _audience, ...c }) => ({
-      ...c,
-      grant_types: ['client_credentials'],
-      response_types: [],
-      redirect_uris: [],
-    })),
+    clients: [
+      ...config.clients.map(({ audience: _audience, ...c }) => ({
+        ...c,
+        grant_types: ['client_credentials'],
+        response_types: [],
+        redirect_uris: [],
+      })),
+      ...(config.signIn?.clients ?? []).map((c) => ({
+        ...c,
+        grant_types: ['authorization_code'],
+        response_types: ['code' as const],
+        token_endpoint_auth_method: 'client_secret_basic' as const,
+      })),
+    ],
     jwks: { keys: [config.signingKey] },
-    scopes: [...allScopes],
+    scopes: [...allScopes, ...(config.signIn ? ['openid', 'email', 'profile', 'groups'] : [])],
+    ...(config.signIn && {
+      claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
+      // The ID token carries what was asked for, so a client need not call userinfo.
+      conformIdTokenClaims: false,
+      findAccount: (_ctx: unknown, id: string) => {
+        const person = people.get(id);
+        if (!person) return undefined;
+        return {
+          accountId: id,
+          claims: () => ({
+            sub: id,
+            email: person.email,
+            email_verified: true,
+            ...(person.name && { name: person.name }),
+            groups: person.groups,
+          }),
+        };
+      },
+    }),
     features: {
-      devInteractions: { enabled: false },
+      // Its own sign-in and consent pages (any password), for the people of `signIn` only.
+      devInteractions: { enabled: config.signIn !== undefined },
       clientCredentials: { enabled: true },
       introspection: { enabled: true },
       revocation: { enabled: true },

@@ -5,7 +5,7 @@
  */
 import type { Priority } from '@temporalio/common';
 import type { AttemptRecord, CallProgressState } from './schemas';
-import type { ToolResult } from './job';
+import type { AnswerIdentity, ToolResult } from './job';
 
 /** Failure types oz0 raises on purpose (ApplicationFailure.type). */
 export const FailureType = {
@@ -43,7 +43,7 @@ export interface CallInput {
   timeoutSeconds: number;
   maxAttempts: number;
   /** A5: a person's yes to this call (its key): every attempt of it runs under it, and no other call does. */
-  confirmed?: { key: string; by: string; at: string };
+  confirmed?: { key: string; by: string; at: string; identity?: AnswerIdentity };
   /** A6: how long its question may wait, so its policy workflow can forget one never said to have ended. */
   confirmTimeoutSeconds?: number;
   /** F4: the priority it was scheduled with (its place in its tenant's line, F3); none: the default, 3. */

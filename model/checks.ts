@@ -120,7 +120,7 @@ export function sessionInputProblem(input: unknown, isCall: boolean): string | u
 export function answerProblem(input: unknown): string | undefined {
   if (!input || typeof input !== 'object' || Array.isArray(input))
     return 'an answer is { call?, approve, by, reason? }';
-  const { call, approve, by, reason, ...rest } = input as Record<string, unknown>;
+  const { call, approve, by, reason, identity, ...rest } = input as Record<string, unknown>;
   const extra = Object.keys(rest);
   if (extra.length) return `an answer has no field ${extra.map((k) => `"${k}"`).join(', ')}`;
   if (call !== undefined && (typeof call !== 'string' || !call || call.length > 1000)) {
@@ -131,6 +131,17 @@ export function answerProblem(input: unknown): string | undefined {
   if (reason !== undefined && (typeof reason !== 'string' || reason.length > 1000)) {
     return 'reason is a string of at most 1000 characters';
   }
+  return identity === undefined ? undefined : identityProblem(identity);
+}
+
+/** A9: who signed in, as the identity provider vouched: { issuer, subject, email? }, each a short string. */
+function identityProblem(identity: unknown): string | undefined {
+  const what = 'identity is { issuer, subject, email? }, as the identity provider vouched for them';
+  if (!identity || typeof identity !== 'object' || Array.isArray(identity)) return what;
+  const { issuer, subject, email, ...rest } = identity as Record<string, unknown>;
+  if (Object.keys(rest).length) return what;
+  const short = (v: unknown) => typeof v === 'string' && v.length > 0 && v.length <= 1000;
+  if (!short(issuer) || !short(subject) || (email !== undefined && !short(email))) return what;
   return undefined;
 }
 

@@ -100,11 +100,23 @@ export interface QuestionTrace {
 /** A5: a person's answer to a call that waits. */
 export interface Answer {
   approved: boolean;
-  /** Who gave it, as they said (`--by`, default the OS user). */
+  /**
+   * Who gave it: from the inbox, the signed-in person's email (else their subject at the issuer); from the CLI,
+   * `cli:<name>` — the operator's own word (`--by`, default the OS user).
+   */
   by: string;
   /** When the job received it (ISO 8601). */
   at: string;
   reason?: string;
+  /** A9: the identity the provider vouched for, when it came from the inbox. */
+  identity?: AnswerIdentity;
+}
+
+/** A9: a signed-in person, as the identity provider vouched for them. */
+export interface AnswerIdentity {
+  issuer: string;
+  subject: string;
+  email?: string;
 }
 
 /** One run of a live session: on which node, and how it ended (absent while it runs). */

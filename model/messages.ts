@@ -5,7 +5,7 @@
  * workflows set their handlers on these, and the client, the CLI and the node send them.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { Answer, JobCarry, JobStatus, JobTrace, ToolResult } from './job';
+import type { Answer, AnswerIdentity, JobCarry, JobStatus, JobTrace, ToolResult } from './job';
 import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from './schemas';
 import type { GiveInput, LimiterState, LimiterStatus, TakeRequest, TakeResult } from './limiter';
 import type { Shares } from './shares';
@@ -57,6 +57,8 @@ export interface AnswerCallInput {
   by: string;
   /** Why, at most 1000 characters; a denial's reason reaches the model in the call's error result. */
   reason?: string;
+  /** A9: who signed in to answer, as the identity provider vouched (the inbox's answers); none from the CLI. */
+  identity?: AnswerIdentity;
 }
 
 /** What the job did with an answer: the call it went to, and the answer as the trace keeps it. */

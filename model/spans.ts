@@ -12,6 +12,10 @@ export const SpanAttr = {
   /** F2, F3: the attempt gave its slot back to wait, and why; on a step's span, how long it waited in all (ms). */
   waits: 'oz0.waits',
   waitedMs: 'oz0.waited_ms',
+  /** A4-A9: who said yes to a call that waited for a person, and, from the inbox, who the identity provider says. */
+  approvedBy: 'oz0.approval.by',
+  approvedIssuer: 'oz0.approval.issuer',
+  approvedSubject: 'oz0.approval.subject',
   genAiToolName: 'gen_ai.tool.name',
   genAiOperation: 'gen_ai.operation.name',
 } as const;

@@ -231,7 +231,10 @@ export async function makeCall(
           });
         }
         // A5: a yes goes with this call's attempts, under its one key; after a change of policy, it looks again.
-        if ('approved' in settled) input.confirmed = { key, by: settled.approved.by, at: settled.approved.at };
+        if ('approved' in settled) {
+          const { by, at, identity } = settled.approved;
+          input.confirmed = { key, by, at, ...(identity ? { identity } : {}) };
+        }
         continue;
       }
       const { _meta: meta, ...result } = out.result;

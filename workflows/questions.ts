@@ -190,6 +190,7 @@ export class Questions {
       by: input.by,
       at: new Date().toISOString(),
       ...(input.reason ? { reason: input.reason } : {}),
+      ...(input.identity ? { identity: input.identity } : {}),
     };
     q.answer = answer;
     const { n, activityId, tool, key } = q.call;

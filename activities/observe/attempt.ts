@@ -62,6 +62,7 @@ export class AttemptWatch {
       [SpanAttr.attempt]: attempt,
       [SpanAttr.genAiToolName]: input.tool.slice(input.tool.indexOf('.') + 1),
       [SpanAttr.genAiOperation]: 'execute_tool',
+      ...approvalAttributes(input),
     });
   }
 
@@ -213,4 +214,17 @@ export class McpCall {
       (performance.now() - this.startedAt) / 1000,
     );
   }
+}
+
+/** A4-A9: the yes a call ran under, on its attempt's span: who gave it, and who the identity provider says they are. */
+function approvalAttributes(input: CallInput): Record<string, string> {
+  const yes = input.confirmed?.key === input.key ? input.confirmed : undefined;
+  if (!yes) return {};
+  return {
+    [SpanAttr.approvedBy]: yes.by,
+    ...(yes.identity && {
+      [SpanAttr.approvedIssuer]: yes.identity.issuer,
+      [SpanAttr.approvedSubject]: yes.identity.subject,
+    }),
+  };
 }

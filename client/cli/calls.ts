@@ -50,7 +50,7 @@ export function registerCallCommands(program: Command): void {
       )
       .argument('<job>', 'job id', jobIdArg)
       .argument('[call]', "the call: the step's number, c<N> or its key (none: the one call that waits)", callArg)
-      .option('--by <who>', 'who answers, for the trace (default: the OS user)', byArg);
+      .option('--by <who>', 'who answers, for the trace as cli:<who> (default: the OS user)', byArg);
     if (!approve) cmd.option('--reason <text>', 'why: the model reads it in the error result', reasonArg);
     cmd
       .option('--json', 'print JSON')
@@ -64,7 +64,8 @@ export function registerCallCommands(program: Command): void {
           await withJobClient(await config(opts), async (jc) => {
             const answered = await answerCall(jc.client, jobId, {
               approve,
-              by: opts.by ?? osUser(),
+              // A9: the operator's own word, labelled so: only the inbox's answers carry a vouched identity.
+              by: `cli:${opts.by ?? osUser()}`,
               ...(which !== undefined ? { call: which } : {}),
               ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
             });

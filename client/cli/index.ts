@@ -9,6 +9,7 @@ import { UsageError } from './common';
 import { registerJobCommands } from './jobs';
 import { registerNodeCommands } from './nodes';
 import { registerPluginCommands } from './plugin';
+import { registerInboxCommands } from './inbox';
 import { registerPolicyCommands, registerToolCommands } from './policy';
 import { registerTenantCommands } from './tenants';
 
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   registerPolicyCommands(program);
   registerTenantCommands(program);
   registerPluginCommands(program);
+  registerInboxCommands(program);
   return program;
 }
 

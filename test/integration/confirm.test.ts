@@ -143,20 +143,20 @@ test('A4/A5: a confirm call waits before its first attempt (Oz0Status, status, d
     expect(refunds()).toHaveLength(0);
 
     const approved = await oz0(['call', 'approve', id, '--by', 'alice', '--config', file]);
-    expect(approved.stdout).toContain(`approved c2 (ledger.refund, key ${id}/c2) of ${id}, by alice at`);
+    expect(approved.stdout).toContain(`approved c2 (ledger.refund, key ${id}/c2) of ${id}, by cli:alice at`);
     const trace: JobTrace = await handle.result();
     const step = callsOf(trace)[1];
     expect(step.attempts).toEqual([{ attempt: 1, outcome: 'ok' }]);
     expect(step.question).toEqual({
       askedAt: asked.askedAt,
       pattern: 'ledger.refund',
-      answer: { approved: true, by: 'alice', at: expect.any(String) },
+      answer: { approved: true, by: 'cli:alice', at: expect.any(String) },
     });
     expect(refunds()).toEqual([expect.objectContaining({ key: `${id}/c2` })]);
     // The step that did not ask has no question.
     expect(callsOf(trace)[0].question).toBeUndefined();
     const shown = await oz0(['job', 'trace', id, '--config', file]);
-    expect(shown.stdout).toMatch(/#2 question: asked \S+ \(ledger\.refund: confirm\), approved by alice at /);
+    expect(shown.stdout).toMatch(/#2 question: asked \S+ \(ledger\.refund: confirm\), approved by cli:alice at /);
   });
 });
 
@@ -186,11 +186,15 @@ test('A5/A6: a denial ends the call as an error result with its reason, as a mod
     expect(denied.stdout).toContain('denied c1 (ledger.refund');
     const trace: JobTrace = await handle.result();
     expect(callsOf(trace)[0].result.isError).toBe(true);
-    expect(text(trace, 0)).toBe('oz0: refused: a person (bob) denied this call: refunds over 0 need a ticket');
+    expect(text(trace, 0)).toBe('oz0: refused: a person (cli:bob) denied this call: refunds over 0 need a ticket');
     expect(callsOf(trace)[0].attempts).toEqual([
-      { attempt: 1, outcome: 'refused', note: expect.stringMatching(/^refused: denied by bob at .*: refunds over 0/) },
+      {
+        attempt: 1,
+        outcome: 'refused',
+        note: expect.stringMatching(/^refused: denied by cli:bob at .*: refunds over 0/),
+      },
     ]);
-    expect(callsOf(trace)[0].question?.answer).toMatchObject({ approved: false, by: 'bob' });
+    expect(callsOf(trace)[0].question?.answer).toMatchObject({ approved: false, by: 'cli:bob' });
     expect(callsOf(trace)[1].result.isError).toBe(false);
     expect(refunds()).toHaveLength(0);
     // An answer nobody waits for is refused, saying so.
