@@ -34,6 +34,8 @@ import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/deps';
 import type { JobSpec } from '../model/schemas';
+import type { ApprovalNotice } from '../model/activities';
+import { sendNotice } from './notices';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
@@ -182,6 +184,11 @@ export function createActivities(deps: ActivityDeps): Activities {
     /** Stops a job's sandboxed servers on this node, with their process trees; run on the node's own queue. */
     async stopSandboxes(jobId: string, tenant: string): Promise<number> {
       return deps.pool.releaseJob({ tenant, jobId });
+    },
+
+    /** A10: the tenant's webhook told of a call's wait (./notices.ts). */
+    async noticeApprovers(notice: ApprovalNotice): Promise<'sent' | 'none'> {
+      return sendNotice(deps.config, notice);
     },
   };
 }

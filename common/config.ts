@@ -255,6 +255,11 @@ const TenantSchema = z.strictObject({
   limits: LimitsSchema.optional(),
   /** A9: who may answer its calls in the inbox (emails, subjects, groups), for all its tools or per tool pattern. */
   approvers: ApproversSchema.optional(),
+  /**
+   * A10: a webhook (Slack's or Teams' incoming webhook, or any that takes `{ "text": … }`) told when a call starts
+   * waiting for a person and when its wait ends. Its URL holds its secret: given by reference, `env:NAME` or `file:PATH`.
+   */
+  notify: z.strictObject({ webhook: SecretRefSchema }).optional(),
 });
 
 /** A8, A9: the approvals inbox (`oz0 inbox`): where it listens, and the identity provider people sign in with. */

@@ -161,4 +161,23 @@ export interface Activities {
   awaitPushedCancel(waitMs: number): Promise<void>;
   /** Stops a job's sandboxed servers on the node (the tenant's: two tenants may use one job id); on its own queue. */
   stopSandboxes(jobId: string, tenant: string): Promise<number>;
+  /** A10: tells the tenant's webhook that a call started waiting for a person, or how its wait ended. */
+  noticeApprovers(notice: ApprovalNotice): Promise<'sent' | 'none'>;
+}
+
+/** A10: what a tenant's webhook is told of a call that waits for a person: never its arguments, never a reason. */
+export interface ApprovalNotice {
+  event: 'waiting' | 'approved' | 'denied' | 'timed out' | 'withdrawn';
+  tenant: string;
+  jobId: string;
+  tool: string;
+  /** The call's activity id (`c3`) and key. */
+  call: string;
+  key: string;
+  /** `waiting`: until when it may wait (ISO 8601). */
+  until?: string;
+  /** `approved`, `denied`: who answered. */
+  by?: string;
+  /** `timed out`, `withdrawn`: how its wait ended, in words. */
+  ended?: string;
 }

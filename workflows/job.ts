@@ -181,6 +181,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
             { key: Oz0Tools, value: Object.keys(ctx.settings.tools) },
           ],
         });
+        await questions.sent();
         await continueAsNew({ tenant: spec.tenant, steps: spec.steps.slice(i) }, next);
       }
       if ('call' in step) {
@@ -205,6 +206,8 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     throw err;
   } finally {
     if (!continuing) await stopSandboxes(jobId, spec.tenant, ctx.sandboxQueues);
+    // A10: the last answer's notice, given a moment to reach its webhook before the job closes.
+    await questions.sent();
   }
 }
 

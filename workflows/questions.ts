@@ -9,16 +9,22 @@ import {
   CancellationScope,
   condition,
   getExternalWorkflowHandle,
+  patched,
+  proxyActivities,
   setHandler,
+  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import { answerProblem } from '../model/checks';
 import { answerCallUpdate, policyChangedSignal, waitingCallsQuery } from '../model/messages';
 import type { Answer, QuestionTrace } from '../model/job';
 import type { AnswerCallInput, CallAnswered, PolicyNews, WaitingCall } from '../model/messages';
-import type { CallAsks } from '../model/activities';
+import type { Activities, ApprovalNotice, CallAsks } from '../model/activities';
 import { forgetQuestionSignal } from '../model/messages';
 import { ALL_TENANTS, policyWorkflowId } from '../model/policy-rules';
+
+/** A10: the marker of jobs whose questions tell the tenant's webhook (workflow versioning: older runs never do). */
+const APPROVAL_NOTICES = 'oz0-approval-notices';
 
 /** A call that waits: what the job shows of it, and how its wait ends. */
 interface Question {
@@ -61,10 +67,44 @@ export class Questions {
    */
   private readonly early = new Map<string, PolicyNews>();
 
+  /** A10: the notices this run scheduled, which it never waits for but at its end, briefly (see {@link sent}). */
+  private readonly notices: Promise<unknown>[] = [];
+
   constructor(
     /** Called when a call starts or stops waiting: the job's status and current details follow. */
     private readonly changed: () => void,
   ) {}
+
+  /**
+   * A10: tells the tenant's webhook (activities/notices.ts), beside the call: scheduled, never awaited by the call; a
+   * node retries it with backoff. Jobs that began before notices were (their histories have no marker) send none.
+   */
+  private notice(asking: Asking, notice: Omit<ApprovalNotice, 'tenant' | 'jobId' | 'tool' | 'call' | 'key'>): void {
+    if (!patched(APPROVAL_NOTICES)) return;
+    const { noticeApprovers } = proxyActivities<Activities>({
+      priority: { fairnessKey: asking.tenant },
+      startToCloseTimeout: '20s',
+      scheduleToCloseTimeout: '10m',
+      retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '60s', maximumAttempts: 8 },
+    });
+    const sent = CancellationScope.nonCancellable(() =>
+      noticeApprovers({
+        ...notice,
+        tenant: asking.tenant,
+        jobId: workflowInfo().workflowId,
+        tool: asking.tool,
+        call: asking.activityId,
+        key: asking.key,
+      }),
+    );
+    this.notices.push(sent.catch(() => undefined));
+  }
+
+  /** A10: the job's end waits up to 10 s for its last notices (an answer's), then ends whatever became of them. */
+  async sent(): Promise<void> {
+    if (!this.notices.length) return;
+    await CancellationScope.nonCancellable(() => Promise.race([Promise.all(this.notices), sleep('10s')]));
+  }
 
   /** Before the job's first await, like its other handlers: an answer sent as it starts finds them. */
   register(): void {
@@ -133,23 +173,31 @@ export class Questions {
     this.early.delete(asking.key);
     this.waiting.set(asking.key, q);
     this.changed();
+    this.notice(asking, { event: 'waiting', until: q.call.until });
+    let ended: Omit<ApprovalNotice, 'tenant' | 'jobId' | 'tool' | 'call' | 'key'> = {
+      event: 'withdrawn',
+      ended: 'the job or its session was cancelled',
+    };
     try {
       // At least 1 ms: a question asked again past its time limit ends at once, never waits for ever.
       const left = Math.max(1, deadline - Date.now());
       const settled = await condition(() => q.answer !== undefined || q.news !== undefined, left);
       if (q.answer) {
         trace.answer = q.answer;
+        ended = { event: q.answer.approved ? 'approved' : 'denied', by: q.answer.by };
         if (!q.answer.approved) return { refused: denied(q.answer) };
         this.approved.set(asking.key, q.answer);
         return { approved: q.answer };
       }
       if (q.news) {
         trace.ended = `the policy changed while it waited (${q.news.change})`;
+        ended = { event: 'withdrawn', ended: trace.ended };
         return { news: q.news };
       }
       if (!settled) {
         const limit = durationInWords(asking.timeoutSeconds);
         trace.ended = `no answer within ${limit}`;
+        ended = { event: 'timed out', ended: trace.ended };
         return {
           refused: {
             text: `oz0: refused: nobody answered within ${limit} whether this call may run (${asking.tool} waits for a person's yes; confirmTimeoutSeconds)`,
@@ -161,6 +209,7 @@ export class Questions {
     } finally {
       this.waiting.delete(asking.key);
       this.changed();
+      this.notice(asking, ended);
       await forget(asking.tenant, asking.key);
     }
   }
