@@ -9,6 +9,7 @@
  * harnesses (the repository's oz0.config.json by default); `--state DIR` keeps its state there (`.oz0/demo`);
  * `--port N` puts the dev server there (7233 when free; 0: any free port).
  */
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import pino from 'pino';
@@ -33,7 +34,9 @@ import { findTemporalCli } from '../worker/temporal-cli';
 import { findPython } from '../worker/python';
 import { startReaderServer } from './reader';
 import { demoPlan, demoProblems, specOf, ticketsPlan } from './demo-plan';
-import { TICKETS_CLIENTS, startTicketsWorld } from './tickets-world';
+import { INBOX_CLIENT, TICKETS_CLIENTS, startTicketsWorld } from './tickets-world';
+import { oidcSignIn } from '../client/inbox/oidc';
+import { startInbox } from '../client/inbox/server';
 
 const OptionsSchema = z.strictObject({
   keep: z.boolean().default(false),
@@ -93,6 +96,7 @@ async function approveAsAsked(
   jobId: string,
   say: (line: string) => void,
   done: Promise<unknown>,
+  inbox: string,
 ): Promise<void> {
   let over = false;
   const stop = () => {
@@ -110,6 +114,7 @@ async function approveAsAsked(
       const where = call.session ? ` in session ${call.session}` : '';
       say(`${call.tool} ${call.args}${where} waits for a person's yes (policy ${call.pattern}: confirm)`);
       say(`  a person would type: ./bin/oz0 call approve ${jobId} ${call.activityId} --by <you>`);
+      say(`  or answer it in the inbox: ${inbox}/ (sign in as ann, any password)`);
       const yes = await answerCall(client, jobId, { call: call.activityId, approve: true, by: 'the demo' });
       say(`  approved by ${yes.by} at ${yes.at}: ${call.key} runs now, once`);
     }
@@ -139,7 +144,7 @@ async function main(): Promise<void> {
   // What the demo started, stopped in reverse order however it ends: nothing is left running after it.
   const started: Array<() => Promise<unknown>> = [];
   try {
-    const problems = await runDemo({ root, state, base, port: opts.port, say, logger, started });
+    const problems = await runDemo({ root, state, base, port: opts.port, keep: opts.keep, say, logger, started });
     if (problems.length === 0) say('every step ended as the demo expects');
     for (const problem of problems) process.stderr.write(`demo failed: ${problem}\n`);
     if (problems.length) process.exitCode = 1;
@@ -161,6 +166,8 @@ async function runDemo(ctx: {
   state: string;
   base: LoadedConfig;
   port: number | undefined;
+  /** --keep: a refund is left waiting for a person to answer it in the inbox. */
+  keep: boolean;
   say: (line: string) => void;
   logger: ReturnType<typeof createLogger>;
   started: Array<() => Promise<unknown>>;
@@ -184,7 +191,12 @@ async function runDemo(ctx: {
   started.push(() => remote.close());
   // R1-R2: the ticket desk behind an authorization server of its own (oidc-provider), both on free ports; acme's and
   // beta's OAuth clients there, their secret and key in files the config names (file:…).
-  const tickets = await startTicketsWorld(path.join(state, 'tickets'));
+  // A8-A9: the approvals inbox, its people signed in by that same authorization server (ann, acme's approver).
+  const inboxPort = ctx.port === 0 ? await freePort() : await portOr(8090);
+  const inboxSecret = randomBytes(24).toString('hex');
+  const tickets = await startTicketsWorld(path.join(state, 'tickets'), {
+    inbox: { redirectUri: `http://127.0.0.1:${inboxPort}/callback`, secret: inboxSecret },
+  });
   started.push(() => tickets.close());
   say(`the ticket desk ${tickets.url} takes tokens of its authorization server ${tickets.issuer} only`);
   const python = 'python' in findPython({ root, install: false, env: {} }) && Boolean(base.harnesses.refunds_py);
@@ -207,12 +219,17 @@ async function runDemo(ctx: {
         },
         tenants: {
           ...base.tenants,
-          acme: { ...base.tenants.acme, credentials: { tickets: tickets.credentials.acme } },
+          acme: {
+            ...base.tenants.acme,
+            credentials: { tickets: tickets.credentials.acme },
+            approvers: ['ann@acme.example'],
+          },
           beta: { ...base.tenants.beta, credentials: { tickets: tickets.credentials.beta } },
         },
         // The Python agent runs on the project's venv (`npm run python:install`); without it, the demo leaves it out.
         harnesses: python ? base.harnesses : { refunds: base.harnesses.refunds },
         node: { ...base.node, stateDir: path.join(state, 'node') },
+        inbox: { port: inboxPort, oidc: { issuer: tickets.issuer, clientId: INBOX_CLIENT } },
       },
       source,
     ),
@@ -229,6 +246,14 @@ async function runDemo(ctx: {
   });
   const jc = await connectJobClient(config.temporal);
   started.push(() => jc.close());
+  const inbox = await startInbox({
+    config,
+    client: jc.client,
+    signIn: await oidcSignIn(config.inbox!.oidc, inboxSecret),
+    temporalUi: server.uiUrl,
+  });
+  started.push(() => inbox.close());
+  say(`the approvals inbox: ${inbox.url}/ (sign in as ann, acme's approver, with any password)`);
   // A remote server's calls need the tenant's approval of its listing (A2): the demo approves it as
   // `oz0 policy approve acme search --yes` would.
   const listing = await readListing(config, logger, 'search');
@@ -253,7 +278,7 @@ async function runDemo(ctx: {
   const link = `${server.uiUrl}/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`;
   say(`job ${handle.workflowId} started; watch it in the Temporal UI: ${link}`);
   const result = handle.result();
-  await approveAsAsked(jc.client, handle.workflowId, say, result);
+  await approveAsAsked(jc.client, handle.workflowId, say, result, inbox.url);
   // A job that failed has a trace too: the check below says so, with its steps.
   await result.catch(() => undefined);
   const trace = await jobTrace(jc.client, handle.workflowId);
@@ -261,6 +286,17 @@ async function runDemo(ctx: {
   await beta.result().catch(() => undefined);
   const betaTrace = await jobTrace(jc.client, beta.workflowId);
   process.stdout.write(`\nbeta's job ${beta.workflowId}:\n${formatTrace(betaTrace)}\n`);
+  if (ctx.keep) {
+    // A8: one more refund, left for a person: it waits until someone answers it in the inbox (or the CLI).
+    const left = await startJob(jc, {
+      tenant: 'acme',
+      steps: [
+        { call: 'ledger.charge', args: { order_id: `${order}-kept`, amount: 40 } },
+        { call: 'ledger.refund', args: { order_id: `${order}-kept`, amount: 40 } },
+      ],
+    });
+    say(`job ${left.workflowId}'s refund waits for you: answer it at ${inbox.url}/ (sign in as ann, any password)`);
+  }
   return [
     ...demoProblems(plan, trace),
     ...demoProblems(betaPlan, betaTrace).map((p) => `beta's job: ${p}`),

@@ -17,6 +17,9 @@ import { randomBytes } from 'node:crypto';
 import { newClientKey, newSigningKey, startAuthServer } from './auth-server';
 import { TICKETS_SCOPES, startTicketsServer } from './tickets';
 
+/** A9: the approvals inbox's client at the same authorization server, when the demo signs people in there. */
+export const INBOX_CLIENT = 'oz0-inbox';
+
 /** The OAuth client each example tenant has at the desk's authorization server. */
 export const TICKETS_CLIENTS = { acme: 'acme-desk', beta: 'beta-desk' } as const;
 
@@ -36,7 +39,15 @@ export interface TicketsWorld {
  */
 export async function startTicketsWorld(
   dir: string,
-  opts: { port?: number; authPort?: number } = {},
+  opts: {
+    port?: number;
+    authPort?: number;
+    /**
+     * A9: the approvals inbox signs people in here too (the demo's): its client, redirected to `redirectUri`, and the
+     * example approver `ann` (ann@acme.example, any password).
+     */
+    inbox?: { redirectUri: string; secret: string };
+  } = {},
 ): Promise<TicketsWorld> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const secretFile = (name: string, secret: string) => {
@@ -69,6 +80,14 @@ export async function startTicketsWorld(
         ],
         resources: { [tickets.url]: { scope } },
         signingKey: await newSigningKey(),
+        ...(opts.inbox && {
+          signIn: {
+            clients: [
+              { client_id: INBOX_CLIENT, client_secret: opts.inbox.secret, redirect_uris: [opts.inbox.redirectUri] },
+            ],
+            people: [{ login: 'ann', email: 'ann@acme.example', name: 'Ann', groups: ['acme-support'] }],
+          },
+        }),
       },
       { port: opts.authPort ?? 0, logFile: path.join(dir, 'auth-server.log') },
     );
