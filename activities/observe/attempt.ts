@@ -217,7 +217,7 @@ export class McpCall {
 }
 
 /** A4-A9: the yes a call ran under, on its attempt's span: who gave it, and who the identity provider says they are. */
-function approvalAttributes(input: CallInput): Record<string, string> {
+export function approvalAttributes(input: Pick<CallInput, 'key' | 'confirmed'>): Record<string, string> {
   const yes = input.confirmed?.key === input.key ? input.confirmed : undefined;
   if (!yes) return {};
   return {

@@ -30,6 +30,8 @@ import { callList, inboxPage, signInPage } from './page';
 const COOKIE = 'oz0_inbox';
 const PENDING_MS = 10 * 60_000;
 const POLL_MS = 1000;
+/** Sign-ins under way at once, at most: each is a few hundred bytes until it ends or expires. */
+const MAX_PENDING = 10_000;
 
 interface Session {
   identity: Identity;
@@ -121,9 +123,20 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   });
 
   app.get('/login', async (c) => {
-    const { url, pending: p } = await opts.signIn.start(`${base}/callback`);
-    pending.set(p.state, { ...p, expires: Date.now() + PENDING_MS });
-    return c.redirect(url, 302);
+    // Sign-ins begun and never finished are dropped after 10 minutes, and there are never more than MAX_PENDING.
+    const now = Date.now();
+    for (const [state, p] of pending) if (p.expires < now) pending.delete(state);
+    if (pending.size >= MAX_PENDING)
+      return c.html(signInPage('Too many sign-ins are under way: try again in a minute.'), 503);
+    let started: Awaited<ReturnType<SignIn['start']>>;
+    try {
+      started = await opts.signIn.start(`${base}/callback`);
+    } catch (err) {
+      log(`a sign-in could not begin: ${(err as Error).message}`);
+      return c.html(signInPage(`The identity provider could not be reached: ${(err as Error).message}`), 502);
+    }
+    pending.set(started.pending.state, { ...started.pending, expires: now + PENDING_MS });
+    return c.redirect(started.url, 302);
   });
 
   app.get('/callback', async (c) => {
