@@ -205,9 +205,12 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     else if (!(err instanceof ContinueAsNew)) setStatus('FAILED');
     throw err;
   } finally {
-    if (!continuing) await stopSandboxes(jobId, spec.tenant, ctx.sandboxQueues);
-    // A10: the last answer's notice, given a moment to reach its webhook before the job closes.
-    await questions.sent();
+    if (!continuing) {
+      await stopSandboxes(jobId, spec.tenant, ctx.sandboxQueues);
+      // A10: the last answer's notice, given a moment to reach its webhook before the job closes (a run that
+      // continues as new gave it that moment before it did).
+      await questions.sent();
+    }
   }
 }
 
