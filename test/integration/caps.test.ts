@@ -305,7 +305,9 @@ test('F5: `oz0 tenant set` and `oz0 tenant status` as a person runs them: the ta
   );
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
-    const jobs = await startJobs(config.temporal.taskQueue, Array(3).fill(hangJob(tenant, 10_000)), 'cli');
+    // Calls that hang until the test cancels them: its CLI runs take a few seconds each on a loaded machine, and a
+    // call that ended meanwhile would change the counts it reads (found: a 10 s call ended before the JSON read).
+    const jobs = await startJobs(config.temporal.taskQueue, Array(3).fill(hangJob(tenant, 120_000)), 'cli');
     await eventually(async () => ((await limiterStatus(temporal.client, tenant))?.queue === 2 ? true : undefined));
     await eventually(() => (mostAtOnce(log) === 1 ? true : undefined));
     const set = await oz0([
