@@ -20,7 +20,7 @@ import { z } from 'zod';
 import { answererName, mayAnswer } from '../../common/approvers';
 import type { Identity } from '../../common/approvers';
 import type { LoadedConfig } from '../../common/config';
-import { callsOf } from '../../model/job';
+import { Oz0Tenant, callsOf } from '../../model/job';
 import { traceQuery } from '../../model/messages';
 import { AnswerRefused, answerCall, listWaitingCalls } from '../calls';
 import type { ListedCall } from '../calls';
@@ -235,7 +235,7 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
     const { calls } = await listWaitingCalls(client);
     const call = calls.find((x) => x.jobId === form.job && x.key === form.key);
     if (!call) {
-      s.flash = await alreadyAnswered(client, form.job, form.key);
+      s.flash = await alreadyAnswered(client, config, s.identity, form.job, form.key);
       return c.redirect('./', 303);
     }
     if (!call.tenant || !mayAnswer(config.tenants[call.tenant]?.approvers, s.identity, call.tool)) {
@@ -259,7 +259,7 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
       });
     } catch (err) {
       if (!(err instanceof AnswerRefused)) throw err;
-      s.flash = await alreadyAnswered(client, form.job, form.key);
+      s.flash = await alreadyAnswered(client, config, s.identity, form.job, form.key);
       return c.redirect('./', 303);
     }
     latest = { at: 0, calls: [] };
@@ -283,11 +283,24 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   };
 }
 
-/** Why a call no longer waits, from its job's trace: who answered it first, or how its wait ended. */
-async function alreadyAnswered(client: Client, jobId: string, key: string): Promise<string> {
+/**
+ * Why a call no longer waits, from its job's trace: who answered it first, or how its wait ended — said only to a
+ * person who may answer that tenant's call of that tool; anyone else learns nothing of another tenant's job.
+ */
+async function alreadyAnswered(
+  client: Client,
+  config: LoadedConfig,
+  who: Identity,
+  jobId: string,
+  key: string,
+): Promise<string> {
+  const nothing = `That call of ${jobId} does not wait for you.`;
   try {
-    const trace = await client.workflow.getHandle(jobId).query(traceQuery);
+    const handle = client.workflow.getHandle(jobId);
+    const tenant = (await handle.describe()).typedSearchAttributes.get(Oz0Tenant);
+    const trace = await handle.query(traceQuery);
     const call = callsOf(trace).find((c) => c.key === key && c.question);
+    if (!call || !tenant || !mayAnswer(config.tenants[tenant]?.approvers, who, call.tool)) return nothing;
     const a = call?.question?.answer;
     if (call && a)
       return `${call.tool} of ${jobId} was already ${a.approved ? 'approved' : 'denied'} by ${a.by} at ${a.at}.`;
@@ -295,5 +308,5 @@ async function alreadyAnswered(client: Client, jobId: string, key: string): Prom
   } catch {
     // the job is gone, or no node answers its query
   }
-  return `That call of ${jobId} no longer waits for an answer.`;
+  return nothing;
 }
