@@ -85,9 +85,9 @@ function callCard(call: ListedCall, ctx: PageContext, now: number): Html {
       <dt>policy</dt>
       <dd>${call.pattern}: confirm</dd>
       <dt>waiting</dt>
-      <dd>${waitedInWords(now - Date.parse(call.askedAt))}, since ${call.askedAt}</dd>
+      <dd class="time">${waitedInWords(now - Date.parse(call.askedAt))}, since ${call.askedAt}</dd>
       <dt>may wait</dt>
-      <dd>${timeLeft(call, now)}</dd>
+      <dd class="time">${timeLeft(call, now)}</dd>
       <dt>arguments</dt>
       <dd>${args(call)}</dd>
     </dl>
@@ -122,17 +122,38 @@ export function callList(calls: ListedCall[], ctx: PageContext, now = Date.now()
   </ul>`;
 }
 
+/**
+ * The live list: each update's cards are matched to the page's by their call's key. A card that left is removed, a
+ * new one put in its place, and a card still there is left as it is — its reason half-typed, its button under the
+ * person's finger — only its times brought up to date.
+ */
 const LIVE = `
 const list = document.getElementById('calls');
 const events = new EventSource('events');
 events.addEventListener('calls', (e) => {
-  const focused = document.activeElement && document.activeElement.id;
-  const typed = {};
-  for (const input of list.querySelectorAll('input[type=text]')) if (input.value) typed[input.id] = input.value;
-  list.innerHTML = e.data;
-  for (const [id, value] of Object.entries(typed)) { const el = document.getElementById(id); if (el) el.value = value; }
-  if (focused) { const el = document.getElementById(focused); if (el) el.focus(); }
-  document.title = (list.querySelectorAll('.call').length ? '(' + list.querySelectorAll('.call').length + ') ' : '') + 'oz0 approvals';
+  const next = document.createElement('template');
+  next.innerHTML = e.data;
+  const cards = [...next.content.querySelectorAll('li.call')];
+  if (!cards.length) { list.replaceChildren(...next.content.childNodes); }
+  else {
+    let ul = list.querySelector('ul.calls');
+    if (!ul) { list.replaceChildren(next.content.querySelector('ul.calls')); }
+    else {
+      const keep = new Map([...ul.querySelectorAll('li.call')].map((li) => [li.dataset.key, li]));
+      const order = cards.map((card) => {
+        const old = keep.get(card.dataset.key);
+        if (!old) return card;
+        keep.delete(card.dataset.key);
+        const times = old.querySelectorAll('dd.time');
+        card.querySelectorAll('dd.time').forEach((dd, i) => { if (times[i]) times[i].textContent = dd.textContent; });
+        return old;
+      });
+      for (const gone of keep.values()) gone.remove();
+      order.forEach((li, i) => { if (ul.children[i] !== li) ul.insertBefore(li, ul.children[i] || null); });
+    }
+  }
+  const n = list.querySelectorAll('.call').length;
+  document.title = (n ? '(' + n + ') ' : '') + 'oz0 approvals';
 });
 `;
 
