@@ -17,6 +17,7 @@ import { changePolicy, policyTargetOf } from '../../common/policy-client';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import { setPolicyUpdate, waitingCallsQuery } from '../../model/messages';
+import { freePort } from '../../worker/dev-server';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { newSigningKey, startAuthServer } from '../../examples/auth-server';
@@ -40,14 +41,6 @@ let node: Oz0Node;
 let browser: Browser;
 let page: Page;
 let config: ReturnType<typeof temporal.config>;
-
-async function freePort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 beforeAll(async () => {
   if (why) return;
