@@ -6,8 +6,6 @@
  * person the provider vouched for. A person who is not the tenant's approver gets 403, and a form without the
  * session's CSRF token is refused.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Browser, Page } from 'puppeteer-core';
 import { answerCall } from '../../client/calls';
 import { spawn } from 'node:child_process';
