@@ -22,6 +22,7 @@ import {
   OutcomeUnknown,
   ProcessTransport,
   ServerConnection,
+  messageBound,
   connectClient,
   createRemoteTransport,
   envSecrets,
@@ -161,7 +162,15 @@ export class ServerPool implements JobHolder {
     const { jobId } = owner;
     // A server that cannot be launched at all is said as it is, before any connect (its problem names the script).
     const transportFor = isRemote(config)
-      ? (): Transport => createRemoteTransport(server, config, process.env, credential, this.credentials.guarded)
+      ? (): Transport =>
+          createRemoteTransport(
+            server,
+            config,
+            process.env,
+            credential,
+            this.credentials.guarded,
+            messageBound(this.opts.config.node.maxResultMiB),
+          )
       : this.processTransportFor(this.processSource(config, kind, server, id, owner), kind, server, jobId);
     const { logger } = this.opts;
     let opened: ServerConnection;
@@ -229,6 +238,8 @@ export class ServerPool implements JobHolder {
         label: kind === 'sandbox' ? `${server} (sandbox of ${jobId})` : server,
         quoteStderr: kind === 'sandbox' || this.opts.quoteSharedStderr === true,
         boundStderr: kind === 'sandbox',
+        // D1: an answer past the node's bound is dropped as it comes (its envelope's bytes allowed for).
+        maxMessageBytes: messageBound(this.opts.config.node.maxResultMiB),
       });
   }
 

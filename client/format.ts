@@ -9,9 +9,13 @@ import type { ShownTrace } from './jobs';
 import type { TenantShown } from './tenants';
 import { TENANT_SCOPE, serverScope } from '../model/shares';
 
-/** A result as one line of at most 80 characters: its text parts, `[image]` for others; ERROR first for an error. */
+/**
+ * A result as one line of at most 80 characters: its text parts, `[image]` for others; ERROR first for an error. An
+ * answer kept in the store (D3) says what it holds: `[stored: image/png 1.5 MiB]` (`--json` has it whole).
+ */
 function textOf(result: ToolResult): string {
-  const flat = contentText(result.content).replace(/\s+/g, ' ').trim();
+  const stored = result.stored && !result.content.length ? `[stored: ${result.stored.holds}]` : '';
+  const flat = stored || contentText(result.content).replace(/\s+/g, ' ').trim();
   return `${result.isError ? 'ERROR ' : ''}${flat.length > 80 ? `${flat.slice(0, 77)}...` : flat}`;
 }
 
@@ -73,7 +77,8 @@ export function formatTrace(trace: ShownTrace): string {
     calls.map((s) => TRACE_COLUMNS.map((c) => c.cell(s))),
   );
   const out = [`job ${trace.jobId}: ${trace.status} (${trace.calls} calls, run ${trace.run})`];
-  if (trace.omitted > 0) out.push(`(${trace.omitted} earlier steps not shown)`);
+  if (trace.omitted > 0)
+    out.push(`(${trace.omitted} earlier steps not shown${trace.earlier ? `: ${trace.earlier}` : ''})`);
   out.push(head);
   let next = 0;
   for (const step of trace.steps) {

@@ -6,7 +6,7 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
 import { newSessionToken } from '../common/session-token';
-import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status } from '../model/job';
+import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, Oz0Tenant } from '../model/job';
 import { statusQuery, traceQuery } from '../model/messages';
 import type { JobWorkflow } from '../model/messages';
 import { JobIdSchema, JobSpecError, parseJobSpec } from '../model/schemas';
@@ -16,11 +16,18 @@ import { readPolicy } from '../common/policy-client';
 import type { PolicyTarget } from '../common/policy-client';
 import { jobDetails, jobSummary } from '../model/details';
 import type { JobStatus, JobTrace } from '../model/job';
-import type { Config } from '../common/config';
+import { parseConfig } from '../common/config';
+import { remedyOf } from '../common/task-failures';
+import type { Config, LoadedConfig } from '../common/config';
+import { processDataOf } from '../data';
+import type { ProcessData } from '../data';
+import { earlierRuns, mergedSteps, wholeAnswers } from './runs';
 
 export interface JobClient {
   client: Client;
   taskQueue: string;
+  /** D2: how its payloads are stored and read, and the answers a job keeps in the store (data/). */
+  data: ProcessData;
   /** The harnesses the config names: a spec naming another is refused before it starts (H1). */
   harnesses?: readonly string[];
   /** F4: where the tenants' shares are: a priority ahead of what its tenant may ask is refused before it starts. */
@@ -28,16 +35,25 @@ export interface JobClient {
   close(): Promise<void>;
 }
 
-export async function connectJobClient(temporal: Config['temporal']): Promise<JobClient> {
+/** What a client needs of a config: where Temporal is, and where payloads are stored (a loaded config has both). */
+export type JobClientConfig = Pick<LoadedConfig, 'temporal' | 'payloads' | 'node' | 'baseDir'>;
+
+/**
+ * Connects to Temporal with oz0's data converter (D2: big payloads in the config's store). A config's `temporal`
+ * section alone (as before the store) reads and writes the store of the defaults: `.oz0/payloads` here.
+ */
+export async function connectJobClient(config: JobClientConfig | Config['temporal']): Promise<JobClient> {
+  const full: JobClientConfig =
+    'temporal' in config ? config : { ...parseConfig({ temporal: config }), baseDir: process.cwd() };
+  const { temporal } = full;
   await assertReachable(temporal);
+  const data = processDataOf(full);
   const connection = await Connection.connect(connectionOptions(temporal) as ConnectionOptions).catch((err: Error) => {
     throw temporalUnreachable(temporal.address, err.message);
   });
-  return {
-    client: new Client({ connection, namespace: temporal.namespace }),
-    taskQueue: temporal.taskQueue,
-    close: () => connection.close(),
-  };
+  const client = new Client({ connection, namespace: temporal.namespace, dataConverter: data.dataConverter });
+  data.useClient(client);
+  return { client, taskQueue: temporal.taskQueue, data, close: () => connection.close() };
 }
 
 /** I14: the token of one external session of a job, for its agent (a secret: never logged, never in Temporal). */
@@ -128,31 +144,86 @@ export function statusFilter(status: JobStatus): string {
   return legacy ? `${Oz0Status.name} IN ("${status}", "${legacy}")` : `${Oz0Status.name} = "${status}"`;
 }
 
-/** `running`, `waiting`, `cancelling`, or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT). */
+/**
+ * `running`, `waiting`, `cancelling`, `stuck` (D3: its workflow task failed at least twice and is tried again: see
+ * {@link stuckOf}), or Temporal's final status (COMPLETED, CANCELED, FAILED, TERMINATED, TIMED_OUT).
+ */
 export async function jobStatus(client: Client, jobId: string): Promise<string> {
   const handle = client.workflow.getHandle(jobId);
   const description = await handle.describe();
   if (description.status.name !== 'RUNNING') return shownStatus(description.status.name, undefined);
+  if ((description.raw.pendingWorkflowTask?.attempt ?? 0) >= STUCK_TRIES) return 'stuck';
   // No worker has picked the job up yet: no answer.
   const own = await handle.query(statusQuery).catch(() => undefined);
   return shownStatus('RUNNING', own);
 }
 
-/** A trace as the CLI shows it: `status` is what `oz0 job status` prints. */
-export type ShownTrace = Omit<JobTrace, 'status'> & { status: string };
+/** D3: a job's workflow task that failed this many times in a row is stuck, not passing trouble. */
+const STUCK_TRIES = 3;
 
-/** The job's trace, with the status `oz0 job status` would print. */
-export async function jobTrace(client: Client, jobId: string): Promise<ShownTrace> {
+/** D3: why a job is stuck: how often its workflow task failed, the failure Temporal recorded, and what would free it. */
+export interface Stuck {
+  tries: number;
+  why: string;
+  remedy?: string;
+}
+
+/** D3: a running job whose workflow task fails on every try, and why (Temporal records the first failure of the run). */
+export async function stuckOf(client: Client, jobId: string): Promise<Stuck | undefined> {
+  const description = await client.workflow.getHandle(jobId).describe();
+  const tries = description.raw.pendingWorkflowTask?.attempt ?? 0;
+  if (description.status.name !== 'RUNNING' || tries < STUCK_TRIES) return undefined;
+  const { history } = await client.workflowService.getWorkflowExecutionHistoryReverse({
+    namespace: client.options.namespace,
+    execution: { workflowId: jobId, runId: description.runId },
+    maximumPageSize: 20,
+  });
+  const failed = history?.events?.find((e) => e.workflowTaskFailedEventAttributes);
+  const why = failed?.workflowTaskFailedEventAttributes?.failure?.message ?? 'Temporal recorded no reason';
+  const remedy = remedyOf(why);
+  return { tries, why, ...(remedy ? { remedy } : {}) };
+}
+
+/**
+ * A trace as the CLI shows it: `status` is what `oz0 job status` prints; `earlier`, why the runs before some run could
+ * not be read (retention removed them, or their store is not this process's).
+ */
+export type ShownTrace = Omit<JobTrace, 'status'> & { status: string; earlier?: string };
+
+/**
+ * The job's trace, with the status `oz0 job status` would print. With `data`, every run's steps (D3: each run's start
+ * holds the run before it); with `whole` too, each answer kept in the store read back whole (D1).
+ */
+export async function jobTrace(
+  client: Client,
+  jobId: string,
+  opts: { data?: ProcessData; whole?: boolean } = {},
+): Promise<ShownTrace> {
   const status = await jobStatus(client, jobId);
   const handle = client.workflow.getHandle(jobId);
+  let trace: JobTrace;
   try {
     // A completed job's result is its trace: no worker needed to read it.
-    const trace: JobTrace = status === 'COMPLETED' ? await handle.result() : await handle.query(traceQuery);
-    return { ...trace, status };
+    trace = status === 'COMPLETED' ? await handle.result() : await handle.query(traceQuery);
   } catch {
     // A job that failed before it set its handlers (a bad spec) has no trace to query.
     return { jobId, status, run: 0, calls: 0, omitted: 0, steps: [] };
   }
+  const { data } = opts;
+  if (!data) return { ...trace, status };
+  const described = await handle.describe();
+  const tenant = described.typedSearchAttributes.get(Oz0Tenant) ?? '';
+  let steps = trace.steps;
+  let omitted = trace.omitted;
+  let earlier: string | undefined;
+  if (trace.run > 0 && trace.omitted > 0) {
+    const runs = await earlierRuns(client, data, jobId, described.runId);
+    steps = mergedSteps(runs.steps, trace.steps);
+    omitted = runs.omitted;
+    earlier = runs.stopped;
+  }
+  if (opts.whole) steps = await wholeAnswers(data, steps, { jobId, tenant });
+  return { ...trace, status, steps, omitted, ...(earlier ? { earlier } : {}) };
 }
 
 export async function cancelJob(client: Client, jobId: string): Promise<void> {

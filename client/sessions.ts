@@ -20,6 +20,8 @@ import { CallProgressStateSchema } from '../model/schemas';
 import type { Progress } from '../model/schemas';
 import { SessionUpdateError, admitted, offered, sessionCall } from '../common/session-client';
 import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../model/messages';
+import { Oz0Tenant } from '../model/job';
+import type { AnswerReader, ToolAnswer } from '../data';
 
 export { SessionUpdateError };
 
@@ -47,6 +49,8 @@ export class LiveSession {
     readonly run: number,
     /** The node its calls run on. */
     readonly node: string,
+    /** D1: reads an answer the job keeps in the payload store back whole (without, a stored answer comes as its claim). */
+    private readonly answers?: AnswerReader,
   ) {}
 
   private get target() {
@@ -72,15 +76,22 @@ export class LiveSession {
       const out = await admitted(this.jobId, () =>
         sessionCall(this.target).call({ callId, tool, args, progress: opts.onProgress !== undefined }),
       );
+      const result = out.result.stored && this.answers ? await this.readWhole(out.result) : out.result;
       return {
-        ...out.result,
-        content: out.result.content as CallToolResult['content'],
-        ...(out.key ? { key: out.key, _meta: { ...(out.result._meta ?? {}), [IDEMPOTENCY_KEY_META]: out.key } } : {}),
+        ...result,
+        content: result.content as CallToolResult['content'],
+        ...(out.key ? { key: out.key, _meta: { ...(result._meta ?? {}), [IDEMPOTENCY_KEY_META]: out.key } } : {}),
       };
     } finally {
       stopWatching?.();
       opts.signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /** D1: an answer its step keeps as a claim, read whole from the store for the job's own tenant. */
+  private async readWhole(result: ToolAnswer): Promise<ToolAnswer> {
+    const tenant = (await this.client.workflow.getHandle(this.jobId).describe()).typedSearchAttributes.get(Oz0Tenant);
+    return this.answers!.read(result, { jobId: this.jobId, tenant: tenant ?? '' });
   }
 
   /** Ends the session with its result (any JSON; a string is text); `isError` makes it an error result. */
@@ -127,7 +138,7 @@ export class LiveSession {
 export async function openSession(
   client: Client,
   jobId: string,
-  opts: { client?: string; waitMs?: number } = {},
+  opts: { client?: string; waitMs?: number; answers?: AnswerReader } = {},
 ): Promise<LiveSession> {
   const deadline = Date.now() + (opts.waitMs ?? 60_000);
   const open = () =>
@@ -139,7 +150,7 @@ export async function openSession(
   for (;;) {
     try {
       const opened = await open();
-      return new LiveSession(client, jobId, opened.session, opened.run, opened.node);
+      return new LiveSession(client, jobId, opened.session, opened.run, opened.node, opts.answers);
     } catch (err) {
       const notYet = err instanceof SessionUpdateError && /no external session waiting/.test(err.message);
       if (!notYet || Date.now() > deadline) throw err;

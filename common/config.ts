@@ -23,6 +23,7 @@ import { grantTemplateProblem, splitTool } from '../model/checks';
 import { DEFAULT_MAX_PRIORITY, DEFAULT_WEIGHT, defaultReserve } from '../model/shares';
 import type { Shares } from '../model/shares';
 import { CredentialSchema, SecretRefSchema } from './credentials';
+import { PayloadsSchema } from './payloads-config';
 import { ApproversSchema } from './approvers';
 import { IntegritySchema, PackageSpecSchema, fetcherProblem } from './package-spec';
 
@@ -304,6 +305,8 @@ const ConfigShape = z.strictObject({
   tools: z.record(PatternSchema, ToolSettingsSchema).default({}),
   tenants: z.record(TenantNameSchema, TenantSchema).default({}),
   inbox: InboxSchema.optional(),
+  /** D1-D3: where payloads past Temporal's history go (./payloads-config.ts). */
+  payloads: PayloadsSchema,
   /** H1: the agent programs a live session may run, by name; a job spec names one, never a command. */
   harnesses: z.record(HarnessNameSchema, HarnessSchema).default({}),
   jobs: z
@@ -316,6 +319,11 @@ const ConfigShape = z.strictObject({
   node: z
     .strictObject({
       slots: z.number().int().min(1).max(10_000).default(100),
+      /**
+       * D1: the largest answer a tool may give (MiB, as its server sends it); past it the call's answer is an error
+       * result naming its size and this bound. The node holds a few copies of an answer while it stores it.
+       */
+      maxResultMiB: z.number().min(1).max(1024).default(64),
       /**
        * F2: slots a node keeps for tenants under their share of it: a tenant whose calls fill the rest takes no more
        * while another tenant's call would wait for one. Default: 5 % of the slots, at least 1 (none below 4 slots); 0: off.

@@ -5,6 +5,7 @@
 import pino from 'pino';
 import { isSpanContextValid, trace } from '@opentelemetry/api';
 import type { Logger as TemporalLogger, LogLevel, LogMetadata } from '@temporalio/common';
+import { heardTaskFailure } from './task-failures';
 
 /** Keys whose values never reach a log, at any depth: config secrets and anything that looks like one. */
 export const SECRET_KEYS = new Set([
@@ -107,7 +108,9 @@ export class TemporalPinoLogger extends ByLevel {
 
   log(level: LogLevel, message: string, meta?: LogMetadata): void {
     const method =
-      level === 'WARN' && (INTENDED.some((re) => re.test(message)) || deliberate(meta))
+      (level === 'WARN' && (INTENDED.some((re) => re.test(message)) || deliberate(meta))) ||
+      // D3: a workflow task that fails the same way on every try is said once, by oz0 (worker/stuck.ts).
+      heardTaskFailure(message, meta) === 'quiet'
         ? 'debug'
         : (METHODS[level] ?? 'info');
     this.logger[method](meta ?? {}, message);

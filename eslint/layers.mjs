@@ -3,7 +3,7 @@
  * type-only imports (import-x/no-cycle skips those).
  *
  *   model ← workflows
- *   model ← common ← mcp ← activities ← worker ← client
+ *   model ← common ← data ← mcp ← activities ← worker ← client
  *   plugin/kit on model and common; plugin/drill on model, common and mcp; examples, then deploy, then bench on top.
  *
  * Every layer imports only what is below it, type-only imports included: there is no exception. Nothing imports
@@ -24,6 +24,7 @@ export function layerOf(file) {
     ['model/', 'model'],
     ['workflows/', 'workflows'],
     ['common/', 'common'],
+    ['data/', 'data'],
     ['mcp/', 'mcp'],
     ['plugin/kit/', 'kit'],
     ['plugin/drill/', 'drill'],
@@ -45,14 +46,27 @@ const BELOW = {
   workflows: ['model', 'workflows'],
   common: ['model', 'common'],
   kit: ['model', 'common', 'kit'],
-  mcp: ['model', 'common', 'mcp'],
-  activities: ['model', 'common', 'mcp', 'activities'],
-  worker: ['model', 'common', 'mcp', 'activities', 'worker'],
-  drill: ['model', 'common', 'mcp', 'drill'],
-  client: ['model', 'common', 'kit', 'mcp', 'activities', 'worker', 'drill', 'client'],
+  data: ['model', 'common', 'data'],
+  mcp: ['model', 'common', 'data', 'mcp'],
+  activities: ['model', 'common', 'data', 'mcp', 'activities'],
+  worker: ['model', 'common', 'data', 'mcp', 'activities', 'worker'],
+  drill: ['model', 'common', 'data', 'mcp', 'drill'],
+  client: ['model', 'common', 'data', 'kit', 'mcp', 'activities', 'worker', 'drill', 'client'],
   'plugin-entry': ['model', 'common', 'kit'],
-  entry: ['model', 'common', 'mcp', 'activities', 'worker', 'client'],
-  examples: ['model', 'common', 'kit', 'plugin-entry', 'mcp', 'activities', 'worker', 'drill', 'client', 'examples'],
+  entry: ['model', 'common', 'data', 'mcp', 'activities', 'worker', 'client'],
+  examples: [
+    'model',
+    'common',
+    'data',
+    'kit',
+    'plugin-entry',
+    'mcp',
+    'activities',
+    'worker',
+    'drill',
+    'client',
+    'examples',
+  ],
 };
 /** On top: bench/ runs the local cluster deploy/ brings up; deploy/ only starts bench's chaos, as a process. */
 BELOW.deploy = [...BELOW.examples, 'entry', 'deploy'];
@@ -62,9 +76,13 @@ BELOW.test = [...BELOW.bench, 'workflows', 'test'];
 
 /**
  * Folders entered only through their surface, from anywhere but themselves and the tests: mcp/ through its client
- * (index.ts) and its server side (http-server.ts), which an MCP server loads without the client.
+ * (index.ts) and its server side (http-server.ts), which an MCP server loads without the client; data/ through its
+ * index.ts.
  */
-const SURFACES = { mcp: ['index.ts', 'http-server.ts'].map((file) => path.join(ROOT, 'mcp', file)) };
+const SURFACES = {
+  mcp: ['index.ts', 'http-server.ts'].map((file) => path.join(ROOT, 'mcp', file)),
+  data: [path.join(ROOT, 'data', 'index.ts')],
+};
 
 /** Resolves a relative specifier to a .ts file of the repository, or undefined. */
 function resolve(fromFile, spec) {

@@ -50,6 +50,8 @@ export function demoPlan(order: string, python: boolean): DemoStep[] {
     { call: 'reader.read_pages', args: { pages: 3, page_ms: 150 }, expect: 'ok' },
     { call: 'notes.echo', args: { text: 'from a sandboxed server of this job' }, expect: 'ok' },
     { call: 'search.echo', args: { text: 'from a remote server over Streamable HTTP' }, expect: 'ok' },
+    // D1: a screenshot of a page, as a browser tool answers it: a PNG of 1280 × 800, about 2.9 MiB.
+    { call: 'pages.screenshot', args: { width: 1280, height: 800 }, expect: 'ok' },
     // A remote server on each tenant's own OAuth client (R1-R2): the desk answers who it takes the caller for.
     ...ticketsPlan(order),
     { session: [status('open'), status('closed'), status('open')] },

@@ -18,6 +18,9 @@ import type { Client } from '@temporalio/client';
 import { z } from 'zod';
 import { answerCall } from '../client/calls';
 import { connectJobClient, jobTrace, startJob } from '../client/jobs';
+import type { JobClient, ShownTrace } from '../client/jobs';
+import { readReceived } from './common';
+import { contentDigest } from './pages';
 import { formatTrace } from '../client/format';
 import { approveListing, readListing } from '../client/approve';
 import { changePolicy, policyTargetOf } from '../common/policy-client';
@@ -72,7 +75,7 @@ function options(argv: string[]): z.infer<typeof OptionsSchema> {
 
 /** The servers and harnesses the demo's job uses: a config without one of them is refused before anything starts. */
 function needed(config: LoadedConfig): void {
-  for (const server of ['ledger', 'reader', 'notes']) {
+  for (const server of ['ledger', 'reader', 'notes', 'pages']) {
     if (!config.servers[server]) throw new ConfigError(`${config.source}: servers.${server}: the demo's job calls it`);
   }
   if (!config.harnesses.refunds) throw new ConfigError(`${config.source}: harnesses.refunds: the demo's job runs it`);
@@ -214,6 +217,8 @@ async function runDemo(ctx: {
           ...base.servers,
           ledger: { ...base.servers.ledger, env: { LEDGER_FILE: path.join(state, 'ledger.db') } },
           reader: { ...base.servers.reader, env: { READER_STATE: path.join(state, 'reader-seen.json') } },
+          // D1: the pages server writes down what it answered, so the demo checks its screenshot arrived whole.
+          pages: { ...base.servers.pages, env: { OZ0_RECEIVED_LOG: path.join(state, 'pages-answered.jsonl') } },
           search: { url: remote.url },
           tickets: { url: tickets.url, credentials: 'per-tenant' },
         },
@@ -244,7 +249,7 @@ async function runDemo(ctx: {
     await node.shutdown();
     await running;
   });
-  const jc = await connectJobClient(config.temporal);
+  const jc = await connectJobClient(config);
   started.push(() => jc.close());
   const inbox = await startInbox({
     config,
@@ -281,10 +286,11 @@ async function runDemo(ctx: {
   await approveAsAsked(jc.client, handle.workflowId, say, result, inbox.url);
   // A job that failed has a trace too: the check below says so, with its steps.
   await result.catch(() => undefined);
-  const trace = await jobTrace(jc.client, handle.workflowId);
+  const trace = await jobTrace(jc.client, handle.workflowId, { data: jc.data });
   process.stdout.write(`${formatTrace(trace)}\n\nWatch it in the Temporal UI: ${link}\n`);
+  const screenshot = await screenshotProblems(jc, trace, path.join(state, 'pages-answered.jsonl'), say);
   await beta.result().catch(() => undefined);
-  const betaTrace = await jobTrace(jc.client, beta.workflowId);
+  const betaTrace = await jobTrace(jc.client, beta.workflowId, { data: jc.data });
   process.stdout.write(`\nbeta's job ${beta.workflowId}:\n${formatTrace(betaTrace)}\n`);
   if (ctx.keep) {
     // A8: one more refund, left for a person: it waits until someone answers it in the inbox (or the CLI).
@@ -299,9 +305,35 @@ async function runDemo(ctx: {
   }
   return [
     ...demoProblems(plan, trace),
+    ...screenshot,
     ...demoProblems(betaPlan, betaTrace).map((p) => `beta's job: ${p}`),
     ...identityProblems({ acme: trace, beta: betaTrace }),
   ];
+}
+
+/**
+ * D1-D3: the screenshot reached the job whole — the SHA-256 of the PNG the job reads back from the store is the one the
+ * pages server wrote down as it answered — while the job's own trace holds only its claim.
+ */
+async function screenshotProblems(
+  jc: JobClient,
+  trace: ShownTrace,
+  answeredLog: string,
+  say: (line: string) => void,
+): Promise<string[]> {
+  const step = callsOf(trace).find((s) => s.tool === 'pages.screenshot');
+  if (!step?.result.stored) return [`pages.screenshot: its answer is not kept in the payload store`];
+  const whole = await jc.data.answers.read(step.result, { jobId: trace.jobId, tenant: 'acme' });
+  const sent = readReceived(answeredLog).find((e) => e.key === step.key)?.sha256;
+  if (contentDigest(whole) !== sent)
+    return [`pages.screenshot: the answer the job reads is not the one the server sent`];
+  const png = whole.content.find((c) => (c as { type?: string }).type === 'image') as { data: string } | undefined;
+  const bytes = Buffer.from(png?.data ?? '', 'base64').length;
+  say(
+    `pages.screenshot answered a ${(bytes / 1024 / 1024).toFixed(1)} MiB PNG: it reached the job whole (sha256 ` +
+      `${sent.slice(0, 16)}…, as the server sent it); the job's history holds a claim in ${step.result.stored.driver}`,
+  );
+  return [];
 }
 
 /** R1, on the desk's side: each tenant's whoami answered with that tenant's own OAuth client, never the other's. */

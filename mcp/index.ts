@@ -20,6 +20,7 @@ export type { ProgressParams } from './connection';
 export { connectClient, rateLimited } from './negotiate';
 export type { EraVerdicts } from './negotiate';
 export { ProcessTransport } from './process-transport';
+export { droppedBytesOf, messageBound } from './dropped';
 export { createRemoteTransport } from './remote';
 export { envSecrets, resolveEnvRefs } from './env';
 export { CannotStart, NotAuthorized, NothingSent, OutcomeUnknown, lastingStartFailure } from './errors';

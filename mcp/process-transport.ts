@@ -13,6 +13,7 @@ import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import type { Logger } from '../common/logger';
 import { StderrTail, endedWhy, redactIn, sandboxHint, withLastWords } from '../common/last-words';
 import { resolveCommand, startGroup } from '../common/process-group';
+import { droppedAnswer } from './dropped';
 import type { GroupSpec, Started } from '../common/process-group';
 
 export { resolveCommand };
@@ -174,7 +175,11 @@ export class ProcessTransport implements Transport {
 
   private onData(chunk: Buffer): void {
     try {
-      for (const line of this.lines.push(chunk)) this.onmessage?.(deserializeMessage(line));
+      for (const line of this.lines.push(chunk)) {
+        this.onmessage?.(
+          typeof line === 'string' ? deserializeMessage(line) : droppedAnswer(line, this.lines.maxBytes),
+        );
+      }
     } catch (err) {
       // Garbage or an oversized line: this session cannot be trusted any more.
       this.badMessage ??= redactIn((err as Error).message, this.opts.secrets ?? []).slice(0, 200);
@@ -212,41 +217,85 @@ export class ProcessTransport implements Transport {
   }
 }
 
+/** D1: a line past the bound, dropped as it came: its size, and enough of each end to tell which request it answered. */
+export interface DroppedLine {
+  bytes: number;
+  head: string;
+  tail: string;
+}
+
+/** How much of each end of a dropped line is kept. */
+const DROPPED_ENDS = 512;
+
 /**
  * Splits stdout into lines. Not the SDK's ReadBuffer: since 2.x it skips a line that is not JSON, and a server that
  * writes garbage on the protocol's channel is one oz0 stops trusting (the session closes, the call fails), rather
- * than one whose call waits out its time limit for an answer lost in the noise.
+ * than one whose call waits out its time limit for an answer lost in the noise. A line past the bound is not held
+ * (D1): it is counted as it comes and dropped, keeping its two ends, so that the answer it carried can be named.
  */
 export class LineBuffer {
   private pending: Buffer[] = [];
   private size = 0;
+  private dropping?: { bytes: number; head: Buffer; tail: Buffer };
 
-  constructor(private readonly maxBytes: number) {}
+  constructor(readonly maxBytes: number) {}
 
-  push(chunk: Buffer): string[] {
-    const lines: string[] = [];
+  push(chunk: Buffer): Array<string | DroppedLine> {
+    const lines: Array<string | DroppedLine> = [];
     let start = 0;
     for (let end = chunk.indexOf(0x0a); end !== -1; end = chunk.indexOf(0x0a, start)) {
+      const piece = chunk.subarray(start, end);
+      start = end + 1;
+      if (this.dropping || this.size + piece.length > this.maxBytes) {
+        if (this.dropping) this.dropMore(piece);
+        else this.beginDropping(piece);
+        lines.push(this.endDropping());
+        continue;
+      }
       // A line that arrived whole (most do) is decoded where it lies, not copied into a buffer of its own first.
       const text = this.pending.length
-        ? Buffer.concat([...this.pending, chunk.subarray(start, end)]).toString('utf8')
-        : chunk.toString('utf8', start, end);
+        ? Buffer.concat([...this.pending, piece]).toString('utf8')
+        : piece.toString('utf8');
       const line = text.endsWith('\r') ? text.slice(0, -1) : text;
       this.clear();
-      start = end + 1;
       if (line.trim()) lines.push(line);
     }
-    this.size += chunk.length - start;
-    if (this.size > this.maxBytes) {
-      this.clear();
-      throw new Error(`a message over ${this.maxBytes} bytes`);
+    const rest = chunk.subarray(start);
+    if (rest.length === 0) return lines;
+    if (!this.dropping && this.size + rest.length > this.maxBytes) this.beginDropping(rest);
+    else if (this.dropping) this.dropMore(rest);
+    else {
+      this.pending.push(rest);
+      this.size += rest.length;
     }
-    if (start < chunk.length) this.pending.push(chunk.subarray(start));
     return lines;
   }
 
   clear(): void {
     if (this.pending.length) this.pending = [];
     this.size = 0;
+    this.dropping = undefined;
+  }
+
+  /** The line in hand went past the bound: keep its head, then only count what comes and keep its tail. */
+  private beginDropping(piece: Buffer): void {
+    const head = Buffer.concat([...this.pending.slice(0, 4), piece]).subarray(0, DROPPED_ENDS);
+    const bytes = this.size;
+    this.pending = [];
+    this.size = 0;
+    this.dropping = { bytes, head: Buffer.from(head), tail: Buffer.alloc(0) };
+    this.dropMore(piece);
+  }
+
+  private dropMore(piece: Buffer): void {
+    const d = this.dropping!;
+    d.bytes += piece.length;
+    d.tail = Buffer.from(Buffer.concat([d.tail, piece.subarray(-DROPPED_ENDS)]).subarray(-DROPPED_ENDS));
+  }
+
+  private endDropping(): DroppedLine {
+    const { bytes, head, tail } = this.dropping!;
+    this.dropping = undefined;
+    return { bytes, head: head.toString('utf8'), tail: tail.toString('utf8') };
   }
 }

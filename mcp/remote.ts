@@ -13,6 +13,7 @@ import type { CallToolResult, FetchLike } from '@modelcontextprotocol/client';
 import type { RemoteServerConfig } from '../common/config';
 import { RETRY_AFTER_META, RETRYABLE_META, parseRetryAfter } from '../model/protocol';
 import { resolveEnvRefs } from './env';
+import { boundedResponse } from './dropped';
 import type { TenantCredential } from './credentials';
 
 /** The method and id of a lone request in a POST body, or undefined when the body is anything else. */
@@ -61,18 +62,22 @@ export function createRemoteTransport(
   tenant?: TenantCredential,
   /** I13: the node's fetch, which a server's redirect cannot lead inward (./guarded-fetch.ts). */
   guarded: FetchLike = fetch,
+  /** D1: the largest answer taken whole (bytes, with its envelope); past it, it is dropped as it comes (./dropped.ts). */
+  maxMessageBytes = Infinity,
 ): StreamableHTTPClientTransport {
   const headers = tenant ? undefined : resolveEnvRefs(config.headers, env, `servers.${server}.headers`);
   const base: FetchLike = tenant?.fetch ?? guarded;
   const fetchWith429: FetchLike = async (url, init) => {
     const response = await base(url, init);
-    const request = response.status === 429 && init?.method === 'POST' ? requestOf(init.body) : undefined;
-    if (request?.method === 'server/discover') {
+    const request = init?.method === 'POST' ? requestOf(init.body) : undefined;
+    if (response.status === 429 && request?.method === 'server/discover') {
       await response.body?.cancel();
       throw new ConnectRateLimited(`${server} answered HTTP 429 Too Many Requests to server/discover`);
     }
     if (request?.method !== 'tools/call') return response;
     const { id } = request;
+    // D1: a call's answer past the bound is dropped as it comes, and stands as a result naming its size.
+    if (response.status !== 429) return boundedResponse(response, id, maxMessageBytes);
     await response.body?.cancel();
     // `resultType` as a 2026-07-28 server writes it; an older session's client reads past it.
     const result = {

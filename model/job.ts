@@ -43,11 +43,28 @@ export function knownOf(input: unknown): { tenant?: string; tools: string[] } {
   return { ...(tenantNameProblem(tenant) ? {} : { tenant: tenant as string }), tools: [...tools] };
 }
 
-/** A tool's answer as the job (and a model) reads it. */
+/**
+ * A tool's answer as the job (and a model) reads it. An answer past `payloads.answerInlineKiB` is kept in the payload
+ * store by its call: its step holds `stored`, the claim, and an empty `content` (D3: the trace carries references, not
+ * copies); `oz0 job trace`, a live session's agent and `readAnswer` read it whole.
+ */
 export interface ToolResult {
   isError: boolean;
   content: unknown[];
   structuredContent?: Record<string, unknown>;
+  stored?: StoredAnswer;
+}
+
+/** D1-D3: where an answer kept in the payload store lies, and what it holds. */
+export interface StoredAnswer {
+  /** The store's name (`oz0.folder`, `oz0.s3`), as Temporal's External Storage names it in a claim. */
+  driver: string;
+  /** The store's claim: the object's bucket and key, its SHA-256 (checked on every read) and its owner. */
+  claim: Record<string, string>;
+  /** The answer's size as its server sent it, about (bytes). */
+  bytes: number;
+  /** What it holds, for a person: `text 3.0 MiB`, `image/png 1.5 MiB, text 120 B`. */
+  holds: string;
 }
 
 export interface StepTrace {
@@ -194,7 +211,12 @@ export interface JobCarry {
   run: number;
   calls: number;
   sessions: number;
+  /** Steps of the job not in `traceTail`. */
   omitted: number;
+  /**
+   * D3: the run's steps, whole (at most a run's thousand, answers as claims): the next run keeps their last hundred,
+   * and its start in history holds them all for `oz0 job trace`. A run of an older oz0 handed on only the hundred.
+   */
   traceTail: TraceStep[];
   sandboxQueues: string[];
 }

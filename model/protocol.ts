@@ -22,6 +22,12 @@ export const RESUME_META = 'oz0/resume';
  */
 export const TOOL_META = 'oz0/tool';
 
+/**
+ * D1: in the result the node makes for an answer it dropped as it came (past `node.maxResultMiB`): `{ bytes, nonce }`,
+ * the nonce the node's own, so no server's answer passes for one.
+ */
+export const DROPPED_META = 'oz0/dropped';
+
 /** P3: a resume token is letters, digits and `._:~+/=-`, 1-256 characters. */
 export const RESUME_TOKEN = /^[A-Za-z0-9._:~+/=-]{1,256}$/;
 

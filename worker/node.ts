@@ -52,6 +52,9 @@ import { reserveOf, sharesSeedOf } from '../common/config';
 import { sharedQueues } from '../common/shares-client';
 import { sharesOf } from '../model/policy-rules';
 import { FAIRNESS_SAID, WeightKeeper, probeFairness } from './fairness';
+import { processDataOf, sweepEveryHour } from '../data';
+import { StuckWatch } from './stuck';
+import { answerBoundOf } from '../activities/call/answer';
 import type { FairnessFound } from './fairness';
 
 let runtimeInstalled = false;
@@ -138,6 +141,9 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     }));
   await ensureSearchAttributes(connection, config.temporal.namespace);
   const name = opts.name ?? `${os.hostname()}/${process.pid}`;
+  // D2: every payload of this node's workers and clients goes one way, big ones to the store it names now.
+  const data = processDataOf(config);
+  logger.info({ node: name }, data.said);
   const identity: NodeIdentity = {
     id: name,
     queue: `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`,
@@ -181,7 +187,20 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   });
   // Servers start on first use; a command missing here is said now too, naming the server or harness.
   for (const problem of launchProblems(config)) logger.warn({ node: name }, problem);
-  const client = new Client({ connection, namespace: config.temporal.namespace });
+  const { dataConverter } = data;
+  const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter });
+  data.useClient(client);
+  // D3: a job whose workflow task fails the same way on every try is said once, never retried in silence.
+  const stuck = new StuckWatch(client, logger.child({ node: name }));
+  // D2: a folder store's objects go with their job's history.
+  const stopSweeping = data.folder
+    ? sweepEveryHour(
+        data.folder,
+        client,
+        (swept) => logger.info({ node: name, ...swept }, 'removed the stored payloads of jobs Temporal no longer has'),
+        (err) => logger.warn({ node: name, err: err.message }, 'could not sweep the payload folder'),
+      )
+    : () => undefined;
   const gate = new PolicyGate(
     policyTargetOf(config, client),
     logger,
@@ -234,7 +253,12 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   // client (policy reads, every call) stays untraced, or each read would be a trace of its own.
   const interceptors = tracingClientInterceptors();
   const gatewayClient = interceptors.length
-    ? new Client({ connection, namespace: config.temporal.namespace, interceptors: { workflow: interceptors } })
+    ? new Client({
+        connection,
+        namespace: config.temporal.namespace,
+        dataConverter,
+        interceptors: { workflow: interceptors },
+      })
     : client;
   const gateway = await Gateway.start({
     config,
@@ -244,6 +268,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     relay,
     logger: logger.child({ node: name }),
     metrics,
+    answers: data.answers,
   });
   // I9: the node stops what it holds of a job that ended in any way, whether or not the job could say so.
   const harnesses = new RunningHarnesses();
@@ -266,6 +291,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     route,
     client,
     policyMaxAgeMs: config.node.policyMaxAgeMs,
+    answers: data.answers,
+    answerBound: answerBoundOf(config.node.maxResultMiB, data.store !== undefined),
     harness: {
       gateway,
       isolation,
@@ -278,6 +305,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const common: Partial<WorkerOptions> = {
     connection,
     namespace: config.temporal.namespace,
+    dataConverter,
     activities,
     identity: name,
     maxConcurrentActivityTaskExecutions: config.node.slots,
@@ -314,6 +342,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       : await workflowThread.createWorker({
           connection,
           namespace: config.temporal.namespace,
+          dataConverter,
           identity: name,
           taskQueue: config.temporal.policyTaskQueue,
           workflowBundle: await workflowBundle(tracingOn()),
@@ -374,6 +403,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       stopWeights();
       await weights.settled();
       gate.close();
+      stuck.close();
+      stopSweeping();
       await pool.close();
       fs.rmSync(sessionRoot, { recursive: true, force: true });
       await isolation.close();

@@ -37,7 +37,7 @@ import { jobPriority } from '../model/shares';
 
 /** Steps kept in the trace within one run; older ones are counted in `omitted`. */
 const MAX_TRACE_STEPS = 1000;
-/** Steps carried into the next run (T2: a bounded trace tail). */
+/** Steps of the run before that a run keeps in its own trace (T2: a bounded trace tail). */
 const TRACE_TAIL = 100;
 
 const { resolveJobSettings } = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s' });
@@ -46,8 +46,11 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   const jobId = workflowInfo().workflowId;
   const run = carry?.run ?? 0;
   let status: JobStatus = 'running';
-  let omitted = carry?.omitted ?? 0;
-  const steps: TraceStep[] = carry?.traceTail ?? [];
+  // D3: a run hands its next its steps whole (answers as claims: ../model/job.ts), so that the next run's start in
+  // history holds them for `oz0 job trace`; a run keeps only their tail. A run of an older node handed on the tail.
+  const handed = carry?.traceTail ?? [];
+  const steps: TraceStep[] = handed.slice(-TRACE_TAIL);
+  let omitted = (carry?.omitted ?? 0) + handed.length - steps.length;
   const counters = { calls: carry?.calls ?? 0, callsThisRun: 0, sessions: carry?.sessions ?? 0 };
   const trace = (): JobTrace => ({ jobId, status, run, calls: counters.calls, omitted, steps });
   // Every handler before the first await: a query or an Update made in the same breath as the start finds it.
@@ -166,8 +169,8 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
           run: run + 1,
           calls: counters.calls,
           sessions: counters.sessions,
-          omitted: omitted + Math.max(0, steps.length - TRACE_TAIL),
-          traceTail: steps.slice(-TRACE_TAIL),
+          omitted,
+          traceTail: steps,
           sandboxQueues: [...ctx.sandboxQueues],
         };
         // This run closes as CONTINUED_AS_NEW: only the job's current run says running (T3). The next run starts with

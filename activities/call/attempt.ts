@@ -27,20 +27,18 @@ import { Carried, attemptOf } from './carried';
 import type { ProgressNote } from './resume';
 import { requestOf, requestPlan } from './plan';
 import type { RequestPlan } from './plan';
-import { AsksPerson, asksPerson, checkPolicy, readTenantPolicy } from './policy-check';
+import { AsksPerson, asksPerson, checkPolicy, readTenantPolicy, waitsTurn } from './policy-check';
 import { MustWait } from '../policy/shares';
 import type { Admission } from '../policy/shares';
 import type { PolicyRead } from '../policy/gate';
 import { AttemptEnd, Unsent, outputOf, settleAnswer, settleStop, settleTaskGone, settleUnknown } from './settle';
-import type { AttemptFacts, Ending } from './settle';
-import { hearStops, hearTimeLimit } from './stops';
+import { handOn, handed, sizeOf } from './answer';
+import type { AnswerFacts, AttemptFacts, Ending } from './settle';
+import { hearStops, hearTimeLimit, temporalCancel } from './stops';
 import type { StopCause } from './stops';
 
 /** I6: the trace's word for a call on a sandboxed server that ran as a plain process. */
 export const UNISOLATED = 'ran unisolated (node.isolation: "none")';
-
-/** How long an attempt stopped for its job's cancel waits for Temporal's cancel of its activity (./stops.ts). */
-const TEMPORAL_CANCEL_WAIT_MS = 60_000;
 
 /** What prepare hands to send. */
 interface Prepared extends RequestPlan {
@@ -73,6 +71,8 @@ class Attempt {
   /** The function only reads: a task of it that its server lost may be made anew. */
   private readOnly = false;
   private sent = false;
+  /** D1: what the answer weighs, once it came, and the node's bound. */
+  private size?: AnswerFacts;
   /** R1-R2: the tenant's own credential, when the server takes tenants' credentials. */
   private credential?: TenantCredential;
   /** O1-O3: this attempt's series and spans. */
@@ -116,10 +116,15 @@ class Attempt {
       let ending: Ending;
       try {
         const prepared = await this.prepare();
-        ending = settleAnswer(await this.send(prepared), this.facts());
+        const answer = await this.send(prepared);
+        this.size = sizeOf(answer, this.deps);
+        ending = settleAnswer(answer, { ...this.facts(), ...this.size });
       } catch (err) {
         if (err instanceof AsksPerson) return this.asks(err.pattern);
-        if (err instanceof MustWait && !this.stopCause) return this.waits(err);
+        if (err instanceof MustWait && !this.stopCause) {
+          this.watch.waits(err.kind, err.why);
+          return waitsTurn(this.deps, this.input, err, { attempts: this.n - 1, state: this.carried.state });
+        }
         ending = this.settleFailure(err);
       }
       return await this.end(ending);
@@ -292,18 +297,26 @@ class Attempt {
   }
 
   /** Carries out the ending: its steps, this attempt's line in the trace, then the answer or what Temporal is told. */
-  private async end(ending: Ending): Promise<CallOutput> {
+  private async end(settled: Ending): Promise<CallOutput> {
     const { connection } = this.lease ?? {};
     const { state } = this.carried;
+    // D1-D3: an answer goes on as the job's step will hold it: itself, or its claim in the payload store.
+    const { ending, result, whole } =
+      'answer' in settled
+        ? await handOn(this.deps, this.input, this.ctx.info.workflowExecution?.runId, settled, {
+            ...this.facts(),
+            bytes: this.size?.bytes ?? 0,
+          })
+        : { ending: settled };
     if (ending.cancelTask && state.task && connection) this.carried.note(await cancelTask(connection, state.task));
     if (ending.stopSandbox && connection) await this.deps.pool.stopSandbox(connection.server, this.owner());
     // I3: a destination its sandbox's network refused while it ran is said too (the server may only see a 502).
     this.carried.ended(ending, connection?.refusedSince(this.startedAt) ?? []);
-    if ('answer' in ending) return outputOf(ending.answer, state, this.deps.node.id);
+    if ('answer' in ending) return handed(outputOf(result!, state, this.deps.node.id), whole);
     if ('cancelled' in ending) {
       if (this.stopCause?.beforeTemporal) {
         this.watch.stopped();
-        await this.temporalCancel();
+        await temporalCancel(this.ctx, this.input.tool, state);
       }
       throw new CancelledFailure(ending.note, [state]);
     }
@@ -318,41 +331,6 @@ class Attempt {
       nextRetryDelay: nextRetryDelayMs,
       details: [state],
     });
-  }
-
-  /**
-   * C1: the job's cancel was read in its history before Temporal cancelled this activity (./job-follows.ts): its
-   * request is already stopped, its sandbox too; the activity ends as cancelled only once Temporal's own cancel has
-   * come, so that Temporal settles it exactly as before (ending it sooner would be a failure, and a failure may be
-   * retried). It heartbeats meanwhile, so that cancel reaches it whichever way the node hears cancels.
-   */
-  private async temporalCancel(): Promise<void> {
-    const signal = this.ctx.cancellationSignal;
-    const came = await new Promise<boolean>((resolve) => {
-      if (signal.aborted) return resolve(true);
-      const late = setTimeout(() => resolve(false), TEMPORAL_CANCEL_WAIT_MS);
-      signal.addEventListener('abort', () => (clearTimeout(late), resolve(true)), { once: true });
-    });
-    if (came) return;
-    // The job's cancel was requested, yet its workflow never cancelled this call: it ends here, never made again.
-    throw ApplicationFailure.create({
-      type: FailureType.callCancelled,
-      message: `${this.input.tool}: oz0: job cancelled, and its workflow did not cancel the call within a minute`,
-      nonRetryable: true,
-      details: [this.carried.state],
-    });
-  }
-
-  /**
-   * F2, F3: the call waits, in its job, having taken nothing here: its slot goes back as the activity ends. A live
-   * session's caller hears that it waits, and why.
-   */
-  private waits(err: MustWait): CallWaits {
-    const { input, deps } = this;
-    this.watch.waits(err.kind, err.why);
-    if (input.relay) deps.relay.waiting(input.jobId, input.relay.callId, `waiting for its turn: ${err.why}`);
-    const waits = { for: err.kind, why: err.why, ...(err.retryInMs !== undefined ? { retryInMs: err.retryInMs } : {}) };
-    return { waits, attempts: this.n - 1, state: this.carried.state, node: deps.node.id };
   }
 
   /** A4: the job asks a person (./policy-check.ts); a live session's caller hears that the call waits. */

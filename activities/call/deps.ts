@@ -7,6 +7,7 @@ import type { CancelRoute } from '../heartbeats';
 import type { NodeMetrics } from '../observe/metrics';
 import type { CallRelay } from './relay';
 import type { JobFollows } from './job-follows';
+import type { AnswerDeps } from './answer';
 
 export interface NodeIdentity {
   /** Human-readable name of this node, e.g. `host/1234`. */
@@ -15,7 +16,7 @@ export interface NodeIdentity {
   queue: string;
 }
 
-export interface CallDeps {
+export interface CallDeps extends AnswerDeps {
   pool: ServerPool;
   gate: PolicyGate;
   /** F2, F3: the node's rule for its slots, and its tenants' caps and rates. */

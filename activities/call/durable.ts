@@ -15,6 +15,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from '../../common/logger';
 import type { CallAsks, CallInput, CallOutput, CallWaits } from '../../model/activities';
 import type { CallRelay } from './relay';
+import { wholeAnswerOf } from './answer';
 
 /** How often the completion is offered again when Temporal could not be reached, before the attempt is left to time out. */
 const COMPLETE_TRIES = 5;
@@ -57,7 +58,8 @@ export function completeDurably(
     void complete(deps, taskToken, out).then((accepted) => {
       done();
       if (!accepted) return;
-      deps.relay.answered(input.jobId, relay.callId, { result: out.result, key: input.key });
+      // D1: the agent on this node gets the whole answer the call holds, whatever its step keeps of it.
+      deps.relay.answered(input.jobId, relay.callId, { result: wholeAnswerOf(out), key: input.key });
       // Fault injection for the test of a node lost between the answer and the Update's completion (the answer is
       // written to its socket in the microtasks above; the workflow task takes several turns of the event loop).
       if (process.env.OZ0_TEST_FAULT === DIE_AFTER_EARLY_ANSWER)

@@ -7,7 +7,9 @@
 import type { Tool } from '@modelcontextprotocol/client';
 import { redactSecrets } from '../../common/logger';
 import { FailureType } from '../../model/activities';
-import type { CallAsks, CallInput } from '../../model/activities';
+import type { CallAsks, CallInput, CallWaits } from '../../model/activities';
+import type { CallProgressState } from '../../model/schemas';
+import type { MustWait } from '../policy/shares';
 import { listingDigest, verdict } from '../../model/policy-rules';
 import type { Verdict } from '../../model/policy-rules';
 import type { PolicyGate, PolicyRead } from '../policy/gate';
@@ -160,4 +162,19 @@ export function asksPerson(
     deps.relay.waiting(input.jobId, input.relay.callId, words);
   }
   return { asks: questionOf(pattern, input.args), node: deps.node.id, ...(sandboxQueues ? { sandboxQueues } : {}) };
+}
+
+/**
+ * F2, F3: the call waits, in its job, having taken nothing here: its slot goes back as the activity ends. A live
+ * session's caller hears that it waits, and why.
+ */
+export function waitsTurn(
+  deps: { node: { id: string }; relay: CallRelay },
+  input: CallInput,
+  err: MustWait,
+  before: { attempts: number; state: CallProgressState },
+): CallWaits {
+  if (input.relay) deps.relay.waiting(input.jobId, input.relay.callId, `waiting for its turn: ${err.why}`);
+  const waits = { for: err.kind, why: err.why, ...(err.retryInMs !== undefined ? { retryInMs: err.retryInMs } : {}) };
+  return { waits, ...before, node: deps.node.id };
 }

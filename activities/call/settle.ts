@@ -9,10 +9,8 @@ import type { AttemptRecord, CallProgressState, Outcome, Progress } from '../../
 import { FailureType } from '../../model/activities';
 import type { CallOutput } from '../../model/activities';
 import { busyVerdict } from './verdicts';
+import { sizeInWords } from '../../common/sizes';
 import type { StopCause } from './stops';
-
-/** An answer larger than this is not handed to the job: it would not fit Temporal's history. */
-export const MAX_RESULT_BYTES = 1024 * 1024;
 
 /** What an attempt that ends without an answer for the job tells Temporal. */
 export interface Failure {
@@ -89,24 +87,54 @@ export interface AttemptFacts {
   sandbox: boolean;
 }
 
-/** An answer came: an oversize one costs the attempt, a busy one is B2/B3, any other goes to the job. */
-export function settleAnswer(result: CallToolResult, facts: Pick<AttemptFacts, 'tool' | 'again' | 'last'>): Ending {
-  const size = Buffer.byteLength(JSON.stringify(result));
-  if (size > MAX_RESULT_BYTES) {
-    // The same call would answer the same again: oversize is not transient, so there is no next attempt.
-    return {
-      outcome: 'failed',
-      note: `the answer was ${(size / 1024 / 1024).toFixed(1)} MB, over oz0's limit of 1 MB`,
-      failure: {
-        type: FailureType.attemptFailed,
-        retryable: false,
-        message: `${facts.tool} answered ${size} bytes, over the 1 MB limit`,
-      },
-    };
+/** What settle reads of an answer: its size (as its server sent it, or as it was dropped) and the node's bound. */
+export interface AnswerFacts {
+  bytes: number;
+  maxBytes: number;
+  /** The bound in words, when it is not node.maxResultMiB's (no payload store: what Temporal's history takes). */
+  bound?: string;
+}
+
+/**
+ * An answer came: one past the node's bound is an error result naming its size and the bound (D1: the same call would
+ * answer the same again, so there is no next attempt), a busy one is B2/B3, any other goes to the job.
+ */
+export function settleAnswer(
+  result: CallToolResult,
+  facts: Pick<AttemptFacts, 'tool' | 'again' | 'last'> & AnswerFacts,
+): Ending {
+  if (facts.bytes > facts.maxBytes) {
+    const size = sizeInWords(facts.bytes);
+    const bound = facts.bound ?? `oz0's bound of ${sizeInWords(facts.maxBytes)} on an answer (node.maxResultMiB)`;
+    const text = facts.again
+      ? `oz0: ${facts.tool} answered ${size}, past ${bound}; the answer was dropped. Ask for less at a time.`
+      : `oz0: ${facts.tool} did its work and answered ${size}, past ${bound}; the answer was dropped, and the call is ` +
+        'not made again: what it did stands. Ask for less at a time.';
+    const note = facts.again
+      ? `the answer was ${size}, past ${bound}: dropped`
+      : `the server did its work and answered ${size}, past ${bound}: the answer was dropped, and the call is not made again`;
+    return { outcome: 'failed', note, answer: { isError: true, content: [{ type: 'text', text }] } };
   }
   const busy = busyOf(result);
   if (busy) return settleBusy(result, busy.retryAfter, facts);
   return { outcome: result.isError ? 'error' : 'ok', answer: result };
+}
+
+/**
+ * D2, D3: an answer that could not be kept in the payload store: the server did its work, yet the job cannot have
+ * its answer; a call that may be made again tries again, any other ends here, never made again.
+ */
+export function settleUnkept(err: unknown, facts: Pick<AttemptFacts, 'tool' | 'key' | 'again' | 'last'>): Ending {
+  const why = `its answer could not be stored: ${(err as Error).message ?? String(err)}`;
+  return {
+    outcome: 'failed',
+    note: facts.again ? `the server answered, but ${why}` : `the server did its work, but ${why}; not made again`,
+    failure: {
+      type: facts.again ? FailureType.attemptFailed : FailureType.mayHaveRun,
+      retryable: facts.again,
+      message: `${facts.tool} (key ${facts.key}) answered, but ${why}`,
+    },
+  };
 }
 
 /** B2/B3: a busy server: try again after its wait, or hand its error to the job with the wait in words. */
@@ -206,16 +234,21 @@ export function lineOf(attempt: number, ending: Ending, notes: readonly string[]
   return { attempt, outcome: ending.outcome, ...(note ? { note } : {}), ...(progress ? { progress } : {}) };
 }
 
-/** The job's view of an answer: content, structured content, isError, _meta; and the trace of its attempts. */
-export function outputOf(result: CallToolResult, state: CallProgressState, node: string): CallOutput {
+/** The job's view of an answer: content, structured content, isError, and its `_meta` without MCP's own keys. */
+export function resultOf(result: CallToolResult): CallOutput['result'] {
   const meta = withoutReservedMeta(result._meta);
   return {
-    result: {
-      isError: result.isError === true,
-      content: result.content ?? [],
-      ...(result.structuredContent ? { structuredContent: result.structuredContent as Record<string, unknown> } : {}),
-      ...(meta ? { _meta: meta } : {}),
-    },
+    isError: result.isError === true,
+    content: result.content ?? [],
+    ...(result.structuredContent ? { structuredContent: result.structuredContent as Record<string, unknown> } : {}),
+    ...(meta ? { _meta: meta } : {}),
+  };
+}
+
+/** What the job gets: the answer (as its step holds it: itself, or its claim in the store), and the attempts' trace. */
+export function outputOf(result: CallOutput['result'], state: CallProgressState, node: string): CallOutput {
+  return {
+    result,
     attempts: state.attempts,
     node,
     ...(state.protocol ? { protocol: state.protocol } : {}),

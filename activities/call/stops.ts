@@ -2,11 +2,13 @@
  * What stops an attempt's request, and how the attempt hears it (C1-C6, H5): its job cancelled or its node shutting
  * down (Temporal's cancellation, read from its details), its job's cancel read in the job's own history before that
  * (./job-follows.ts), a kill switch (the tenant's policy), a live session's caller, and the attempt's own time limit.
- * The first cause wins; settle reads it.
+ * The first cause wins; settle reads it. A stop read in the job's history still waits for Temporal's own cancel.
  */
+import { ApplicationFailure } from '@temporalio/activity';
 import type { Context } from '@temporalio/activity';
 import type { ActivityCancellationDetails } from '@temporalio/common';
-import type { Outcome } from '../../model/schemas';
+import type { CallProgressState, Outcome } from '../../model/schemas';
+import { FailureType } from '../../model/activities';
 import type { CallInput } from '../../model/activities';
 import type { PolicyGate } from '../policy/gate';
 import type { JobFollows } from './job-follows';
@@ -99,4 +101,30 @@ export function hearTimeLimit(
     Math.max(0, remainingMs),
   );
   return { remainingMs, unhear: () => clearTimeout(limit) };
+}
+
+/** How long an attempt stopped for its job's cancel waits for Temporal's cancel of its activity. */
+const TEMPORAL_CANCEL_WAIT_MS = 60_000;
+
+/**
+ * C1: the job's cancel was read in its history before Temporal cancelled this activity (./job-follows.ts): its
+ * request is already stopped, its sandbox too; the activity ends as cancelled only once Temporal's own cancel has
+ * come, so that Temporal settles it exactly as before (ending it sooner would be a failure, and a failure may be
+ * retried). It heartbeats meanwhile, so that cancel reaches it whichever way the node hears cancels.
+ */
+export async function temporalCancel(ctx: Context, tool: string, state: CallProgressState): Promise<void> {
+  const signal = ctx.cancellationSignal;
+  const came = await new Promise<boolean>((resolve) => {
+    if (signal.aborted) return resolve(true);
+    const late = setTimeout(() => resolve(false), TEMPORAL_CANCEL_WAIT_MS);
+    signal.addEventListener('abort', () => (clearTimeout(late), resolve(true)), { once: true });
+  });
+  if (came) return;
+  // The job's cancel was requested, yet its workflow never cancelled this call: it ends here, never made again.
+  throw ApplicationFailure.create({
+    type: FailureType.callCancelled,
+    message: `${tool}: oz0: job cancelled, and its workflow did not cancel the call within a minute`,
+    nonRetryable: true,
+    details: [state],
+  });
 }

@@ -31,6 +31,7 @@ import type { ServerPool } from '../pool';
 import { HarnessProgress } from './progress';
 import { currentContext, gatewayCallSpan } from '../observe/gateway';
 import type { NodeMetrics } from '../observe/metrics';
+import type { Answers } from '../../data';
 import { UNKNOWN } from '../observe/metrics';
 import { harnessTools, listedTools, toolOfName, toolsDigest } from './tools';
 
@@ -74,6 +75,8 @@ export interface GatewayDeps {
   logger: Logger;
   /** O1: the node's series, when it serves them. */
   metrics?: NodeMetrics;
+  /** D1, D3: an answer its job keeps in the payload store is read back whole for the agent. */
+  answers: Answers;
 }
 
 /** One token's run, its MCP endpoint (both revisions) and what it last listed. */
@@ -528,8 +531,10 @@ export class Gateway {
       });
       const out = await Promise.race([update, durable.then((o) => ((early = true), o))]);
       this.deps.logger.debug({ jobId: entry.jobId, callId, early }, 'gateway: a call answered');
-      const meta = { ...(out.result._meta ?? {}), ...(out.key ? { [IDEMPOTENCY_KEY_META]: out.key } : {}) };
-      return { ...out.result, content: out.result.content as CallToolResult['content'], _meta: meta };
+      // D1: an answer its step keeps as a claim (one that came through the Update) is read whole from the store.
+      const result = await this.deps.answers.read(out.result, entry);
+      const meta = { ...(result._meta ?? {}), ...(out.key ? { [IDEMPOTENCY_KEY_META]: out.key } : {}) };
+      return { ...result, content: result.content as CallToolResult['content'], _meta: meta };
     } catch (err) {
       // The SDK sends nothing for a request its client cancelled; any other failure is the call's error result.
       if (signal.aborted) throw err;

@@ -40,7 +40,7 @@ export async function withJobClient<T>(cfg: LoadedConfig, fn: (jc: JobClient) =>
     import('../jobs.js'),
     import('../../common/policy-client.js'),
   ]);
-  const jc = await connectJobClient(cfg.temporal);
+  const jc = await connectJobClient(cfg);
   try {
     return await fn({ ...jc, harnesses: Object.keys(cfg.harnesses), policy: policyTargetOf(cfg, jc.client) });
   } finally {

@@ -42,7 +42,7 @@ export function registerJobCommands(program: Command): void {
         }
         for (const line of tokenLines) process.stderr.write(`${line}\n`);
         await handle.result().catch(() => undefined);
-        const trace = await jobTrace(jc.client, handle.workflowId);
+        const trace = await jobTrace(jc.client, handle.workflowId, { data: jc.data, whole: opts.json });
         print(traceJson(trace), opts.json, () => formatTrace(trace));
         // Like a process: 0 when the job completed, 1 when it ended any other way.
         if (trace.status !== 'COMPLETED') process.exitCode = 1;
@@ -56,12 +56,20 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', 'job id', jobIdArg)
     .option('--json', 'print JSON')
     .action(async (id: string, opts: ConfigOpts & { json?: boolean }) => {
-      const [{ jobStatus }, { waitingCallsQuery }] = await Promise.all([
+      const [{ jobStatus, stuckOf }, { waitingCallsQuery }] = await Promise.all([
         import('../jobs.js'),
         import('../../model/messages.js'),
       ]);
       await withJobClient(await config(opts), async (jc) => {
         const status = await jobStatus(jc.client, id);
+        // D3: a job whose workflow task fails on every try says why, and what would free it.
+        const stuck = status === 'stuck' ? await stuckOf(jc.client, id) : undefined;
+        if (stuck) {
+          const text = `stuck: its workflow task failed ${stuck.tries} times in a row: ${stuck.why}`;
+          return print({ jobId: id, status, stuck }, opts.json, () =>
+            [text, ...(stuck.remedy ? [`  ${stuck.remedy}`] : [])].join('\n'),
+          );
+        }
         // A4: what waits is named under the status: the call, its tool, its arguments (redacted), the answer.
         const waiting =
           status === 'waiting'
@@ -93,7 +101,8 @@ export function registerJobCommands(program: Command): void {
         import('../format.js'),
       ]);
       await withJobClient(await config(opts), async (jc) => {
-        const trace = await jobTrace(jc.client, id);
+        // D1, D3: every run's steps; with --json each stored answer read back whole (the table says what it holds).
+        const trace = await jobTrace(jc.client, id, { data: jc.data, whole: opts.json });
         print(traceJson(trace), opts.json, () => formatTrace(trace));
       });
     });

@@ -16,7 +16,10 @@ import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import type { WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
+import { Oz0Tenant } from '../../model/job';
 import type { JobTrace } from '../../model/job';
+import { processDataOf } from '../../data';
+import { wholeAnswers } from '../../client/runs';
 import { createNode } from '../../worker/node';
 import { approveListing, readListing } from '../../client/approve';
 import { policyTargetOf } from '../../common/policy-client';
@@ -224,7 +227,18 @@ export function fixture(name: string): string {
   return path.join(ROOT, 'test', 'fixtures', name);
 }
 
-/** Starts a job on a fresh node for this config, waits for its trace, and shuts the node down. */
+/**
+ * D1, D3: a job's result with every answer its steps keep in the payload store read back whole, as
+ * `oz0 job trace --json` shows it (the store is the config's).
+ */
+export async function wholeResult(handle: WorkflowHandle, config: LoadedConfig): Promise<JobTrace> {
+  const trace: JobTrace = await handle.result();
+  const tenant = (await handle.describe()).typedSearchAttributes.get(Oz0Tenant) ?? '';
+  const steps = await wholeAnswers(processDataOf(config), trace.steps, { jobId: handle.workflowId, tenant });
+  return { ...trace, steps };
+}
+
+/** Starts a job on a fresh node for this config, waits for its trace (answers whole), and shuts the node down. */
 export async function runJob(
   temporal: TestTemporal,
   config: LoadedConfig,
@@ -241,7 +255,7 @@ export async function runJob(
       workflowId,
       args: [spec],
     });
-    const trace: JobTrace = await handle.result();
+    const trace = await wholeResult(handle, config);
     return { trace, handle, node };
   });
 }

@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { findTemporalCli } from '../../worker/temporal-cli';
+import { payloadsIn } from '../helpers/history';
 import { callsOf, isSessionTrace } from '../../model/job';
 import { startWorker } from '../../worker/processes';
 import type { JobTrace } from '../../model/job';
@@ -41,19 +42,6 @@ afterAll(async () => {
   await world?.close();
 });
 
-/** Every payload of a history, decoded: the JSON export holds them as base64, where a plain search would miss them. */
-function decodedPayloads(value: unknown, out: string[] = []): string[] {
-  if (Array.isArray(value)) for (const v of value) decodedPayloads(v, out);
-  else if (value && typeof value === 'object') {
-    const o = value as Record<string, unknown>;
-    if (typeof o.data === 'string' && o.metadata && typeof o.metadata === 'object') {
-      out.push(Buffer.from(o.data, 'base64').toString('utf8'));
-    }
-    for (const v of Object.values(o)) decodedPayloads(v, out);
-  }
-  return out;
-}
-
 /**
  * Every workflow's history exported as JSON by the Temporal CLI (`temporal workflow show -o json`, what the UI's
  * download holds), its payloads decoded, and each one's description (memo, search attributes, pending activities and
@@ -70,10 +58,20 @@ async function temporalText(): Promise<string> {
         encoding: 'utf8',
         maxBuffer: 64 * 2 ** 20,
       });
-      parts.push(json, ...decodedPayloads(JSON.parse(json)));
+      parts.push(json, ...payloadsIn(JSON.parse(json)).map((p) => p.text));
     }
   }
   return parts.join('\n');
+}
+
+/** Every object of a folder store, as text (each is a Payload, protobuf: its JSON data is readable inside). */
+function storeText(folder: string): string {
+  if (!fs.existsSync(folder)) return '';
+  return fs
+    .readdirSync(folder, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => fs.readFileSync(path.join(e.parentPath, e.name), 'latin1'))
+    .join('\n');
 }
 
 test('R3: no secret or token of a tenant reaches Temporal, the logs, spans, metrics, a sandbox or a harness', async () => {
@@ -190,6 +188,8 @@ test('R3: no secret or token of a tenant reaches Temporal, the logs, spans, metr
   await eventually(() => (receiver.spans.some((s) => s.attributes['oz0.tenant'] === betaTenant) ? true : undefined));
   const places: Record<string, string> = {
     temporal: await temporalText(),
+    // D2: payloads past the threshold, and answers its calls keep, lie in the store: Temporal's too.
+    'payload store': storeText(path.join(dir, 'state', 'payloads')),
     'node log': fs.readFileSync(logFile, 'utf8'),
     'oz0 policy approve': cli,
     spans: JSON.stringify(receiver.spans),

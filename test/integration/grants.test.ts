@@ -20,7 +20,7 @@ import type { Oz0Node } from '../../worker/node';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
-import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal, wholeResult } from '../helpers/temporal';
 import { sandboxed, writableDir } from '../helpers/sandbox';
 
 const temporal = useTemporal();
@@ -59,7 +59,7 @@ function run(config: LoadedConfig, tenant: string, step: JobSpec['steps'][number
       workflowId: uniqueId(tenant),
       args: [{ tenant, steps: [step] } satisfies JobSpec],
     })
-    .then((h) => h.result() as Promise<JobTrace>);
+    .then((h) => wholeResult(h, config));
 }
 
 /** The reader's tries at the files under its grant, as the hostile program reported them, or why it did not start. */

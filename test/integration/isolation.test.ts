@@ -28,7 +28,7 @@ import type { Oz0Node } from '../../worker/node';
 import { callsOf, isSessionTrace } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
-import { ROOT, eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import { ROOT, eventually, fixture, logger, tmpDir, uniqueId, useTemporal, wholeResult } from '../helpers/temporal';
 import { hostProcesses, probeHarness, sandboxed, writableDir } from '../helpers/sandbox';
 
 const temporal = useTemporal();
@@ -229,7 +229,7 @@ async function escapeFrom(server: 'box' | 'plug', config: LoadedConfig, node: Oz
   const seen = watchPort(listen);
   const outside = path.join(tmpDir(), 'pwned.txt');
   const tmpFile = path.join(os.tmpdir(), `${uniqueId('oz0-hostile-tmp')}.txt`);
-  const trace: JobTrace = await (
+  const trace: JobTrace = await wholeResult(
     await temporal.client.workflow.start('job', {
       taskQueue: config.temporal.taskQueue,
       workflowId: uniqueId(server),
@@ -257,8 +257,9 @@ async function escapeFrom(server: 'box' | 'plug', config: LoadedConfig, node: Oz
           ],
         } satisfies JobSpec,
       ],
-    })
-  ).result();
+    }),
+    config,
+  );
   await new Promise((r) => setTimeout(r, 500));
   const portSeen = await seen.stop();
   // A cancel that got through shows as `cancelling` until the job's sandboxed call stopped (C4), then CANCELED.
@@ -400,7 +401,7 @@ test('I1-I3: a hostile harness reaches only its gateway and its grants; the gate
       workflowId: uniqueId('hostile-harness'),
       args: [{ tenant: 'acme', steps: [{ session: { harness: 'hostile', input: {} } }] } satisfies JobSpec],
     });
-    const result: JobTrace = await handle.result();
+    const result = await wholeResult(handle, config);
     expect(await jobStatus(temporal.client, target.workflowId)).toBe('running');
     await target.cancel();
     return result;
@@ -454,7 +455,7 @@ test('I4: past a limit a sandbox is stopped and its attempt says which; the node
           workflowId: uniqueId(tool),
           args: [{ tenant: 'acme', steps: [{ call: `box.${tool}` }] } satisfies JobSpec],
         })
-        .then((h) => h.result() as Promise<JobTrace>);
+        .then((h) => wholeResult(h, config));
     // Another tenant's call on the same node, while the three burn their sandboxes.
     const other = temporal.client.workflow
       .start('job', {
@@ -462,7 +463,7 @@ test('I4: past a limit a sandbox is stopped and its attempt says which; the node
         workflowId: uniqueId('other'),
         args: [{ tenant: 'beta', steps: [{ call: 'vic.hang_read', args: { ms: 3000 } }, { call: 'vic.probe' }] }],
       })
-      .then((h) => h.result() as Promise<JobTrace>);
+      .then((h) => wholeResult(h, config));
     return Promise.all([run('forkbomb'), run('hog'), run('spin'), other]);
   });
   const [fork, hog, spin, other] = traces.map((t) => callsOf(t));
@@ -494,13 +495,14 @@ test('C3/I1: a process that leaves its sandbox’s process group (setsid) is sti
     };
     const node = await createNode({ config: configured, logger });
     const trace: JobTrace = await node.runUntil(async () =>
-      (
+      wholeResult(
         await temporal.client.workflow.start('job', {
           taskQueue: config.temporal.taskQueue,
           workflowId: uniqueId('escapee'),
           args: [{ tenant: 'acme', steps: [{ call: 'box.escapee' }] } satisfies JobSpec],
-        })
-      ).result(),
+        }),
+        configured,
+      ),
     );
     return { trace, processes: () => hostProcesses(`oz0-hostile-escapee ${marker}-${isolation}`) };
   };

@@ -192,11 +192,12 @@ test('remote: Streamable HTTP with headers from the environment; the server rece
   }
 });
 
-test('an answer over 1 MB costs its call one attempt, even a read that may be made again: the server received one request', async () => {
+test('D1: an answer past node.maxResultMiB is an error result after one attempt, even a read that may be made again: the server received one request', async () => {
   const log = path.join(tmpDir(), 'probe.jsonl');
   const config = temporal.config({
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')], env: { PROBE_LOG: log } } },
     tools: { 'probe.huge_read': { maxAttempts: 3 } },
+    node: { maxResultMiB: 1 },
   });
   const { trace, handle } = await runJob(temporal, config, {
     tenant: 'acme',
@@ -206,7 +207,11 @@ test('an answer over 1 MB costs its call one attempt, even a read that may be ma
   expect(received.map((r) => r.key)).toEqual([`${handle.workflowId}/c1`]);
   const [huge, after] = callsOf(trace);
   expect(huge.attempts).toEqual([
-    { attempt: 1, outcome: 'failed', note: expect.stringMatching(/over oz0's limit of 1 MB/) },
+    {
+      attempt: 1,
+      outcome: 'failed',
+      note: expect.stringMatching(/^the answer was 2\.0 MiB, past oz0's bound of 1\.0 MiB/),
+    },
   ]);
   expect(huge.result.isError).toBe(true);
   // The node and its shared server go on.

@@ -99,7 +99,7 @@ test.each<[string, (steps: TraceStep[]) => unknown, string[]]>([
       charge.attempts = [{ attempt: 1, outcome: 'ok' }];
       charge.result = { isError: false, content: [{ type: 'text', text: 'charged -1 to o-1' }] };
     },
-    ['step 22 ledger.charge: expected error, got ok: charged -1 to o-1'],
+    ['step 23 ledger.charge: expected error, got ok: charged -1 to o-1'],
   ],
   [
     'an agent could not start: its own line, not one per call it never made',
@@ -132,7 +132,7 @@ test.each<[string, (steps: TraceStep[]) => unknown, string[]]>([
       sleep.attempts = [{ attempt: 1, outcome: 'ok' }];
       sleep.result = { isError: false, content: [{ type: 'text', text: 'slept 30000 ms' }] };
     },
-    ['step 15 reader.sleep in session s2 (harness refunds): expected cancelled, got ok: slept 30000 ms'],
+    ['step 16 reader.sleep in session s2 (harness refunds): expected cancelled, got ok: slept 30000 ms'],
   ],
   [
     'a call still running when the trace was read',

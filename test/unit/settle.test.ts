@@ -4,21 +4,21 @@ import { questionOf, QUESTION_ARGS_CHARS } from '../../activities/call/policy-ch
 import { progressed } from '../../activities/call/resume';
 import {
   AttemptEnd,
-  MAX_RESULT_BYTES,
   StoppedBeforeSend,
   lineOf,
   settleAnswer,
   settleStop,
   settleTaskGone,
   settleUnknown,
+  settleUnkept,
 } from '../../activities/call/settle';
-import type { AttemptFacts, Ending } from '../../activities/call/settle';
+import type { AnswerFacts, AttemptFacts, Ending } from '../../activities/call/settle';
 import { cancelCause } from '../../activities/call/stops';
 import type { StopCause } from '../../activities/call/stops';
 import { FailureType } from '../../model/activities';
 import { RESUME_META, RETRYABLE_META, RETRY_AFTER_META } from '../../model/protocol';
 
-const facts: AttemptFacts = {
+const facts: AttemptFacts & AnswerFacts = {
   tool: 'ledger.charge',
   key: 'job/c1',
   again: false,
@@ -27,6 +27,8 @@ const facts: AttemptFacts = {
   task: false,
   readOnly: false,
   sandbox: false,
+  bytes: 100,
+  maxBytes: 64 * 1024 * 1024,
 };
 const answer: CallToolResult = { content: [{ type: 'text', text: 'done' }] };
 const busy = (retryAfter?: number): CallToolResult => ({
@@ -50,11 +52,33 @@ describe('settle: an answer', () => {
     expect(shape(error)).toEqual({ outcome: 'error', told: 'answer', steps: [] });
   });
 
-  test('an answer over 1 MB costs the attempt, with no next one: the same call would answer the same', () => {
-    const big = { content: [{ type: 'text' as const, text: 'x'.repeat(MAX_RESULT_BYTES) }] };
-    const e = settleAnswer(big, { ...facts, again: true });
-    expect(shape(e)).toMatchObject({ outcome: 'failed', told: FailureType.attemptFailed, retryable: false });
-    expect(e.note).toMatch(/over oz0's limit of 1 MB/);
+  test.each([
+    [
+      'may be made again',
+      true,
+      /answered 65\.0 MiB, past oz0's bound of 64\.0 MiB .*dropped/,
+      /^the answer was 65\.0 MiB/,
+    ],
+    ['may not be made again', false, /did its work and answered 65\.0 MiB.*not made again/, /^the server did its work/],
+  ])('D1: an answer past the bound is an error result naming its size and the bound (%s)', (_, again, text, note) => {
+    const e = settleAnswer(answer, { ...facts, again, bytes: 65 * 1024 * 1024 });
+    // The same call would answer the same again: an answer (an error result), never a retry.
+    expect(shape(e)).toEqual({ outcome: 'failed', told: 'answer', steps: [] });
+    expect('answer' in e && e.answer).toMatchObject({ isError: true, content: [{ type: 'text', text }] });
+    expect(e.note).toMatch(note);
+  });
+
+  test('D1: an answer at the bound goes to the job', () => {
+    expect(shape(settleAnswer(answer, { ...facts, bytes: facts.maxBytes }))).toMatchObject({ outcome: 'ok' });
+  });
+
+  test.each([
+    ['may be made again: tried again', true, FailureType.attemptFailed, true],
+    ['may not be made again: ends, never made again', false, FailureType.mayHaveRun, false],
+  ])('D2: an answer the store could not keep fails the attempt (%s)', (_, again, type, retryable) => {
+    const e = settleUnkept(new Error('the store is away'), { ...facts, again });
+    expect(shape(e)).toMatchObject({ outcome: 'failed', told: type, retryable });
+    expect(e.note).toMatch(/its answer could not be stored: the store is away/);
   });
 
   test.each<[string, Partial<AttemptFacts>, number | undefined, boolean, number | undefined]>([

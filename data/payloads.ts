@@ -1,0 +1,38 @@
+/**
+ * Payloads read outside the SDK's own paths — a run's start event read from history (`oz0 job trace` walking a job's
+ * runs) — the way the SDK reads them: each claim from its store, then oz0's codecs, then Temporal's JSON. A claim of a
+ * store this process lacks fails the read, naming the store.
+ */
+import {
+  ExternalStorageRunner,
+  decode,
+  decodeReferencePayload,
+  isReferencePayload,
+} from '@temporalio/common/lib/internal-non-workflow';
+import type { Payload, SerializationContext } from '@temporalio/common';
+import type { PayloadData } from './converter';
+
+/** The values of payloads as their writer meant them. */
+export async function valuesOf(
+  data: PayloadData,
+  payloads: Payload[],
+  context: SerializationContext,
+): Promise<unknown[]> {
+  const retrieved = await retrievedFrom(data, payloads);
+  const decoded = await decode(data.codecs, retrieved, context);
+  return decoded.map((p) => data.payloadConverter.fromPayload(p));
+}
+
+async function retrievedFrom(data: PayloadData, payloads: Payload[]): Promise<Payload[]> {
+  const references = payloads.filter(isReferencePayload);
+  if (references.length === 0) return payloads;
+  for (const ref of references) {
+    const { driverName } = decodeReferencePayload(ref);
+    if (!data.externalStorage?.getDriver(driverName)) {
+      throw new Error(
+        `a payload lies in the store ${driverName}, and this process has ${data.store ? `only ${data.store.name}` : 'no store (payloads.store: "off")'}`,
+      );
+    }
+  }
+  return new ExternalStorageRunner(data.externalStorage!).retrieve(payloads);
+}
