@@ -36,6 +36,7 @@ import type { CallDeps } from './call/deps';
 import type { JobSpec } from '../model/schemas';
 import type { ApprovalNotice } from '../model/activities';
 import { sendNotice } from './notices';
+import type { PayloadOwners } from '../data';
 
 export interface ActivityDeps extends CallDeps {
   config: LoadedConfig;
@@ -43,6 +44,8 @@ export interface ActivityDeps extends CallDeps {
   client: Client;
   /** H2-H7: the node's gateway and where its harness runs keep their folders. */
   harness: Omit<HarnessDeps, 'config' | 'logger' | 'route'>;
+  /** D2: whose each job is, so the payload store files its payloads under its tenant. */
+  owners: PayloadOwners;
 }
 
 export function createActivities(deps: ActivityDeps): Activities {
@@ -52,6 +55,7 @@ export function createActivities(deps: ActivityDeps): Activities {
      * may not go on now, what it waits for (F2, F3).
      */
     async callTool(input: CallInput): Promise<CallOutput | CallAsks | CallWaits> {
+      deps.owners.learn(input.jobId, input.tenant);
       // H4: a live session's answer goes to Temporal from here, then at once to its caller (./call/durable.ts).
       return completeDurably(deps, input, await callToolAttempt(deps, input));
     },
@@ -80,6 +84,7 @@ export function createActivities(deps: ActivityDeps): Activities {
         if (problem) return { badSpec: `bad job spec: priority: ${problem}` };
       }
       if (priority && priority.fairnessKey !== spec.tenant) fixFairness(deps, spec);
+      deps.owners.learn(Context.current().info.workflowExecution?.workflowId ?? '', spec.tenant);
       const tools = toolsOf(spec);
       const harnesses = spec.steps.flatMap((s) =>
         'session' in s && !Array.isArray(s.session) && 'harness' in s.session ? [s.session.harness] : [],

@@ -194,6 +194,10 @@ export async function startBareProcess(
     vars?: Record<string, string>;
     /** Where its stdout goes (e.g. `--trace-gc`'s lines); else dropped. */
     logFile?: string;
+    /** Another MCP server's entry point than the reader's (D7: the pages server). */
+    server?: string;
+    /** D7: a folder for its External Storage. */
+    store?: string;
   },
 ): Promise<ChildProcess> {
   const bundlePath = path.join(env.dir, 'bare-bundle.js');
@@ -201,10 +205,11 @@ export async function startBareProcess(
   const options: BareWorkerOptions = {
     address: env.server.address,
     taskQueue,
-    reader: env.reader,
+    reader: opts.server ?? env.reader,
     readerEnv: { READER_STATE: path.join(env.dir, `${taskQueue}-seen.json`), ...opts.readerEnv },
     slots: opts.slots,
     bundlePath,
+    ...(opts.store ? { store: opts.store } : {}),
   };
   const proc = spawn(
     process.execPath,

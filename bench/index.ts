@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,payloads,cancel,long,memory,gateway,sandbox,observability,cli,fairness,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -24,11 +24,13 @@ import { measureObservability } from './measures/observability';
 import { measureCli } from './measures/cli';
 import { measurePayloads } from './measures/payloads';
 import { measureFairness } from './measures/fairness';
+import { measureAnswers } from './measures/answers';
 
 const MEASURES = [
   'cost',
   'throughput',
   'payloads',
+  'answers',
   'cancel',
   'long',
   'memory',
@@ -132,6 +134,9 @@ async function main(): Promise<void> {
     },
     cli: { rounds: quick ? 3 : 10 },
     payloads: { calls: quick ? 20 : 100 },
+    answers: quick
+      ? { rounds: 3, smallRounds: 6, smallCalls: 50, concurrent: 10 }
+      : { rounds: 7, smallRounds: 40, smallCalls: 50, concurrent: 20 },
     fairness: {
       ...(quick
         ? { flood: 200, rounds: 1, share: 100, capJobs: 15, costCalls: 50, costRounds: 3 }
@@ -165,13 +170,15 @@ async function main(): Promise<void> {
                       ? await measureObservability(env, settings.observability)
                       : name === 'payloads'
                         ? await measurePayloads(env, settings.payloads)
-                        : name === 'cli'
-                          ? await measureCli(env, settings.cli)
-                          : name === 'fairness'
-                            ? await measureFairness(env, settings.fairness)
-                            : name === 'default'
-                              ? await onDefaultServer(settings.cost)
-                              : await measureMemory(env, settings.memory);
+                        : name === 'answers'
+                          ? await measureAnswers(env, settings.answers)
+                          : name === 'cli'
+                            ? await measureCli(env, settings.cli)
+                            : name === 'fairness'
+                              ? await measureFairness(env, settings.fairness)
+                              : name === 'default'
+                                ? await onDefaultServer(settings.cost)
+                                : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -72,7 +72,7 @@ export type StartedJob = WorkflowHandleWithFirstExecutionRunId<JobWorkflow> & { 
  * key with the priority its spec asks (`jobPriority`, F1, F4).
  */
 export async function startJob(
-  jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses' | 'policy'>,
+  jc: Pick<JobClient, 'client' | 'taskQueue' | 'harnesses' | 'policy'> & { data?: Pick<ProcessData, 'owners'> },
   spec: unknown,
   opts: { workflowId?: string } = {},
 ): Promise<StartedJob> {
@@ -105,6 +105,8 @@ export async function startJob(
     sessionTokens.push({ step: i, token });
     return { ...step, session: { ...step.session, tokenDigest: digest } };
   });
+  // D2: a spec past the threshold goes to the store under its tenant.
+  jc.data?.owners.learn(workflowId, valid.tenant);
   const handle = await jc.client.workflow.start<JobWorkflow>(JOB_WORKFLOW, {
     taskQueue: jc.taskQueue,
     workflowId,

@@ -9,9 +9,11 @@ import type { Payload, SerializationContext } from '@temporalio/common';
 import { z } from 'zod';
 import type { StoredAnswer, ToolResult } from '../model/job';
 import type { PayloadData } from './converter';
-import { ownerOf } from './owner-codec';
+import { ownerOf } from './owner-of';
+import { ANSWER_ENCODING, decodeAnswer, encodeAnswer } from './answer-bytes';
 import { OWNER_METADATA } from './owners';
 import { holdsOf } from '../common/sizes';
+import { rootWords } from '../common/causes';
 
 /** An answer with the `_meta` its server gave it, as a live session's agent gets it. */
 export type ToolAnswer = ToolResult & { _meta?: Record<string, unknown> };
@@ -62,17 +64,18 @@ export class Answers {
     const { store } = this.data;
     if (!store || !this.keeps(bytes)) return answer;
     this.data.owners.learn(at.jobId, at.tenant);
-    // Named as its tenant's whatever its size: the store files it under the tenant, and a read checks the name.
-    const converted = this.data.payloadConverter.toPayload(answer);
+    // Its long strings as their own bytes (./answer-bytes.ts): JSON, even Node's own (the SDK's portable encoder takes
+    // a quarter of a second for 10 MiB), scans and copies them twice. Named as its tenant's whatever its size: the
+    // store files it under the tenant, and a read checks the name.
     let payload: Payload = {
-      ...converted,
-      metadata: { ...converted.metadata, [OWNER_METADATA]: new TextEncoder().encode(at.tenant) },
+      metadata: { encoding: Buffer.from(ANSWER_ENCODING), [OWNER_METADATA]: Buffer.from(at.tenant) },
+      data: encodeAnswer(answer),
     };
     for (const codec of this.data.codecs) [payload] = await codec.encode([payload], this.contextOf(at));
-    const [claim] = await store.store(
-      { target: { kind: 'workflow', namespace: this.namespace, id: at.jobId, runId: at.runId, type: 'job' } },
-      [payload],
-    );
+    const target = { kind: 'workflow' as const, namespace: this.namespace, id: at.jobId, runId: at.runId, type: 'job' };
+    const [claim] = await store.store({ target }, [payload]).catch((err: unknown) => {
+      throw new Error(`the store ${store.whereOf(at.tenant)} refused it: ${rootWords(err)}`, { cause: err });
+    });
     const stored: StoredAnswer = { driver: store.name, claim: claim.claimData, bytes, holds: holdsOf(answer) };
     return { isError: answer.isError, content: [], stored };
   }
@@ -96,7 +99,7 @@ export class Answers {
     let [payload]: Payload[] = await driver.retrieve({}, [new StorageDriverClaim(ref.claim)]);
     for (const codec of [...this.data.codecs].reverse()) [payload] = await codec.decode([payload], this.contextOf(at));
     if (ownerOf(payload) !== at.tenant) throw new AnswerUnreadable(`the stored answer is not ${at.tenant}'s`);
-    const answer = AnswerSchema.safeParse(this.data.payloadConverter.fromPayload(payload));
+    const answer = AnswerSchema.safeParse(decodeAnswer(payload) ?? this.data.payloadConverter.fromPayload(payload));
     if (!answer.success) throw new AnswerUnreadable(`the stored answer is not an answer: ${answer.error.message}`);
     return answer.data as ToolAnswer;
   }

@@ -1,12 +1,11 @@
 /**
  * SPEC D2: the one way oz0 turns what a job carries into Temporal payloads and back, for every process that reads or
  * writes them — a node's workers, the CLI, the inbox, and plain Temporal clients (the package exports it): Temporal's
- * default JSON, oz0's codecs (each payload names its owner), then Temporal's External Storage, which puts a payload
- * past the threshold in the store and leaves its claim in history. A process without the store of a claim fails the
+ * default JSON, then Temporal's External Storage, which puts a payload past the threshold in the store, under its
+ * workflow's owner, and leaves its claim in history. A process without the store of a claim fails the
  * one call or query that meets it, saying which store it lacks.
  */
 import path from 'node:path';
-import { S3Client } from '@aws-sdk/client-s3';
 import { ExternalStorage, defaultFailureConverter, defaultPayloadConverter } from '@temporalio/common';
 import type { DataConverter, PayloadCodec, PayloadConverter } from '@temporalio/common';
 import { AwsSdkS3StorageDriverClient } from '@temporalio/external-storage-s3-aws-sdk';
@@ -14,10 +13,10 @@ import { readSecret } from '../common/credentials';
 import { payloadStoreOf } from '../common/payloads-config';
 import type { PayloadStoreConfig, PayloadsConfig } from '../common/payloads-config';
 import { FolderObjects } from './folder-objects';
-import { OwnerCodec } from './owner-codec';
 import { PayloadOwners } from './owners';
 import type { OwnerLookup } from './owners';
 import { TenantStore } from './tenant-store';
+import { newS3Client } from './s3-client';
 
 /** What of a config the payloads need: the section, the state folder (the default store), the largest answer. */
 export interface PayloadsSettings {
@@ -57,8 +56,9 @@ export function payloadDataOf(
   const owners = new PayloadOwners(opts.lookup);
   const config = payloadStoreOf(settings.payloads, settings.node.stateDir);
   const thresholdBytes = settings.payloads.thresholdKiB * 1024;
-  const codecs: PayloadCodec[] = [new OwnerCodec(owners, thresholdBytes)];
-  const store = storeOf(config, settings, opts.env ?? process.env);
+  // No codec of oz0's yet: a store files a payload by its workflow's owner (./tenant-store.ts).
+  const codecs: PayloadCodec[] = [];
+  const store = storeOf(config, settings, owners, opts.env ?? process.env);
   const externalStorage = store
     ? new ExternalStorage({ drivers: [store], payloadSizeThreshold: thresholdBytes })
     : undefined;
@@ -89,6 +89,7 @@ export const failureConverter = defaultFailureConverter;
 function storeOf(
   config: PayloadStoreConfig,
   settings: PayloadsSettings,
+  owners: PayloadOwners,
   env: NodeJS.ProcessEnv,
 ): TenantStore | undefined {
   // The store takes the largest answer and what a payload wraps around it.
@@ -103,6 +104,7 @@ function storeOf(
       bucket: FOLDER_BUCKET,
       prefix: '',
       maxBytes,
+      owners,
     });
   }
   const s3 = config.s3;
@@ -114,14 +116,22 @@ function storeOf(
           secretAccessKey: readSecret(s3.secretAccessKey, where, 'payloads.store.s3.secretAccessKey'),
         }
       : undefined;
-  const client = new S3Client({
+  const client = newS3Client({
     region: s3.region,
     ...(s3.endpoint ? { endpoint: s3.endpoint } : {}),
-    forcePathStyle: s3.forcePathStyle ?? s3.endpoint !== undefined,
+    ...(s3.forcePathStyle !== undefined ? { forcePathStyle: s3.forcePathStyle } : {}),
     ...(credentials ? { credentials } : {}),
   });
   const objects = new AwsSdkS3StorageDriverClient(client);
-  return new TenantStore({ name: 'oz0.s3', type: 'oz0.s3', objects, bucket: s3.bucket, prefix: s3.prefix, maxBytes });
+  return new TenantStore({
+    name: 'oz0.s3',
+    type: 'oz0.s3',
+    objects,
+    bucket: s3.bucket,
+    prefix: s3.prefix,
+    maxBytes,
+    owners,
+  });
 }
 
 /** Where a store keeps its objects, for a person. */

@@ -18,6 +18,8 @@ export { payloadDataOf, whereOf } from './converter';
 export type { PayloadData, PayloadsSettings } from './converter';
 export { PLATFORM, PayloadOwners } from './owners';
 export { UNOWNED } from './tenant-store';
+export { FolderObjects } from './folder-objects';
+export { newS3Client } from './s3-client';
 export { sweepEveryHour, sweepFolder } from './sweep';
 export type { Swept } from './sweep';
 

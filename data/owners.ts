@@ -1,9 +1,8 @@
 /**
- * Whose data a payload is (SPEC D2, D4): its tenant, or the platform's. Temporal hands a codec the workflow id a
- * payload belongs to, never its tenant; a process learns each job's tenant from what it reads — every payload oz0
- * writes names its owner in its metadata (./tenant-codec.ts), and a job's spec names its tenant — and asks Temporal
- * (the job's `Oz0Tenant`) only for a job it has read nothing of. Platform workflows (`oz0-policy/…`, `oz0-probe/…`)
- * are the platform's own.
+ * Whose data a payload is (SPEC D2, D4): its tenant, or the platform's. Temporal names the workflow a payload
+ * belongs to, never its tenant; a process learns each job's tenant from what it does and reads — a call it makes, a
+ * job it starts, a spec or a call's input in the payload itself — and asks Temporal (the job's `Oz0Tenant`) only for
+ * a job it knows nothing of. Platform workflows (`oz0-policy/…`, `oz0-probe/…`) are the platform's own.
  */
 import { TENANT_PATTERN } from '../model/checks';
 import { reservedIdProblem } from '../model/schemas';
@@ -80,9 +79,10 @@ export function platformId(workflowId: string): boolean {
   return reservedIdProblem(workflowId) !== undefined;
 }
 
-/** The tenant a job's input names: `{ tenant, steps }` (a spec), whatever else it holds. */
+/** The tenant a job's spec (`{ tenant, steps }`) or a call's input (`{ tenant, jobId, … }`) names. */
 function specTenant(value: unknown): string | undefined {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  const { tenant, steps } = value as { tenant?: unknown; steps?: unknown };
-  return Array.isArray(steps) && typeof tenant === 'string' && TENANT_PATTERN.test(tenant) ? tenant : undefined;
+  const { tenant, steps, jobId } = value as { tenant?: unknown; steps?: unknown; jobId?: unknown };
+  const named = Array.isArray(steps) || typeof jobId === 'string';
+  return named && typeof tenant === 'string' && TENANT_PATTERN.test(tenant) ? tenant : undefined;
 }

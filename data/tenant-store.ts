@@ -3,7 +3,8 @@
  * payload's bytes under `<prefix><owner>/v0/ns/<namespace>/wt/<type>/wi/<job>/ri/<run>/d/sha256/<digest>` — Temporal's
  * key layout, content addressed, the digest checked on every read — in a folder (the embedded default) or an
  * S3-compatible bucket (clusters). One tenant's objects can then be listed, expired by a lifecycle rule and granted
- * by its prefix alone, and the claim in history names the owner whose prefix holds the object.
+ * by its prefix alone, and the claim in history names the owner whose prefix holds the object. Whose a payload is
+ * comes from its workflow: a job's tenant, as the process learnt it (./owners.ts), or the platform's.
  */
 import { StorageDriverClaim } from '@temporalio/common';
 import type {
@@ -14,8 +15,10 @@ import type {
 } from '@temporalio/common';
 import { S3StorageDriver } from '@temporalio/external-storage-s3';
 import type { S3RequestOptions, S3StorageDriverClient } from '@temporalio/external-storage-s3';
-import { ownerOf } from './owner-codec';
+import { jsonOf, ownerOf } from './owner-of';
 import { isOwner } from './owners';
+import type { PayloadOwners } from './owners';
+import { rootWords } from '../common/causes';
 
 /** Where a payload whose owner could not be told goes: apart from every tenant's and from the platform's. */
 export const UNOWNED = '@unowned';
@@ -31,6 +34,8 @@ export interface TenantStoreOptions {
   prefix: string;
   /** The largest payload it takes (bytes); past it a store fails, saying so. */
   maxBytes: number;
+  /** Whose each workflow's payloads are (./owners.ts). */
+  owners: PayloadOwners;
 }
 
 export class TenantStore implements StorageDriver {
@@ -45,8 +50,11 @@ export class TenantStore implements StorageDriver {
 
   async store(context: StorageDriverStoreContext, payloads: Payload[]): Promise<StorageDriverClaim[]> {
     const claims = new Array<StorageDriverClaim>(payloads.length);
+    // A payload that names its owner (a stored answer) is filed under it; any other under its workflow's owner.
+    const workflowId = context.target?.kind === 'workflow' ? context.target.id : undefined;
+    const owner = workflowId ? await this.opts.owners.of(workflowId, () => payloads.map(jsonOf)) : undefined;
     await Promise.all(
-      groupBy(payloads, (p) => ownerOf(p) ?? UNOWNED).map(async ([owner, group]) => {
+      groupBy(payloads, (p) => ownerOf(p) ?? owner ?? UNOWNED).map(async ([owner, group]) => {
         const made = await this.driverOf(owner).store(
           context,
           group.map(({ item }) => item),
@@ -72,6 +80,21 @@ export class TenantStore implements StorageDriver {
       }),
     );
     return payloads;
+  }
+
+  /** Whether the store takes this process's requests: why not, or undefined (a read of a key nobody writes). */
+  async check(): Promise<string | undefined> {
+    try {
+      await this.opts.objects.objectExists(this.opts.bucket, `${this.opts.prefix}@check/reachable`);
+      return undefined;
+    } catch (err) {
+      return rootWords(err);
+    }
+  }
+
+  /** The store's own client and bucket, under no owner's prefix (the bench puts and gets through them directly). */
+  get objects(): { client: S3StorageDriverClient; bucket: string } {
+    return { client: this.opts.objects, bucket: this.opts.bucket };
   }
 
   /** Where an owner's objects lie, for a person: `s3://bucket/prefix/acme/`, a folder. */

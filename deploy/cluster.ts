@@ -4,7 +4,8 @@
  * runs until Ctrl-C, then stops it all: nodes first, then Temporal, then PostgreSQL (fast shutdown).
  *
  *   npm run cluster -- [--nodes 3] [--json] [--no-ui] [--observe]   --observe: Jaeger and Prometheus too (SPEC O1-O2)
- *   npm run cluster -- --check              the short version CI runs: one session through two nodes, one killed
+ *   npm run cluster -- --check              the short version CI runs: big answers on its S3 store, then one session
+ *                                           through two nodes, one killed
  *   npm run cluster -- --chaos [--short]    the chaos suite on the cluster, every fault: bench/chaos --cluster,
  *                                           started as a process of its own (it brings the cluster up itself)
  *   npm run cluster -- --down               removes the cluster's state (.oz0/cluster), stopping what still runs
@@ -16,7 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
 import { z } from 'zod';
-import { checkPassed, runCheck } from './local-cluster/check';
+import { checkAnswers, checkPassed, runCheck } from './local-cluster/check';
 import type { LocalCluster } from './local-cluster';
 import { writeControl } from './local-cluster/control';
 import { stopLeftovers } from './local-cluster/leftovers';
@@ -116,7 +117,7 @@ async function main(): Promise<void> {
   let failed = false;
   await onLocalCluster(run, { nodes, ui: opts.ui && !opts.check, observe: opts.observe }, async (cluster) => {
     if (opts.check) {
-      const counts = await runCheck(cluster, say);
+      const counts = { ...(await checkAnswers(cluster, say)), ...(await runCheck(cluster, say)) };
       failed = !checkPassed(counts);
       process.stdout.write(`${JSON.stringify(counts)}\ncheck: ${failed ? 'FAILED' : 'passed'}\n`);
       return;

@@ -1,4 +1,5 @@
 /** Why an attempt could not reach its server, as facts the attempt reads: error classes, never flags on an Error. */
+import { causesOf } from '../common/causes';
 
 /** Nothing of the call was sent: the server could not be started or reached. Any call may try again. */
 export class NothingSent extends Error {
@@ -13,10 +14,7 @@ export class CannotStart extends NothingSent {
   override name = 'CannotStart';
 }
 
-/** A failure and its causes, outermost first (at most `depth` of them): what a failure's words are read from. */
-export function* causesOf(err: unknown, depth = 6): Generator<Error> {
-  for (let e = err, n = 0; e instanceof Error && n < depth; e = e.cause, n++) yield e;
-}
+export { causesOf };
 
 /** Whether a failure to start is one no other try gets past (see {@link CannotStart}), read from it and its causes. */
 export function lastingStartFailure(err: unknown): boolean {

@@ -144,6 +144,10 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   // D2: every payload of this node's workers and clients goes one way, big ones to the store it names now.
   const data = processDataOf(config);
   logger.info({ node: name }, data.said);
+  void data.store?.check().then((why) => {
+    if (why)
+      logger.error({ node: name }, `the payload store refuses this node (${why}): big payloads and answers fail`);
+  });
   const identity: NodeIdentity = {
     id: name,
     queue: `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`,
@@ -293,6 +297,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     policyMaxAgeMs: config.node.policyMaxAgeMs,
     answers: data.answers,
     answerBound: answerBoundOf(config.node.maxResultMiB, data.store !== undefined),
+    owners: data.owners,
     harness: {
       gateway,
       isolation,

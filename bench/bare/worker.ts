@@ -8,6 +8,9 @@ import { Client as McpClient } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleOption } from '@temporalio/worker';
+import { ExternalStorage } from '@temporalio/common';
+import { S3StorageDriver } from '@temporalio/external-storage-s3';
+import { FolderObjects } from '../../data';
 import { bareActivities } from './activities';
 
 export interface BareWorkerOptions {
@@ -19,12 +22,20 @@ export interface BareWorkerOptions {
   slots: number;
   /** A prebuilt bundle of bench/bare/workflows (so no webpack runs in a measured process); else bundled here. */
   bundlePath?: string;
+  /** D7: a folder for Temporal's External Storage (its S3 driver over files), so big results fit. */
+  store?: string;
 }
 
 export interface BareWorker {
   taskQueue: string;
   mcp: McpClient;
   close(): Promise<void>;
+}
+
+/** Temporal's External Storage as a plain worker has it: its S3 driver, here over a folder (data/'s client). */
+function folderStorage(folder: string): ExternalStorage {
+  const driver = new S3StorageDriver({ client: new FolderObjects(folder), bucket: 'objects' });
+  return new ExternalStorage({ drivers: [driver] });
 }
 
 const silent = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
@@ -41,6 +52,8 @@ export async function runBareWorker(opts: BareWorkerOptions): Promise<BareWorker
       command: process.execPath,
       args: [opts.reader],
       env: { ...opts.readerEnv, PATH: process.env.PATH ?? '' },
+      // The SDK takes a message of 10 MiB at most by default: the baseline takes what oz0 takes (node.maxResultMiB).
+      maxBufferSize: 80 * 1024 * 1024,
     }),
   );
   const native = await NativeConnection.connect({ address: opts.address });
@@ -51,6 +64,7 @@ export async function runBareWorker(opts: BareWorkerOptions): Promise<BareWorker
     connection: native,
     taskQueue: opts.taskQueue,
     workflowBundle,
+    ...(opts.store ? { dataConverter: { externalStorage: folderStorage(opts.store) } } : {}),
     activities: bareActivities(mcp),
     maxConcurrentActivityTaskExecutions: opts.slots,
     stickyQueueScheduleToStartTimeout: '3s',

@@ -5,6 +5,7 @@ import type { bareActivities } from './activities';
 type Bare = ReturnType<typeof bareActivities>;
 const { bareEcho } = proxyActivities<Bare>({ startToCloseTimeout: '30s' });
 const { bareSleep } = proxyActivities<Bare>({ startToCloseTimeout: '15m' });
+const { bareRead } = proxyActivities<Bare>({ startToCloseTimeout: '5m', retry: { maximumAttempts: 1 } });
 
 export async function bareJob(n: number): Promise<number> {
   for (let i = 0; i < n; i++) await bareEcho(`t${i}`);
@@ -14,4 +15,9 @@ export async function bareJob(n: number): Promise<number> {
 /** One long call, for the memory baseline. */
 export async function bareSleepJob(ms: number): Promise<void> {
   await bareSleep(ms);
+}
+
+/** D7: one call of a big answer, its result on Temporal's External Storage (the worker's). */
+export async function bareReadJob(kib: number, seed: number): Promise<void> {
+  await bareRead(kib, seed);
 }

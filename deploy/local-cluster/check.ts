@@ -2,7 +2,8 @@
  * The short check CI runs on the local cluster (`npm run cluster -- --check`): one job whose harness session
  * writes to the ledger through two nodes, the node running the session killed (kill -9 of it and its servers)
  * after the session's first write, then the counts: the job finished, the fresh session ran on the other node,
- * and every key is in the ledger exactly once.
+ * and every key is in the ledger exactly once. Then answers of megabytes (D1-D3) on the cluster's S3 store: a job's
+ * calls on both nodes, each answer read back whole by a client of its own, every object under the tenant's prefix.
  */
 import fs from 'node:fs';
 import { Client, Connection } from '@temporalio/client';
@@ -13,8 +14,18 @@ import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
 import type { LocalCluster } from './index';
+import { connectJobClient, jobTrace, startJob } from '../../client/jobs';
+import { loadConfig } from '../../common/config';
+import { contentDigest } from '../../examples/pages';
+import { listKeys } from './seaweedfs';
 
 export interface CheckCounts {
+  /** D1-D3: answers read back whole (byte for byte what the server sent), of those the job's calls got. */
+  answersWhole?: number;
+  answersExpected?: number;
+  /** The nodes that made them, and the store's objects of the job under its tenant's prefix. */
+  answeringNodes?: number;
+  storedObjects?: number;
   jobsFinished: number;
   jobsLost: number;
   killedNode: string;
@@ -92,9 +103,45 @@ export async function runCheck(cluster: LocalCluster, say: (line: string) => voi
   }
 }
 
+/** D1-D3 on the cluster: a job of big answers, their calls on any node, read back whole from the S3 store. */
+export async function checkAnswers(
+  cluster: LocalCluster,
+  say: (line: string) => void,
+): Promise<Pick<CheckCounts, 'answersWhole' | 'answersExpected' | 'answeringNodes' | 'storedObjects'>> {
+  // The CLI's config (the cluster's own): its store's identity is the nodes'.
+  process.env.OZ0_S3_ACCESS_KEY = cluster.s3.accessKeyId;
+  process.env.OZ0_S3_SECRET_KEY = cluster.s3.secretAccessKey;
+  const jc = await connectJobClient(loadConfig({ file: cluster.configFile }));
+  try {
+    // Jobs at once, so that both nodes make some of the calls: each answer read back by a client of its own.
+    const steps = [
+      ...[0, 1, 2, 3, 4, 5].map((i) => ({ call: 'pages.read_page', args: { kib: 3 * 1024, seed: 100 + i } })),
+      { call: 'pages.screenshot', args: { width: 1280, height: 800 } },
+    ];
+    const handles = await Promise.all(steps.map((step) => startJob(jc, { tenant: 'acme', steps: [step] })));
+    say(`check: ${handles.length} jobs started, a call of megabytes each`);
+    await Promise.all(handles.map((h) => h.result()));
+    const sent = new Map(readReceived(cluster.receivedLog).map((e) => [e.key as string, e.sha256 as string]));
+    const calls = [];
+    for (const h of handles)
+      calls.push(...callsOf(await jobTrace(jc.client, h.workflowId, { data: jc.data, whole: true })));
+    const keys = await listKeys(cluster.s3, `tenants/acme/`);
+    return {
+      answersWhole: calls.filter((c) => !c.result.isError && contentDigest(c.result) === sent.get(c.key)).length,
+      answersExpected: steps.length,
+      answeringNodes: new Set(calls.map((c) => c.node)).size,
+      storedObjects: keys.filter((k) => handles.some((h) => k.includes(`/wi/${h.workflowId}/`))).length,
+    };
+  } finally {
+    await jc.close();
+  }
+}
+
 /** Whether the counts are the ones a correct cluster gives. */
 export function checkPassed(c: CheckCounts): boolean {
   return (
+    c.answersWhole === c.answersExpected &&
+    (c.storedObjects ?? 0) >= (c.answersExpected ?? 0) &&
     c.jobsFinished === 1 &&
     c.jobsLost === 0 &&
     c.keys === 4 &&

@@ -47,13 +47,17 @@ function writable(dir: string): void {
   }
 }
 
-/** Runs the go command with the pinned toolchain; its output goes to the log. */
-function go(args: string[], env: Record<string, string>, logFile: string): Promise<string> {
+/** Runs the go command with the pinned toolchain (in `cwd`, a module of oz0's own); its output goes to the log. */
+export function go(args: string[], env: Record<string, string>, logFile: string, cwd?: string): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(
       'go',
       args,
-      { env: { ...process.env, GOTOOLCHAIN: GO_TOOLCHAIN, ...env }, maxBuffer: 64 * 2 ** 20 },
+      {
+        env: { ...process.env, GOTOOLCHAIN: process.env.GOTOOLCHAIN ?? GO_TOOLCHAIN, ...env },
+        maxBuffer: 64 * 2 ** 20,
+        ...(cwd ? { cwd } : {}),
+      },
       (err, stdout, stderr) => {
         fs.appendFileSync(logFile, `$ go ${args.join(' ')}\n${stderr}`);
         if (err) reject(new Error(`go ${args.join(' ')} failed (see ${logFile}): ${stderr.trim().split('\n').pop()}`));
@@ -61,6 +65,11 @@ function go(args: string[], env: Record<string, string>, logFile: string): Promi
       },
     );
   });
+}
+
+/** The go command in a module folder of oz0's own (a tool whose module `go install` refuses). */
+export function goIn(args: string[], cwd: string, logFile: string): Promise<string> {
+  return go(args, {}, logFile, cwd);
 }
 
 /** `go install` into `bin`, saying every 30 s that it still runs. */

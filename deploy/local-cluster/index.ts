@@ -1,7 +1,8 @@
 /**
  * A whole oz0 cluster on 127.0.0.1, built from the same settings as docker-compose.yml: PostgreSQL in
  * `<state>/pg`, the Temporal server (from its Go module) with SQL visibility, the `default` namespace, the
- * Web UI when its server could be built, the reader example as a remote MCP server (compose's `search`), and N
+ * Web UI when its server could be built, the reader example as a remote MCP server (compose's `search`), the payload
+ * store (SeaweedFS's S3 API, from its Go module: compose's `s3`), and N
  * `oz0 worker` processes on deploy/oz0.cluster.json. Every process logs to `<state>/logs/`.
  */
 import type { ChildProcess } from 'node:child_process';
@@ -26,6 +27,8 @@ import {
 import type { ServerPorts, TemporalServer } from './temporal-server';
 import { startUi } from './ui';
 import { startObservability } from './observe';
+import { ensureSeaweedfs, startSeaweedfs } from './seaweedfs';
+import type { RunningS3 } from './seaweedfs';
 import type { Observability } from './observe';
 
 export interface ClusterOptions {
@@ -54,6 +57,8 @@ export interface LocalCluster {
   observability?: { jaegerUrl: string; prometheusUrl: string };
   postgres: Postgres;
   temporal: TemporalServer;
+  /** D2: the payload store (SeaweedFS's S3 API), and the identity the nodes use. */
+  s3: RunningS3;
   /** The config every node runs on, and the one to give the CLI (`oz0 job start --config …`). */
   configFile: string;
   /** Where the example servers record what they received (OZ0_RECEIVED_LOG). */
@@ -120,6 +125,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
   const log = (name: string) => path.join(logsDir, `${name}.log`);
   const settings = readServerSettings(root);
   const tools: ClusterTools = await ensureTools({ root, say, logFile: log('go-build') });
+  const weed = await ensureSeaweedfs(root, say);
   await validateDynamicConfig(tools, dynamicConfigFile(root));
   const ports = await choosePorts(path.join(stateDir, 'ports.json'));
   const stops: Array<() => Promise<void>> = [];
@@ -171,7 +177,15 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
     );
     stops.push(() => search.close());
 
-    const nodeEnv = { SEARCH_TOKEN: 'Bearer example-token' };
+    // D2: the payload store, SeaweedFS's S3 API; its data and its one identity kept in the cluster's folder.
+    const s3 = await startSeaweedfs(weed, path.join(stateDir, 's3'));
+    stops.push(() => s3.stop());
+    say(`the payload store: SeaweedFS's S3 API at ${s3.endpoint}, bucket ${s3.bucket}`);
+    const nodeEnv = {
+      SEARCH_TOKEN: 'Bearer example-token',
+      OZ0_S3_ACCESS_KEY: s3.accessKeyId,
+      OZ0_S3_SECRET_KEY: s3.secretAccessKey,
+    };
     let observability: Observability | undefined;
     if (opts.observe) {
       say('starting Jaeger and Prometheus (--observe)');
@@ -187,6 +201,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         state,
         ledgerFile,
         search: search.url,
+        s3: s3.endpoint,
         receivedLog,
       });
       fs.writeFileSync(file, `${JSON.stringify(input, null, 2)}\n`);
@@ -233,6 +248,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         : {}),
       postgres,
       temporal,
+      s3,
       configFile: configFile0,
       receivedLog,
       ledgerFile,

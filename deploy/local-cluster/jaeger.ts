@@ -6,30 +6,15 @@
  *
  * Jaeger 1.75.0 is the approved release; the newer versions the proxy serves are not.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { projectRoot } from '../../common/paths';
 import { freePort } from '../../worker/dev-server';
-import { GO_TOOLCHAIN } from './settings';
+import { goIn } from './go-tools';
 
 export const JAEGER_VERSION = '1.75.0';
 const PACKAGE = 'github.com/jaegertracing/jaeger/cmd/jaeger';
-
-function run(args: string[], cwd: string, logFile: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'go',
-      args,
-      { cwd, env: { ...process.env, GOTOOLCHAIN: process.env.GOTOOLCHAIN ?? GO_TOOLCHAIN }, maxBuffer: 64 * 2 ** 20 },
-      (err, _stdout, stderr) => {
-        fs.appendFileSync(logFile, `$ go ${args.join(' ')}\n${stderr}`);
-        if (err) reject(new Error(`go ${args.join(' ')} failed (see ${logFile}): ${stderr.trim().split('\n').pop()}`));
-        else resolve();
-      },
-    );
-  });
-}
 
 /** The Jaeger binary, built once (a few minutes on a fresh machine); `say` tells a person what is going on. */
 export async function ensureJaeger(root = projectRoot(), say: (line: string) => void = () => undefined) {
@@ -40,9 +25,9 @@ export async function ensureJaeger(root = projectRoot(), say: (line: string) => 
   fs.mkdirSync(module, { recursive: true });
   const logFile = path.join(home, 'build.log');
   say(`building Jaeger ${JAEGER_VERSION} with Go; a few minutes on a fresh machine, output in ${logFile}`);
-  if (!fs.existsSync(path.join(module, 'go.mod'))) await run(['mod', 'init', 'oz0.local/jaeger'], module, logFile);
-  await run(['get', '-tool', `${PACKAGE}@v${JAEGER_VERSION}`], module, logFile);
-  await run(['build', '-o', bin, PACKAGE], module, logFile);
+  if (!fs.existsSync(path.join(module, 'go.mod'))) await goIn(['mod', 'init', 'oz0.local/jaeger'], module, logFile);
+  await goIn(['get', '-tool', `${PACKAGE}@v${JAEGER_VERSION}`], module, logFile);
+  await goIn(['build', '-o', bin, PACKAGE], module, logFile);
   return bin;
 }
 

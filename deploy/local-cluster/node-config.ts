@@ -2,7 +2,7 @@
  * The nodes' config of the local cluster is compose's own, deploy/oz0.cluster.json, with its container paths
  * moved to this machine, so the two cannot drift apart: `/app/` is the project, `/var/lib/oz0/ledger/` (compose's
  * `ledger` volume, shared by every node) the cluster's one ledger folder, the rest of `/var/lib/oz0` the node's own
- * state folder, and `http://search:8931/mcp` the search server started here. One ledger for every node, as in
+ * state folder, `http://search:8931/mcp` the search server started here and `http://s3:8333` its payload store. One ledger for every node, as in
  * compose: the plugin kit's key store is safe across processes, so a write a lost node made is answered from it on
  * the node that takes the call over.
  * The plugin servers also get OZ0_RECEIVED_LOG, so the checks can tell which node's server received a call (a
@@ -23,6 +23,8 @@ export interface NodePlace {
   /** The cluster's one ledger (compose's LEDGER_FILE on the `ledger` volume); its folder stands for the volume. */
   ledgerFile: string;
   search: string;
+  /** D2: the S3 API of the cluster's payload store (compose's `http://s3:8333`). */
+  s3: string;
   /** Given to every stdio server as OZ0_RECEIVED_LOG: the example servers record there what they received. */
   receivedLog: string;
 }
@@ -42,6 +44,7 @@ export function nodeConfig(root: string, place: NodePlace): Record<string, unkno
   const swap = (s: string) => {
     if (s.startsWith(LEDGER_VOLUME)) return path.join(path.dirname(place.ledgerFile), s.slice(LEDGER_VOLUME.length));
     if (s === 'http://search:8931/mcp') return place.search;
+    if (s === 'http://s3:8333') return place.s3;
     if (s.startsWith('/app/')) return path.join(root, s.slice('/app/'.length));
     if (s === '/var/lib/oz0' || s.startsWith('/var/lib/oz0/')) return place.state + s.slice('/var/lib/oz0'.length);
     return s;

@@ -7,6 +7,7 @@
  * started after the cancel request, no activity cancel). Temporal's own cancel still settles each call once a
  * workflow worker runs again.
  */
+import { PayloadOwners } from '../../data';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -70,7 +71,7 @@ async function workflowWorkers(config: LoadedConfig) {
           workflowBundle: bundle,
           // The job's one local activity (its settings, from the config) runs with its workflow task; its calls never
           // run here (no activity task is polled).
-          activities: createActivities({ config } as ActivityDeps),
+          activities: createActivities({ config, owners: new PayloadOwners() } as ActivityDeps),
           enableNonLocalActivities: false,
           stickyQueueScheduleToStartTimeout: '1s',
         });

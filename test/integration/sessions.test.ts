@@ -4,6 +4,7 @@
  * another node by itself, makes the same calls under the same keys, and the ledger makes each write once.
  * A lost session with a call that may not be made again stops the job, naming the call.
  */
+import { PayloadOwners } from '../../data';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -197,7 +198,8 @@ test('T4: a node chosen for a session that dies before it picks the session up i
     stickyQueueScheduleToStartTimeout: '3s',
     activities: {
       // What the job's workflow asks of any node before its session (it reads only the config).
-      resolveJobSettings: createActivities({ config } as unknown as ActivityDeps).resolveJobSettings,
+      resolveJobSettings: createActivities({ config, owners: new PayloadOwners() } as unknown as ActivityDeps)
+        .resolveJobSettings,
       describeTools: async (jobId: string, _tenant: string, tools: string[]): Promise<SessionPlan> => {
         described.add(jobId);
         const every = (v: boolean) => Object.fromEntries(tools.map((t) => [t, v]));

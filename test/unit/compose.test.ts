@@ -120,8 +120,12 @@ const nodeEnv = Object.fromEntries(Object.entries(environment(node)).map(([k, v]
 const clusterConfig: LoadedConfig = loadConfig({ file: path.resolve(ROOT, mount.source), env: nodeEnv, cwd: ROOT });
 
 /** Every `env:NAME` the config reads from the node's environment (remote headers and stdio env). */
+/** Every `env:NAME` the config names: servers' headers and environments, and the payload store's keys (D2). */
 function envRefs(config: LoadedConfig): string[] {
   const values = Object.values(config.servers).flatMap((s) => Object.values(isRemote(s) ? s.headers : s.env));
+  const store = config.payloads.store;
+  if (store && store !== 'off' && 's3' in store)
+    values.push(store.s3.accessKeyId ?? '', store.s3.secretAccessKey ?? '');
   return values.filter((v) => v.startsWith('env:')).map((v) => v.slice(4));
 }
 
@@ -531,9 +535,11 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
       state: '/tmp/oz0-node',
       ledgerFile: '/tmp/oz0-cluster/ledger/ledger.db',
       search: 'http://127.0.0.1:1/mcp',
+      s3: 'http://127.0.0.1:2',
       receivedLog: '/tmp/oz0-received.jsonl',
     };
     const moved = { ...parseConfig(nodeConfig(ROOT, place)), baseDir: ROOT, source: 'test' };
+    expect(moved.payloads.store).toMatchObject({ s3: { endpoint: place.s3, bucket: 'oz0-payloads' } });
     expect(Object.keys(moved.servers)).toEqual(Object.keys(clusterConfig.servers));
     expect(moved.tools).toEqual(clusterConfig.tools);
     expect(moved.tenants).toEqual(clusterConfig.tenants);
@@ -543,7 +549,7 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
     const ledger = moved.servers.ledger as { env: Record<string, string> };
     expect(ledger.env.LEDGER_FILE).toBe(place.ledgerFile);
     const text = JSON.stringify(moved);
-    for (const inContainer of ['/app/', '/var/lib/oz0', 'search:8931', '/tmp/ledger.jsonl']) {
+    for (const inContainer of ['/app/', '/var/lib/oz0', 'search:8931', 's3:8333', '/tmp/ledger.jsonl']) {
       expect({ inContainer, found: text.includes(inContainer) }).toEqual({ inContainer, found: false });
     }
   });
@@ -573,5 +579,27 @@ describe('docker-compose.yml: observability (O1-O2)', () => {
   test('O1-O2: Prometheus publishes 9090 and Jaeger 16686, on the host loopback only', () => {
     expect(publishedPorts(services.prometheus)).toContainEqual({ container: 9090, host: '127.0.0.1:9090' });
     expect(publishedPorts(services.jaeger)).toContainEqual({ container: 16686, host: '127.0.0.1:16686' });
+  });
+});
+
+describe('docker-compose.yml: the payload store (D2)', () => {
+  const store = clusterConfig.payloads.store as unknown as { s3: Record<string, string> };
+
+  test('D2: the nodes keep big payloads in the s3 service, SeaweedFS pinned, with one identity both name', () => {
+    const s3 = services.s3;
+    expect(imageTag(s3.image!)).toEqual({ repo: 'chrislusf/seaweedfs', tag: expect.stringMatching(/^\d+\.\d+$/) });
+    expect(s3.command).toEqual(expect.arrayContaining(['server', '-s3', '-s3.port=8333']));
+    expect(store.s3).toMatchObject({ endpoint: 'http://s3:8333', bucket: 'oz0-payloads', prefix: 'tenants/' });
+    // The store's identity (SeaweedFS's AWS_* admin identity) is the nodes' (their env: references): one pair.
+    const s3Env = Object.fromEntries(Object.entries(environment(s3)).map(([k, v]) => [k, withDefaults(v)]));
+    expect(store.s3.accessKeyId).toBe('env:OZ0_S3_ACCESS_KEY');
+    expect(store.s3.secretAccessKey).toBe('env:OZ0_S3_SECRET_KEY');
+    expect(nodeEnv.OZ0_S3_ACCESS_KEY).toBe(s3Env.AWS_ACCESS_KEY_ID);
+    expect(nodeEnv.OZ0_S3_SECRET_KEY).toBe(s3Env.AWS_SECRET_ACCESS_KEY);
+    expect(node.depends_on).toMatchObject({ s3: { condition: 'service_healthy' } });
+    expect(s3.healthcheck?.test).toBeDefined();
+    // Its data on a volume of its own; nothing published on the host: only the nodes reach it.
+    expect(s3.volumes).toContainEqual(expect.objectContaining({ type: 'volume', target: '/data' }));
+    expect(publishedPorts(s3)).toEqual([]);
   });
 });
