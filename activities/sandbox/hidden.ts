@@ -33,8 +33,8 @@ export class Hidden {
   ) {}
 
   /**
-   * I2: what no sandbox may see, each with where the config names it: the node's state folder, its config file, the
-   * files its secrets are read from, and the key stores of its plugin servers (S4, what is declared: each file a
+   * I2: what no sandbox may see, each with where the config names it: the node's state folder, a folder payload
+   * store (its own default lies in the state folder), its config file, the files its secrets are read from, and the key stores of its plugin servers (S4, what is declared: each file a
    * plugin server's `keyStores` names, and each file its `env` names that is an SQLite database by its name — `.db`,
    * `.sqlite`, `.sqlite3`, as the plugin kit's stores are — never any other path, URL or version a plugin's `env`
    * holds), each with SQLite's `-wal`, `-shm` and `-journal` beside it.
@@ -44,6 +44,11 @@ export class Hidden {
     const out: SecretPlace[] = [
       { path: path.resolve(config.baseDir, config.node.stateDir), what: "the node's state folder (node.stateDir)" },
     ];
+    // D2: a folder store holds every tenant's big payloads and answers, wherever the config puts it.
+    const store = config.payloads.store;
+    if (store && store !== 'off' && 'folder' in store) {
+      out.push({ path: path.resolve(config.baseDir, store.folder), what: 'the payload store (payloads.store.folder)' });
+    }
     if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
       out.push({ path: config.source, what: "the node's config file" });
     }

@@ -13,6 +13,8 @@ import { ownerOf } from '../../data/owner-of';
 import { TenantStore, UNOWNED } from '../../data/tenant-store';
 import { OWNER_METADATA, PLATFORM, PayloadOwners } from '../../data/owners';
 import { answerBytes, holdsOf, sizeInWords } from '../../common/sizes';
+import { parseConfig } from '../../common/config';
+import { Hidden } from '../../activities/sandbox/hidden';
 
 const payloadOf = (answer: unknown) => ({
   metadata: { encoding: Buffer.from(ANSWER_ENCODING) },
@@ -184,4 +186,17 @@ describe('D2: a folder store’s keys', () => {
     expect(fs.statSync(objects.fileOf('objects', 'acme/v0/x')).mode & 0o777).toBe(0o600);
     await expect(objects.getObject('objects', 'acme/v0/none')).rejects.toThrow(/no object acme\/v0\/none/);
   });
+});
+
+test('I2, D2: a folder store outside the state folder is one of the places no sandbox sees', () => {
+  const config = {
+    ...parseConfig({ payloads: { store: { folder: '/srv/oz0-payloads' } } }),
+    baseDir: '/srv',
+    source: 'test',
+  };
+  const places = new Hidden(config, () => false).secretPlaces();
+  expect(places).toContainEqual({ path: '/srv/oz0-payloads', what: 'the payload store (payloads.store.folder)' });
+  // Its default lies in the state folder, hidden whole.
+  const byDefault = { ...parseConfig({}), baseDir: '/srv', source: 'test' };
+  expect(new Hidden(byDefault, () => false).secretPlaces().map((p) => p.path)).toEqual(['/srv/.oz0']);
 });
