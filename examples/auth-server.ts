@@ -185,8 +185,12 @@ async function provider(issuer: string, config: z.infer<typeof AuthServerConfigS
 /** Serves the authorization server on `port` of 127.0.0.1; resolves with its issuer once it listens. */
 export async function serveAuthServer(input: unknown, port = 0): Promise<{ issuer: string; close(): Promise<void> }> {
   const config = AuthServerConfigSchema.parse(input);
-  // The provider needs its issuer, which has the port: it answers once it is made (503 until then).
+  // The provider needs its issuer, which has the port. On a port given (a restart on the same one), it is made before
+  // the server listens, so a client sees a refused connection and then the real server, never a half-made one; on a
+  // port picked by the system it answers 503 until it is made.
   const serving: { handler?: (req: http.IncomingMessage, res: http.ServerResponse) => void } = {};
+  const made = async (at: string) => (serving.handler = (await provider(at, config)).callback());
+  if (port !== 0) await made(`http://127.0.0.1:${port}`);
   const server = http.createServer((req, res) => {
     if (serving.handler) return serving.handler(req, res);
     res.writeHead(503).end();
@@ -196,8 +200,7 @@ export async function serveAuthServer(input: unknown, port = 0): Promise<{ issue
     server.listen(port, '127.0.0.1', () => resolve());
   });
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const oidc = await provider(issuer, config);
-  serving.handler = oidc.callback();
+  if (!serving.handler) await made(issuer);
   return {
     issuer,
     close: () =>

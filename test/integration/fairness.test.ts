@@ -102,10 +102,9 @@ async function betaUnderFlood(at: 'fair' | 'unfair') {
 
 test("F1: beta's single call goes ahead of acme's 300 queued calls; with fairness off it waits behind them", async () => {
   const fair = await betaUnderFlood('fair');
-  // Ahead of the flood: after only the calls already on their way (4 slots), not after the backlog. Its wait, on a
-  // quiet machine well under 2 s, is bench/'s to measure (`npm run bench -- --only fairness`); here, loaded, a bound.
+  // Ahead of the flood: after only the calls already on their way (4 slots), not after the backlog — counted, not
+  // timed. Its wait, on a quiet machine well under 2 s, is bench/'s to measure (`npm run bench -- --only fairness`).
   expect(fair.acmeFirst).toBeLessThan(30);
-  expect(fair.waitedMs).toBeLessThan(5000);
   const control = await betaUnderFlood('unfair');
   // The control: first come, first served, beta's call waits behind most of acme's backlog.
   expect(control.acmeFirst).toBeGreaterThan(150);
