@@ -70,9 +70,11 @@ COPY --from=build /app/.tools/forwarder ./.tools/forwarder
 
 # node.stateDir of deploy/oz0.cluster.json: sandbox folders and the example servers' state. The config
 # itself is mounted read-only, so nothing may be written beside it. /var/lib/oz0/ledger is where
-# docker-compose.yml mounts the volume every node shares for the ledger's key store; a fresh volume takes
-# its owner from here.
-RUN mkdir -p /var/lib/oz0/ledger && chown node:node /var/lib/oz0 /var/lib/oz0/ledger
+# docker-compose.yml mounts the volume every node shares for the ledger's key store, /var/lib/oz0/keys the one
+# for the payload keys (payloads.seal.folder, D4: the node's alone, 0700); a fresh volume takes its owner and mode
+# from here.
+RUN mkdir -p /var/lib/oz0/ledger /var/lib/oz0/keys && chown node:node /var/lib/oz0 /var/lib/oz0/ledger /var/lib/oz0/keys \
+  && chmod 0700 /var/lib/oz0/keys
 
 # The image's own unprivileged user (uid 1000).
 USER node

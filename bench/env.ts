@@ -10,6 +10,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { parseConfig } from '../common/config';
+import { processDataOf } from '../data';
 import type { LoadedConfig } from '../common/config';
 import { startDevServer } from '../worker/dev-server';
 import type { DevServer } from '../worker/dev-server';
@@ -28,6 +29,8 @@ export interface BenchEnv {
   root: string;
   /** A scratch folder for this run. */
   dir: string;
+  /** The payload keys every node of this run seals with (D4), and its client opens with. */
+  keys: string;
   cli: string | undefined;
   server: DevServer;
   connection: Connection;
@@ -72,14 +75,21 @@ export async function openBenchEnv(
   };
   stopOnSignals(release);
   const connection = await Connection.connect({ address: server.address });
+  const keys = path.join(dir, 'keys');
+  // The run's client reads what its nodes seal, with their keys; no store: what it reads of big answers goes through
+  // a job client of the node's own config.
+  const data = processDataOf({ ...parseConfig({ payloads: { store: 'off', seal: { folder: keys } } }), baseDir: root });
+  const client = new Client({ connection, dataConverter: data.dataConverter });
+  data.useClient(client);
   let n = 0;
   return {
     root,
     dir,
+    keys,
     cli,
     server,
     connection,
-    client: new Client({ connection }),
+    client,
     logger,
     reader: path.join(root, 'dist', 'examples', 'reader.js'),
     cancels: 'not yet known',
@@ -138,7 +148,7 @@ function benchConfigInput(
   extra: Record<string, unknown>,
   readerEnv: Record<string, string> = {},
 ): Record<string, unknown> {
-  const { node, servers, ...rest } = extra as { node?: object; servers?: object };
+  const { node, servers, payloads, ...rest } = extra as { node?: object; servers?: object; payloads?: object };
   const state = path.join(env.dir, `${taskQueue}.json`);
   return {
     temporal: { address: env.server.address, taskQueue },
@@ -147,6 +157,7 @@ function benchConfigInput(
       ...servers,
     },
     node: { stateDir: path.join(env.dir, `state-${taskQueue}`), ...node },
+    payloads: { seal: { folder: env.keys }, ...payloads },
     ...rest,
   };
 }

@@ -18,6 +18,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
 import { parseConfig } from '../common/config';
+import { processDataOf } from '../data';
 import { createLogger } from '../common/logger';
 import { projectRoot } from '../common/paths';
 import { table } from '../common/text';
@@ -102,7 +103,10 @@ async function main(): Promise<void> {
   const connection = await Connection.connect({ address: dev.address });
   try {
     const trace: JobTrace = await node.runUntil(async () => {
-      const handle = await new Client({ connection }).workflow.start('job', {
+      const data = processDataOf(config);
+      const client = new Client({ connection, dataConverter: data.dataConverter });
+      data.useClient(client);
+      const handle = await client.workflow.start('job', {
         taskQueue: 'frameworks',
         workflowId: `frameworks-${Date.now()}`,
         args: [{ tenant: 'bench', steps: Object.keys(harnesses).map((h) => ({ session: { harness: h, input: {} } })) }],

@@ -4,6 +4,7 @@
  */
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { ConnectionOptions, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
 import { newSessionToken } from '../common/session-token';
 import { JOB_WORKFLOW, LEGACY_STATUS, Oz0Status, Oz0Tenant } from '../model/job';
@@ -181,7 +182,15 @@ export async function stuckOf(client: Client, jobId: string): Promise<Stuck | un
     maximumPageSize: 20,
   });
   const failed = history?.events?.find((e) => e.workflowTaskFailedEventAttributes);
-  const why = failed?.workflowTaskFailedEventAttributes?.failure?.message ?? 'Temporal recorded no reason';
+  const failure = failed?.workflowTaskFailedEventAttributes?.failure;
+  // D4: the worker's failure is sealed like any other (its message may quote the job's data): opened here.
+  const context = { type: 'workflow' as const, namespace: client.options.namespace, workflowId: jobId };
+  const opened = failure
+    ? await decodeOptionalFailureToOptionalError(client.options.loadedDataConverter, failure, context).catch(
+        (err: Error) => new Error(`${failure.message ?? 'a failure'} (not opened here: ${err.message})`),
+      )
+    : undefined;
+  const why = opened?.message || 'Temporal recorded no reason';
   const remedy = remedyOf(why);
   return { tries, why, ...(remedy ? { remedy } : {}) };
 }

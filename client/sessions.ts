@@ -21,6 +21,7 @@ import type { Progress } from '../model/schemas';
 import { SessionUpdateError, admitted, offered, sessionCall } from '../common/session-client';
 import { closeSessionUpdate, openSessionUpdate, sessionCallQuery } from '../model/messages';
 import { Oz0Tenant } from '../model/job';
+import { openedWith } from '../data';
 import type { AnswerReader, ToolAnswer } from '../data';
 
 export { SessionUpdateError };
@@ -117,7 +118,11 @@ export class LiveSession {
         const pending = described?.raw.pendingActivities?.find((a) => a.activityId === where.activityId);
         const payload = pending?.heartbeatDetails?.payloads?.[0];
         if (!payload) continue;
-        const state = CallProgressStateSchema.safeParse(defaultPayloadConverter.fromPayload(payload));
+        // D4: the heartbeat is sealed with the job's tenant's key, as everything the job carries.
+        const context = { type: 'workflow' as const, namespace: this.client.options.namespace, workflowId: this.jobId };
+        const [opened] = await openedWith(this.client.options.loadedDataConverter, [payload], context).catch(() => []);
+        if (!opened) continue;
+        const state = CallProgressStateSchema.safeParse(defaultPayloadConverter.fromPayload(opened));
         const p = state.success ? state.data : undefined;
         if (p?.progress === undefined || p.progress <= last) continue;
         last = p.progress;

@@ -5,7 +5,9 @@
 import cliProgress from 'cli-progress';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
+import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
 import type { temporal } from '@temporalio/proto';
+import { openedWith } from '../data';
 import { callsOf, isSessionTrace } from '../model/job';
 import { traceQuery, waitingCallsQuery } from '../model/messages';
 import type { WaitingCall } from '../model/messages';
@@ -49,14 +51,35 @@ export interface WatchSnapshot {
   questions: WaitingCall[];
 }
 
-function details(payloads: temporal.api.common.v1.IPayloads | null | undefined): CallProgressState | undefined {
+/** A call's heartbeat: its progress as the node keeps it (P1), opened with the client's keys (D4). */
+async function details(
+  client: Client,
+  jobId: string,
+  payloads: temporal.api.common.v1.IPayloads | null | undefined,
+): Promise<CallProgressState | undefined> {
   const first = payloads?.payloads?.[0];
   if (!first) return undefined;
   try {
-    return defaultPayloadConverter.fromPayload(first) as CallProgressState;
+    const context = { type: 'workflow' as const, namespace: client.options.namespace, workflowId: jobId };
+    const [opened] = await openedWith(client.options.loadedDataConverter, [first], context);
+    return defaultPayloadConverter.fromPayload(opened!) as CallProgressState;
   } catch {
     return undefined;
   }
+}
+
+/** The message of an activity's last failure, opened with the client's keys (D4: a failure's message is sealed). */
+async function failureText(
+  client: Client,
+  jobId: string,
+  failure: temporal.api.failure.v1.IFailure | null | undefined,
+): Promise<string | undefined> {
+  if (!failure) return undefined;
+  const context = { type: 'workflow' as const, namespace: client.options.namespace, workflowId: jobId };
+  const error = await decodeOptionalFailureToOptionalError(client.options.loadedDataConverter, failure, context).catch(
+    (err: Error) => new Error(`a failure this process cannot open (${err.message})`),
+  );
+  return error?.message || undefined;
 }
 
 function toDate(ts: Timestamp): string | undefined {
@@ -77,11 +100,18 @@ export async function snapshot(client: Client, jobId: string): Promise<WatchSnap
   ]);
   const steps = trace ? callsOf(trace).filter((s) => s.running) : [];
   const pending = description.raw.pendingActivities ?? [];
+  const opened = await Promise.all(
+    pending.map(async (a) => ({
+      beat: await details(client, jobId, a.heartbeatDetails),
+      lastFailure: await failureText(client, jobId, a.lastFailure),
+    })),
+  );
   const calls = pending
-    .filter((a) => a.activityType?.name === 'callTool')
-    .map((a): WatchedCall => {
+    .map((a, i) => ({ a, ...opened[i]! }))
+    .filter(({ a }) => a.activityType?.name === 'callTool')
+    .map(({ a, beat, lastFailure }): WatchedCall => {
       const step = steps.find((s) => s.activityId === a.activityId);
-      const d = { tool: step?.tool, key: step?.key || undefined, ...details(a.heartbeatDetails) };
+      const d = { tool: step?.tool, key: step?.key || undefined, ...beat };
       const waiting = !!a.nextAttemptScheduleTime && !a.lastStartedTime;
       return {
         activityId: a.activityId ?? '',
@@ -93,7 +123,7 @@ export async function snapshot(client: Client, jobId: string): Promise<WatchSnap
         ...(d?.progress !== undefined ? { progress: d.progress } : {}),
         ...(d?.total !== undefined ? { total: d.total } : {}),
         ...(waiting ? { nextAttemptAt: toDate(a.nextAttemptScheduleTime) } : {}),
-        ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
+        ...(lastFailure ? { lastFailure } : {}),
       };
     });
   const sessions = (trace?.steps ?? []).filter(isSessionTrace).map(

@@ -24,7 +24,7 @@ import { DEFAULT_MAX_PRIORITY, DEFAULT_WEIGHT, defaultReserve } from '../model/s
 import type { Shares } from '../model/shares';
 import { CredentialSchema, SecretRefSchema } from './credentials';
 import { PayloadsSchema } from './payloads-config';
-import { ApproversSchema } from './approvers';
+import { ApproversSchema, PrincipalSchema } from './approvers';
 import { IntegritySchema, PackageSpecSchema, fetcherProblem } from './package-spec';
 
 /**
@@ -261,6 +261,16 @@ const TenantSchema = z.strictObject({
    * waiting for a person and when its wait ends. Its URL holds its secret: given by reference, `env:NAME` or `file:PATH`.
    */
   notify: z.strictObject({ webhook: SecretRefSchema }).optional(),
+  /**
+   * D4: the keys that seal its payloads, by reference (`env:NAME`, `file:PATH`: 32 bytes in base64 or hex), newest
+   * first: the first seals, every one opens. They come before the key folder's (`payloads.seal.folder`).
+   */
+  keys: z.array(SecretRefSchema).max(100).default([]),
+  /**
+   * D5: who may read its jobs decoded in the Temporal UI, through the inbox's codec server (emails, subjects, groups,
+   * as `approvers`); its approvers may too.
+   */
+  viewers: z.array(PrincipalSchema).max(1000).default([]),
 });
 
 /** A8, A9: the approvals inbox (`oz0 inbox`): where it listens, and the identity provider people sign in with. */
@@ -279,6 +289,15 @@ const InboxSchema = z.strictObject({
     /** The claim of the ID token (or userinfo) that lists a person's groups. */
     groupsClaim: z.string().min(1).default('groups'),
   }),
+  /** D5: who may read the platform's own workflows (tenants' policies, limiters, probes) decoded in the Temporal UI. */
+  operators: z.array(PrincipalSchema).max(1000).default([]),
+  /**
+   * D5: the Temporal UI's address as people's browsers reach it, for links to each job; its codec requests come from
+   * there, and only from there (CORS, with the session's cookie). `oz0 inbox --temporal-ui` says it too.
+   */
+  temporalUi: z.url({ protocol: /^https?$/ }).optional(),
+  /** D5: where every decode is recorded (JSON lines; default `<node.stateDir>/decodes.jsonl`); `oz0 inbox decodes` reads it. */
+  decodeLog: z.string().min(1).optional(),
   /** How long a sign-in lasts. */
   sessionHours: z
     .number()

@@ -37,6 +37,28 @@ const S3StoreSchema = z.strictObject({
 export const PayloadStoreSchema = z.union([z.literal('off'), FolderStoreSchema, S3StoreSchema]);
 export type PayloadStoreConfig = z.infer<typeof PayloadStoreSchema>;
 
+/**
+ * D4: how payloads are sealed: per owner (a tenant, or the platform) with AES-256-GCM, keys by reference or in a key
+ * folder (data/keys.ts). `"off"` (or `newPayloads: "plain"`) writes new payloads plain, as before sealing, and still
+ * opens the sealed ones with the keys it has: turning sealing off never strands what was sealed.
+ */
+export const SealSchema = z.union([
+  z.literal('off'),
+  z.strictObject({
+    /**
+     * Where `oz0 key rotate` writes keys and a node makes a tenant's first: `<folder>/<owner>/<time>-<id>.key`
+     * (default: `<node.stateDir>/keys`). Every node and client that reads a tenant's jobs needs its keys: this folder
+     * shared, or the keys by reference (`tenants.<t>.keys`).
+     */
+    folder: z.string().min(1).optional(),
+    /** The platform's own keys by reference (`env:NAME`, `file:PATH`), newest first; they come before the folder's. */
+    platformKeys: z.array(SecretRefSchema).max(100).default([]),
+    /** `"plain"`: new payloads are not sealed (what is sealed still opens). */
+    newPayloads: z.enum(['sealed', 'plain']).default('sealed'),
+  }),
+]);
+export type SealConfig = z.infer<typeof SealSchema>;
+
 export const PayloadsSchema = z
   .strictObject({
     /**
@@ -51,6 +73,8 @@ export const PayloadsSchema = z
      * claim: a trace of a thousand steps then stays small, whatever its answers. 0: every answer.
      */
     answerInlineKiB: z.number().min(0).max(256).default(2),
+    /** D4: every payload sealed with its owner's key (default: on, keys in `<node.stateDir>/keys`), or `"off"`. */
+    seal: SealSchema.prefault({}),
   })
   .prefault({});
 export type PayloadsConfig = z.infer<typeof PayloadsSchema>;
@@ -58,4 +82,15 @@ export type PayloadsConfig = z.infer<typeof PayloadsSchema>;
 /** The store a config uses: its own, or the folder `payloads` in its state folder. */
 export function payloadStoreOf(payloads: PayloadsConfig, stateDir: string): PayloadStoreConfig {
   return payloads.store ?? { folder: `${stateDir.replace(/\/+$/, '')}/payloads` };
+}
+
+/** The sealing a config uses: its keys' folder (default: `keys` in its state folder), the platform's, whether new payloads are sealed. */
+export function sealOf(
+  payloads: PayloadsConfig,
+  stateDir: string,
+): { folder: string; platformKeys: readonly string[]; sealsNew: boolean } {
+  const seal = payloads.seal;
+  const folder = (seal !== 'off' && seal.folder) || `${stateDir.replace(/\/+$/, '')}/keys`;
+  if (seal === 'off') return { folder, platformKeys: [], sealsNew: false };
+  return { folder, platformKeys: seal.platformKeys, sealsNew: seal.newPayloads === 'sealed' };
 }

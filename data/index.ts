@@ -21,6 +21,10 @@ export { UNOWNED } from './tenant-store';
 export { FolderObjects } from './folder-objects';
 export { newS3Client } from './s3-client';
 export { sweepEveryHour, sweepFolder } from './sweep';
+export { openedWith } from './payloads';
+export { isSealed, open as openSealed, sealedWith } from './seal';
+export type { Sealed } from './seal';
+export { KeyMissing } from './keys';
 export type { Swept } from './sweep';
 
 /** A process's payloads and its answers' reader, for a config's namespace. */

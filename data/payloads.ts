@@ -9,7 +9,7 @@ import {
   decodeReferencePayload,
   isReferencePayload,
 } from '@temporalio/common/lib/internal-non-workflow';
-import type { Payload, SerializationContext } from '@temporalio/common';
+import type { LoadedDataConverter, Payload, SerializationContext } from '@temporalio/common';
 import type { PayloadData } from './converter';
 
 /** The values of payloads as their writer meant them. */
@@ -35,4 +35,20 @@ async function retrievedFrom(data: PayloadData, payloads: Payload[]): Promise<Pa
     }
   }
   return new ExternalStorageRunner(data.externalStorage!).retrieve(payloads);
+}
+
+/**
+ * Payloads read from history by hand, opened the way a client's own reads open them (its store's claims retrieved,
+ * its codecs undone): for code that reads a history or a description raw (a policy watch, a call's heartbeat).
+ */
+export async function openedWith(
+  converter: LoadedDataConverter,
+  payloads: Payload[],
+  context: SerializationContext,
+): Promise<Payload[]> {
+  const retrieved =
+    converter.externalStorage && payloads.some(isReferencePayload)
+      ? await new ExternalStorageRunner(converter.externalStorage).retrieve(payloads)
+      : payloads;
+  return decode(converter.payloadCodecs, retrieved, context);
 }

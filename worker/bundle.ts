@@ -40,6 +40,8 @@ const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }
 async function bundleCode(traced: boolean): Promise<{ code: string }> {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('../workflows'),
+    // D4: failures' messages and stacks as payloads, which the codecs seal (model/failure-converter.ts).
+    failureConverterPath: require.resolve('../model/failure-converter'),
     // Issue 36.3: evaluated once, when the workflow thread starts, and shared by every cached job; without it each job
     // evaluates all of oz0's workflow modules and their dependencies again (~55 KB a job, 28 MiB at 500 running calls).
     // Safe while no module of workflows/ or model/ keeps state at its top level (test/unit/workflow-modules.test.ts).

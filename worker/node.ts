@@ -144,6 +144,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   // D2: every payload of this node's workers and clients goes one way, big ones to the store it names now.
   const data = processDataOf(config);
   logger.info({ node: name }, data.said);
+  logger.info({ node: name }, data.sealSaid);
   void data.store?.check().then((why) => {
     if (why)
       logger.error({ node: name }, `the payload store refuses this node (${why}): big payloads and answers fail`);

@@ -11,6 +11,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import type { Logger } from '../../common/logger';
+import { openedWith } from '../../data';
 import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../../model/policy-rules';
 import { PolicyInputSchema, TenantStateSchema } from '../../model/schemas';
 import type { TenantState } from '../../model/schemas';
@@ -110,7 +111,7 @@ export class PolicyWatch {
         token = page.nextPageToken ?? undefined;
         let changed = false;
         for (const event of page.history?.events ?? []) {
-          const effect = policyEventEffect(event);
+          const effect = policyEventEffect(await this.opened(event));
           if (!effect) continue;
           if ('closed' in effect) throw new Error(`policy workflow ${this.tenant} ${effect.closed}`);
           if ('continuedAs' in effect) next = effect.continuedAs;
@@ -162,6 +163,31 @@ export class PolicyWatch {
     if (described.status.name !== 'RUNNING')
       throw new Error(`policy workflow ${this.tenant} is ${described.status.name}`);
     return { runId: described.runId, historyLength: described.historyLength };
+  }
+
+  /** D4: an event's payloads as the workflow wrote them (sealed with the platform's key in history). */
+  private async opened(event: HistoryEvent): Promise<HistoryEvent> {
+    const { client } = this.target;
+    const context = {
+      type: 'workflow' as const,
+      namespace: client.options.namespace,
+      workflowId: policyWorkflowId(this.tenant),
+    };
+    const open = (payloads: temporal.api.common.v1.IPayload[] | null | undefined) =>
+      payloads?.length ? openedWith(client.options.loadedDataConverter, payloads, context) : payloads;
+    const started = event.workflowExecutionStartedEventAttributes;
+    if (started) {
+      return {
+        ...event,
+        workflowExecutionStartedEventAttributes: { input: { payloads: await open(started.input?.payloads) } },
+      };
+    }
+    const completed = event.workflowExecutionUpdateCompletedEventAttributes;
+    if (completed?.outcome?.success) {
+      const success = { payloads: await open(completed.outcome.success.payloads) };
+      return { ...event, workflowExecutionUpdateCompletedEventAttributes: { outcome: { success } } };
+    }
+    return event;
   }
 
   private poll(runId: string, nextPageToken: Uint8Array | undefined) {

@@ -34,7 +34,7 @@ export class Hidden {
 
   /**
    * I2: what no sandbox may see, each with where the config names it: the node's state folder, a folder payload
-   * store (its own default lies in the state folder), its config file, the files its secrets are read from, and the key stores of its plugin servers (S4, what is declared: each file a
+   * store and the payload keys' folder (their defaults lie in the state folder), its config file, the files its secrets are read from, and the key stores of its plugin servers (S4, what is declared: each file a
    * plugin server's `keyStores` names, and each file its `env` names that is an SQLite database by its name — `.db`,
    * `.sqlite`, `.sqlite3`, as the plugin kit's stores are — never any other path, URL or version a plugin's `env`
    * holds), each with SQLite's `-wal`, `-shm` and `-journal` beside it.
@@ -48,6 +48,11 @@ export class Hidden {
     const store = config.payloads.store;
     if (store && store !== 'off' && 'folder' in store) {
       out.push({ path: path.resolve(config.baseDir, store.folder), what: 'the payload store (payloads.store.folder)' });
+    }
+    // D4: the key folder opens every tenant's payloads, wherever the config puts it.
+    const seal = config.payloads.seal;
+    if (seal !== 'off' && seal.folder) {
+      out.push({ path: path.resolve(config.baseDir, seal.folder), what: 'the payload keys (payloads.seal.folder)' });
     }
     if (config.source !== 'defaults' && path.isAbsolute(config.source)) {
       out.push({ path: config.source, what: "the node's config file" });

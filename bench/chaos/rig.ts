@@ -13,6 +13,7 @@ import { readReceived } from '../../examples/common';
 import { startLedgerServer } from '../../examples/ledger';
 import { startBusyProxy } from '../../examples/busy-proxy';
 import { parseConfig } from '../../common/config';
+import { processDataOf } from '../../data';
 import type { LoadedConfig } from '../../common/config';
 import { projectRoot } from '../../common/paths';
 import { findTemporalCli } from '../../worker/temporal-cli';
@@ -207,15 +208,23 @@ export class Rig {
     fs.writeFileSync(this.configFile, JSON.stringify(input));
     this.config = { ...parseConfig(input), baseDir: root, source: this.configFile };
     this.connection = await Connection.connect({ address: this.server.address });
-    this.client = new Client({ connection: this.connection });
+    this.client = this.newClient();
     this.nodes = [await this.fresh(), await this.fresh()];
+  }
+
+  /** A client of the nodes' own data converter: it opens what they seal (D4) and reads big answers from their store. */
+  private newClient(): Client {
+    const data = processDataOf(this.config);
+    const client = new Client({ connection: this.connection, dataConverter: data.dataConverter });
+    data.useClient(client);
+    return client;
   }
 
   /** The client's connection was to the server before a restart: a fresh one to the server now. */
   async reconnect(): Promise<void> {
     await this.connection.close().catch(() => undefined);
     this.connection = await Connection.connect({ address: this.server.address });
-    this.client = new Client({ connection: this.connection });
+    this.client = this.newClient();
   }
 
   /** Stops the nodes and the servers; the run's files stay for the counts. */

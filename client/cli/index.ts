@@ -10,6 +10,7 @@ import { registerJobCommands } from './jobs';
 import { registerNodeCommands } from './nodes';
 import { registerPluginCommands } from './plugin';
 import { registerInboxCommands } from './inbox';
+import { registerKeyCommands } from './keys';
 import { registerPolicyCommands, registerToolCommands } from './policy';
 import { registerTenantCommands } from './tenants';
 
@@ -19,7 +20,9 @@ export function buildProgram(): Command {
   const program = new Command('oz0')
     .description('Durable MCP tool calls for agent jobs, on Temporal')
     .showHelpAfterError()
-    .exitOverride();
+    .exitOverride()
+    // A command's options follow it: `oz0 inbox decodes --config F` gives F to `decodes`, not to `inbox`.
+    .enablePositionalOptions();
   registerNodeCommands(program);
   registerJobCommands(program);
   registerCallCommands(program);
@@ -28,6 +31,7 @@ export function buildProgram(): Command {
   registerTenantCommands(program);
   registerPluginCommands(program);
   registerInboxCommands(program);
+  registerKeyCommands(program);
   return program;
 }
 

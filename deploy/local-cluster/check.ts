@@ -16,6 +16,7 @@ import type { JobSpec } from '../../model/schemas';
 import type { LocalCluster } from './index';
 import { connectJobClient, jobTrace, startJob } from '../../client/jobs';
 import { loadConfig } from '../../common/config';
+import { processDataOf } from '../../data';
 import { contentDigest } from '../../examples/pages';
 import { listKeys } from './seaweedfs';
 
@@ -50,7 +51,10 @@ async function until<T>(what: string, check: () => T | undefined, ms: number): P
 export async function runCheck(cluster: LocalCluster, say: (line: string) => void): Promise<CheckCounts> {
   if (cluster.nodes.length < 2) throw new Error('check: needs two nodes');
   const connection = await Connection.connect({ address: cluster.address });
-  const client = new Client({ connection, namespace: cluster.namespace });
+  // oz0's data converter, from the cluster's config: the nodes seal the job's payloads (D4), and big ones are in S3.
+  const data = processDataOf(loadConfig({ file: cluster.configFile }));
+  const client = new Client({ connection, namespace: cluster.namespace, dataConverter: data.dataConverter });
+  data.useClient(client);
   const jobId = `check-${Date.now().toString(36)}`;
   const charge = (i: number) => ({
     call: 'ledger.slow_charge',

@@ -118,6 +118,9 @@ async function choosePorts(file: string): Promise<Ports> {
   return ports;
 }
 
+/** D5: the codec server of `oz0 inbox` on its default port, as an operator runs it beside the cluster. */
+const INBOX_CODEC = 'http://127.0.0.1:8090/codec';
+
 export async function startLocalCluster(opts: ClusterOptions): Promise<LocalCluster> {
   const { root, stateDir, say } = opts;
   const logsDir = path.join(stateDir, 'logs');
@@ -162,9 +165,15 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         temporalAddress: address,
         namespace: settings.namespace,
         logFile: log('ui'),
+        // D5: the inbox an operator runs beside the cluster (`oz0 inbox --temporal-ui <ui>`, on its default port)
+        // decodes what the signed-in person may read; without it, the UI shows the payloads sealed.
+        codecEndpoint: INBOX_CODEC,
       });
       stops.push(() => ui.stop());
       uiUrl = ui.url;
+      say(
+        `the Temporal UI opens sealed payloads through ${INBOX_CODEC} (oz0 inbox, its people signed in: docs/data.md)`,
+      );
     }
 
     const receivedLog = path.join(stateDir, 'received.jsonl');
@@ -203,6 +212,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         search: search.url,
         s3: s3.endpoint,
         receivedLog,
+        keys: path.join(stateDir, 'keys'),
       });
       fs.writeFileSync(file, `${JSON.stringify(input, null, 2)}\n`);
       return file;

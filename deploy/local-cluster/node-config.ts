@@ -14,6 +14,8 @@ import { parseConfig } from '../../common/config';
 
 /** Where compose mounts its `ledger` volume, shared by every node. */
 const LEDGER_VOLUME = '/var/lib/oz0/ledger/';
+/** D4: where compose mounts its `keys` volume, the payload keys every node shares. */
+const KEYS_VOLUME = '/var/lib/oz0/keys';
 
 export interface NodePlace {
   address: string;
@@ -25,6 +27,8 @@ export interface NodePlace {
   search: string;
   /** D2: the S3 API of the cluster's payload store (compose's `http://s3:8333`). */
   s3: string;
+  /** D4: the cluster's one key folder (compose's `keys` volume). */
+  keys: string;
   /** Given to every stdio server as OZ0_RECEIVED_LOG: the example servers record there what they received. */
   receivedLog: string;
 }
@@ -43,6 +47,7 @@ export function nodeConfig(root: string, place: NodePlace): Record<string, unkno
   const compose = JSON.parse(fs.readFileSync(path.join(root, 'deploy', 'oz0.cluster.json'), 'utf8')) as object;
   const swap = (s: string) => {
     if (s.startsWith(LEDGER_VOLUME)) return path.join(path.dirname(place.ledgerFile), s.slice(LEDGER_VOLUME.length));
+    if (s === KEYS_VOLUME) return place.keys;
     if (s === 'http://search:8931/mcp') return place.search;
     if (s === 'http://s3:8333') return place.s3;
     if (s.startsWith('/app/')) return path.join(root, s.slice('/app/'.length));

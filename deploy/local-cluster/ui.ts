@@ -16,6 +16,8 @@ export async function startUi(opts: {
   temporalAddress: string;
   namespace: string;
   logFile: string;
+  /** D5: the approvals inbox's codec server (`<inbox>/codec`), called with the person's sign-in cookie. */
+  codecEndpoint?: string;
 }): Promise<UiServer> {
   // The UI server reads <config dir>/<env>.yaml; JSON is YAML to it.
   fs.mkdirSync(opts.dir, { recursive: true });
@@ -32,6 +34,7 @@ export async function startUi(opts: {
       // Local and offline: no news feed fetched from the internet.
       disableNewsFetch: true,
       refreshInterval: '1m',
+      ...(opts.codecEndpoint ? { codec: { endpoint: opts.codecEndpoint, includeCredentials: true } } : {}),
     }),
   );
   const out = fs.openSync(opts.logFile, 'a');

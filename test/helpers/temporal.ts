@@ -15,12 +15,13 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
-import type { WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
+import type { ClientOptions, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
 import { Oz0Tenant } from '../../model/job';
 import type { JobTrace } from '../../model/job';
 import { processDataOf } from '../../data';
 import { wholeAnswers } from '../../client/runs';
 import { createNode } from '../../worker/node';
+import { connectJobClient, jobTrace, startJob } from '../../client/jobs';
 import { approveListing, readListing } from '../../client/approve';
 import { policyTargetOf } from '../../common/policy-client';
 import type { Oz0Node } from '../../worker/node';
@@ -56,6 +57,41 @@ export function uniqueId(prefix: string): string {
 
 export function tmpDir(prefix = 'oz0-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+let fileKeys: string | undefined;
+/**
+ * D4: the key folder of every config a test file makes (unless it names its own sealing) and of its client: the file's
+ * nodes seal what they write with keys made there, and its client opens it, as one machine's processes share theirs.
+ */
+export function testKeys(): string {
+  return (fileKeys ??= tmpDir('oz0-keys-'));
+}
+
+/**
+ * A test's `payloads` section, sealed with the file's keys unless it names its own: sealing `"off"` there still opens
+ * with the file's keys what the file's other nodes sealed (its tenants' policies, the namespace's kill switches).
+ */
+function sealedPayloads(payloads: unknown): Record<string, unknown> {
+  const given = (payloads ?? {}) as Record<string, unknown>;
+  const seal =
+    given.seal === 'off' ? { folder: testKeys(), newPayloads: 'plain' } : (given.seal ?? { folder: testKeys() });
+  return { ...given, seal };
+}
+
+/** A client of this file's data converter: the file's keys (./testKeys), no payload store (as a bare client has). */
+export function testClient(
+  connection: Connection,
+  namespace: string,
+  options: Omit<ClientOptions, 'connection' | 'namespace' | 'dataConverter'> = {},
+): Client {
+  const data = processDataOf({
+    ...parseConfig({ payloads: { store: 'off', seal: { folder: testKeys() } } }),
+    baseDir: ROOT,
+  });
+  const client = new Client({ ...options, connection, namespace, dataConverter: data.dataConverter });
+  data.useClient(client);
+  return client;
 }
 
 /** Where a file's Temporal is: its gRPC address, its HTTP API where it has one, and the file's namespace. */
@@ -129,7 +165,10 @@ export function useTemporal(): TestTemporal {
       const node = { stateDir: path.join(dir, 'state'), ...(input.node as object | undefined) };
       const config = testConfig(now().server, { ...input, node });
       const file = path.join(dir, 'oz0.config.json');
-      fs.writeFileSync(file, JSON.stringify({ ...input, temporal: config.temporal, node }));
+      fs.writeFileSync(
+        file,
+        JSON.stringify({ ...input, temporal: config.temporal, node, payloads: sealedPayloads(input.payloads) }),
+      );
       return { config, file, dir };
     },
     startWorker: (file, name, env) => startWorker(file, name, workers, env),
@@ -154,7 +193,7 @@ async function openTemporal(file: string): Promise<Opened> {
   return {
     server,
     connection,
-    client: new Client({ connection, namespace }),
+    client: testClient(connection, namespace),
     async close() {
       await connection.close();
       await own?.stop();
@@ -216,6 +255,7 @@ export function testConfig(at: string | TemporalAt, input: Record<string, unknow
   const taskQueue = uniqueId('oz0-test');
   const config = parseConfig({
     ...input,
+    payloads: sealedPayloads(input.payloads),
     temporal: { address, namespace, taskQueue },
     node: { heartbeatTimeoutSeconds: 10, ...(input.node as object | undefined), stateDir: path.join(dir, 'state') },
   });
@@ -323,7 +363,18 @@ export { descendants, killTree } from '../../worker/processes';
 
 /** `oz0 worker` as a process of its own (see worker/processes.ts), its log into this test file's log. */
 function startWorker(file: string, name: string, workers: ChildProcess[], env?: Record<string, string>) {
+  sealedWithFileKeys(file);
   return startWorkerProcess(file, name, workers, { logFile: logFileOf(expect.getState().testPath ?? 'unknown'), env });
+}
+
+/**
+ * A config file a test wrote itself, given the file's keys unless it names its own sealing: its `oz0 worker` opens
+ * what the test's client and in-process nodes seal, as one machine's processes sharing a key folder do (D4).
+ */
+function sealedWithFileKeys(file: string): void {
+  const input = JSON.parse(fs.readFileSync(file, 'utf8')) as { payloads?: Record<string, unknown> };
+  if (input.payloads?.seal !== undefined) return;
+  fs.writeFileSync(file, JSON.stringify({ ...input, payloads: sealedPayloads(input.payloads) }, null, 2));
 }
 
 /**
@@ -347,4 +398,23 @@ export async function startOnNodeA(
     args: [{ tenant, steps: [step] }],
   });
   return { config, file, a, handle };
+}
+
+/**
+ * Runs a job to its end on a fresh node of `config`, read back by a client of the same config: its result as the
+ * workflow returned it (`raw`), and its trace with every answer the store keeps read whole (`shown`).
+ */
+export async function runWhole(config: LoadedConfig, spec: object, id = uniqueId('whole')) {
+  const jc = await connectJobClient(config);
+  const node = await createNode({ config, logger });
+  try {
+    return await node.runUntil(async () => {
+      const handle = await startJob(jc, spec, { workflowId: id });
+      const raw: JobTrace = await handle.result();
+      const shown = await jobTrace(jc.client, id, { data: jc.data, whole: true });
+      return { id, raw, shown, runId: (await handle.describe()).runId };
+    });
+  } finally {
+    await jc.close();
+  }
 }

@@ -17,7 +17,7 @@ import type { JobTrace, StepTrace } from '../../model/job';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
 import { sweepFolder } from '../../data';
-import { approve, eventually, example, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import { approve, eventually, example, logger, runWhole, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { historyPayloads } from '../helpers/history';
 
 const temporal = useTemporal();
@@ -33,21 +33,7 @@ function pagesConfig(extra: Record<string, unknown> = {}) {
   return { config, log };
 }
 
-/** Runs the spec to its end on a fresh node; the client reads with the config's store. */
-async function runSpec(config: LoadedConfig, spec: object, id = uniqueId('answers')) {
-  const jc = await connectJobClient(config);
-  const node = await createNode({ config, logger });
-  try {
-    return await node.runUntil(async () => {
-      const handle = await startJob(jc, spec, { workflowId: id });
-      const raw: JobTrace = await handle.result();
-      const shown = await jobTrace(jc.client, id, { data: jc.data, whole: true });
-      return { jc, id, raw, shown, runId: (await handle.describe()).runId };
-    });
-  } finally {
-    await jc.close();
-  }
-}
+const runSpec = (config: LoadedConfig, spec: object) => runWhole(config, spec, uniqueId('answers'));
 
 /** What the server answered, by key: the SHA-256 of each answer's content as it sent it. */
 function answered(log: string): Map<string, string> {
@@ -113,8 +99,8 @@ test('D1, D2: answers of megabytes in every content type reach the job whole, by
   for (const f of files) expect(fs.statSync(path.join(f.parentPath, f.name)).mode & 0o077).toBe(0);
 }, 180_000);
 
-test('D2 (the control): the same answers with the store off — one of 3 MiB is refused by Temporal, one of 1.2 MiB lies in history in the clear', async () => {
-  const { config } = pagesConfig({ payloads: { store: 'off' } });
+test('D2 (the control): the same answers with the store off — one of 3 MiB is refused by Temporal, one of 1.2 MiB lies in history in the clear (sealing off too, to read it there)', async () => {
+  const { config } = pagesConfig({ payloads: { store: 'off', seal: 'off' } });
   const { shown, id, runId } = await runSpec(config, {
     tenant: uniqueId('acme'),
     steps: [

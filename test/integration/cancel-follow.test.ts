@@ -7,7 +7,7 @@
  * started after the cancel request, no activity cancel). Temporal's own cancel still settles each call once a
  * workflow worker runs again.
  */
-import { PayloadOwners } from '../../data';
+import { PayloadOwners, processDataOf } from '../../data';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -59,6 +59,8 @@ function probeConfig(extra: { node?: Record<string, unknown>; servers?: Record<s
 async function workflowWorkers(config: LoadedConfig) {
   const connection = await NativeConnection.connect({ address: temporal.server.address });
   const bundle = await workflowBundle(false);
+  // oz0's data converter, as a node's workers have it: the jobs' payloads are sealed with their tenants' keys (D4).
+  const { dataConverter } = processDataOf(config);
   let running: Array<{ worker: Worker; done: Promise<void> }> = [];
   const start = async () => {
     const queues = [config.temporal.taskQueue, config.temporal.policyTaskQueue];
@@ -69,6 +71,7 @@ async function workflowWorkers(config: LoadedConfig) {
           namespace: temporal.server.namespace,
           taskQueue,
           workflowBundle: bundle,
+          dataConverter,
           // The job's one local activity (its settings, from the config) runs with its workflow task; its calls never
           // run here (no activity task is polled).
           activities: createActivities({ config, owners: new PayloadOwners() } as ActivityDeps),

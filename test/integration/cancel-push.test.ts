@@ -10,13 +10,15 @@ import type { Oz0Node } from '../../worker/node';
 import { DEV_SERVER_DYNAMIC_CONFIG, startDevServer } from '../../worker/dev-server';
 import type { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { Connection } from '@temporalio/client';
 import type { LoadedConfig } from '../../common/config';
 import {
   eventually,
   externalTemporal,
   fixture,
   logger,
+  testClient,
   testConfig,
   tmpDir,
   uniqueId,
@@ -82,7 +84,7 @@ test('C1/C2 without push: on a server without worker commands the node says canc
   });
   const connection = await Connection.connect({ address: server.address });
   try {
-    const client = new Client({ connection });
+    const client = testClient(connection, 'default');
     const log = path.join(tmpDir(), 'probe.jsonl');
     const config = probeConfig(server.address, log, { heartbeatMs: 200 });
     const node = await createNode({ config, logger });

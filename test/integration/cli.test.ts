@@ -11,6 +11,8 @@ import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { ROOT, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { callsOf } from '../../model/job';
+import { loadConfig } from '../../common/config';
+import { processDataOf } from '../../data';
 
 const temporal = useTemporal();
 let node: Oz0Node;
@@ -191,8 +193,12 @@ test('oz0 dev: a dev server with a SQLite file and the Web UI, plus one node; Ct
     expect((await fetch(ui)).status).toBe(200);
     const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
     try {
-      const client = new Client({ connection });
-      const cfg = JSON.parse(fs.readFileSync(devConfig, 'utf8'));
+      // A plain Temporal client with oz0's data converter, from the same config: the node seals the job's payloads
+      // with keys it keeps in its state folder (D4), and this client opens them with the same keys.
+      const cfg = loadConfig({ file: devConfig });
+      const data = processDataOf(cfg);
+      const client = new Client({ connection, dataConverter: data.dataConverter });
+      data.useClient(client);
       const handle = await client.workflow.start('job', {
         taskQueue: cfg.temporal.taskQueue,
         workflowId: uniqueId('dev-job'),

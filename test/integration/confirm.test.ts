@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Connection } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { answerCall } from '../../client/calls';
@@ -29,6 +29,7 @@ import {
   fixture,
   logger,
   restartableTemporal,
+  testClient,
   testConfig,
   tmpDir,
   uniqueId,
@@ -365,7 +366,7 @@ test('A4/A3: a call waits across a restart of the Temporal server (its state kep
   const tenant = uniqueId('t');
   const connect = async () => {
     const connection = await Connection.connect({ address: server.address });
-    return { connection, client: new Client({ connection }) };
+    return { connection, client: testClient(connection, 'default') };
   };
   let { connection, client } = await connect();
   try {

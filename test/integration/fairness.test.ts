@@ -4,7 +4,8 @@
  * the same node without its reserved slot — which shows the test can fail.
  */
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { Connection } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { createNode } from '../../worker/node';
 import type { LoadedConfig } from '../../common/config';
@@ -17,7 +18,16 @@ import { setShares } from '../../client/tenants';
 import { startJob } from '../../client/jobs';
 import type { JobSpec } from '../../model/schemas';
 import { jobPriority } from '../../model/shares';
-import { eventually, fixture, logger, testConfig, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import {
+  eventually,
+  fixture,
+  logger,
+  testClient,
+  testConfig,
+  tmpDir,
+  uniqueId,
+  useTemporal,
+} from '../helpers/temporal';
 
 const temporal = useTemporal();
 
@@ -30,7 +40,7 @@ beforeAll(async () => {
     dynamicConfig: { ...DEV_SERVER_DYNAMIC_CONFIG, 'matching.enableFairness': false },
   });
   const connection = await Connection.connect({ address: server.address });
-  unfair = { server, connection, client: new Client({ connection }) };
+  unfair = { server, connection, client: testClient(connection, 'default') };
 }, 90_000);
 afterAll(async () => {
   await unfair?.connection.close();

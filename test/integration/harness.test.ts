@@ -33,6 +33,7 @@ import {
   example,
   fixture,
   logger,
+  testKeys,
   tmpDir,
   uniqueId,
   useTemporal,
@@ -723,10 +724,18 @@ test('H9: a harness outside the node — another process with plain @temporalio/
       },
     );
     const jobId = handle.workflowId;
+    // The harness's own config: where Temporal is, and the keys this machine's processes share (D4).
+    const clientConfig = path.join(tmpDir(), 'oz0.config.json');
+    const { address, namespace } = temporal.server;
+    const seal = { folder: testKeys() };
+    fs.writeFileSync(
+      clientConfig,
+      JSON.stringify({ temporal: { address, namespace }, payloads: { store: 'off', seal } }),
+    );
     const out = await new Promise<string>((resolve, reject) => {
       execFile(
         process.execPath,
-        [fixture('external-client.js'), temporal.server.address, temporal.server.namespace, jobId],
+        [fixture('external-client.js'), clientConfig, jobId],
         { timeout: 120_000 },
         (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
       );

@@ -14,7 +14,6 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { SamplingDecision, SimpleSpanProcessor, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { Resource } from '@opentelemetry/resources';
-import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { readReceived } from '../../examples/common';
 import { JAEGER_VERSION, startJaeger } from '../../deploy/local-cluster/jaeger';
@@ -35,6 +34,7 @@ import {
   example,
   killTree,
   logger,
+  testClient,
   tmpDir,
   uniqueId,
   useTemporal,
@@ -123,9 +123,7 @@ function tracedCaller() {
     spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${receiver.httpEndpoint}/v1/traces` }))],
   });
   provider.register();
-  const client = new Client({
-    connection: temporal.connection,
-    namespace: temporal.server.namespace,
+  const client = testClient(temporal.connection, temporal.server.namespace, {
     interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
   });
   return { provider, client, tracer: provider.getTracer('caller') };

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { McpServer } from '@modelcontextprotocol/server';
 import type { RegisteredTool } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { Client, Connection } from '@temporalio/client';
+import { Connection } from '@temporalio/client';
 import { readReceived, serveHttp } from '../../examples/common';
 import type { HttpHandle } from '../../examples/common';
 import { changePolicy, policyTargetOf, readPolicy } from '../../common/policy-client';
@@ -22,6 +22,7 @@ import {
   fixture,
   logger,
   restartableTemporal,
+  testClient,
   tmpDir,
   uniqueId,
   useTemporal,
@@ -291,7 +292,7 @@ test('A3/C5: kill switches and policy survive a restart of the node and of the T
     const connection = await Connection.connect({ address: server.address });
     return {
       connection,
-      target: policyTargetOf(config, new Client({ connection })),
+      target: policyTargetOf(config, testClient(connection, 'default')),
     };
   };
   let { connection, target } = await connect();

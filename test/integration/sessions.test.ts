@@ -4,7 +4,7 @@
  * another node by itself, makes the same calls under the same keys, and the ledger makes each write once.
  * A lost session with a call that may not be made again stops the job, naming the call.
  */
-import { PayloadOwners } from '../../data';
+import { PayloadOwners, processDataOf } from '../../data';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -195,6 +195,8 @@ test('T4: a node chosen for a session that dies before it picks the session up i
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
     workflowBundle: await workflowBundle(false),
+    // oz0's data converter, as the node's: the job's payloads are sealed with its tenant's key (D4).
+    dataConverter: processDataOf(config).dataConverter,
     stickyQueueScheduleToStartTimeout: '3s',
     activities: {
       // What the job's workflow asks of any node before its session (it reads only the config).

@@ -363,6 +363,17 @@ describe('deploy/oz0.cluster.json', () => {
     ).toBe(true);
   });
 
+  test('the payload keys are on a named volume every node mounts (D4), a folder the image gives the node user alone', () => {
+    const folder = (clusterConfig as unknown as { payloads: { seal: { folder: string } } }).payloads.seal.folder;
+    const shared = (node.volumes ?? []).find((v) => typeof v === 'object' && v.target === folder);
+    expect(shared).toEqual({ type: 'volume', source: 'keys', target: folder });
+    expect(Object.keys((compose as unknown as { volumes: Record<string, unknown> }).volumes)).toContain('keys');
+    const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(
+      runs.some((r) => new RegExp(`chown node:node .*${folder}`).test(r) && r.includes(`chmod 0700 ${folder}`)),
+    ).toBe(true);
+  });
+
   test("node.stateDir is absolute and created for the node user by the image (the config's folder is read-only)", () => {
     expect(path.isAbsolute(clusterConfig.node.stateDir)).toBe(true);
     const runs = finalStage.filter((i) => i.op === 'RUN').map((i) => i.args);
@@ -537,6 +548,7 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
       search: 'http://127.0.0.1:1/mcp',
       s3: 'http://127.0.0.1:2',
       receivedLog: '/tmp/oz0-received.jsonl',
+      keys: '/tmp/oz0-cluster/keys',
     };
     const moved = { ...parseConfig(nodeConfig(ROOT, place)), baseDir: ROOT, source: 'test' };
     expect(moved.payloads.store).toMatchObject({ s3: { endpoint: place.s3, bucket: 'oz0-payloads' } });
@@ -548,6 +560,8 @@ describe('deploy/temporal: the server settings docker-compose.yml and `npm run c
     // must be answered from it on the node that takes the call over.
     const ledger = moved.servers.ledger as { env: Record<string, string> };
     expect(ledger.env.LEDGER_FILE).toBe(place.ledgerFile);
+    // And its `keys` volume the cluster's one key folder: what one node seals, every other opens (D4).
+    expect(moved.payloads.seal).toEqual({ folder: place.keys, platformKeys: [], newPayloads: 'sealed' });
     const text = JSON.stringify(moved);
     for (const inContainer of ['/app/', '/var/lib/oz0', 'search:8931', 's3:8333', '/tmp/ledger.jsonl']) {
       expect({ inContainer, found: text.includes(inContainer) }).toEqual({ inContainer, found: false });
