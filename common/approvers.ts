@@ -53,3 +53,25 @@ export function mayAnswer(approvers: Approvers | undefined, who: Identity, tool:
 export function answererName(who: Identity): string {
   return who.email ?? `${who.subject} at ${who.issuer}`;
 }
+
+/**
+ * D5: whether `who` may read an owner's payloads decoded: a tenant's viewers and approvers (of any of its tools) read
+ * the tenant's; the platform's own workflows (policies, limiters) only `inbox.operators`. Nobody else reads anything.
+ */
+export function mayRead(
+  config: {
+    tenants: Record<string, { viewers?: readonly string[]; approvers?: Approvers }>;
+    inbox?: { operators?: readonly string[] };
+  },
+  who: Identity,
+  owner: string,
+  platform: string,
+): boolean {
+  const named = (list: readonly string[] | undefined) => (list ?? []).some((p) => names(p, who));
+  if (owner === platform) return named(config.inbox?.operators);
+  const tenant = Object.hasOwn(config.tenants, owner) ? config.tenants[owner] : undefined;
+  if (!tenant) return false;
+  const approvers = tenant.approvers;
+  const approving = Array.isArray(approvers) ? approvers : Object.values(approvers ?? {}).flat();
+  return named(tenant.viewers) || named(approving);
+}

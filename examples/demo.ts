@@ -182,12 +182,15 @@ async function runDemo(ctx: {
   say(
     `starting the Temporal dev server (${cli ?? "@temporalio/testing's download"}) on 127.0.0.1:${port}, SQLite ${path.join(state, 'temporal.db')}`,
   );
+  // A8-A9: the approvals inbox's port, chosen first: the UI decodes payloads through its codec server (D5).
+  const inboxPort = ctx.port === 0 ? await freePort() : await portOr(8090);
   const server = await startDevServer({
     cli,
     port,
     uiPort,
     dbFile: path.join(state, 'temporal.db'),
     logFile: path.join(state, 'temporal-server.log'),
+    uiCodec: `http://127.0.0.1:${inboxPort}`,
   });
   started.push(() => server.stop());
   const remote = await startReaderServer(0, { stateFile: path.join(state, 'remote-seen.json') });
@@ -195,7 +198,6 @@ async function runDemo(ctx: {
   // R1-R2: the ticket desk behind an authorization server of its own (oidc-provider), both on free ports; acme's and
   // beta's OAuth clients there, their secret and key in files the config names (file:…).
   // A8-A9: the approvals inbox, its people signed in by that same authorization server (ann, acme's approver).
-  const inboxPort = ctx.port === 0 ? await freePort() : await portOr(8090);
   const inboxSecret = randomBytes(24).toString('hex');
   const tickets = await startTicketsWorld(path.join(state, 'tickets'), {
     inbox: { redirectUri: `http://127.0.0.1:${inboxPort}/callback`, secret: inboxSecret },
@@ -254,11 +256,15 @@ async function runDemo(ctx: {
   const inbox = await startInbox({
     config,
     client: jc.client,
+    data: jc.data,
     signIn: await oidcSignIn(config.inbox!.oidc, inboxSecret),
     temporalUi: server.uiUrl,
   });
   started.push(() => inbox.close());
   say(`the approvals inbox: ${inbox.url}/ (sign in as ann, acme's approver, with any password)`);
+  say(
+    `payloads are sealed in Temporal with each tenant's key (D4); signed in to the inbox, ann reads acme's jobs decoded in the Temporal UI, and beta's stay sealed (D5)`,
+  );
   // A remote server's calls need the tenant's approval of its listing (A2): the demo approves it as
   // `oz0 policy approve acme search --yes` would.
   const listing = await readListing(config, logger, 'search');

@@ -8,6 +8,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { CODEC_PATH, startUiFront } from './ui-front';
+import type { UiFront } from './ui-front';
 
 /**
  * Dynamic config every dev server oz0 starts gets; the same values are in deploy/temporal/dynamicconfig.yaml, for
@@ -42,6 +44,11 @@ export interface DevServerOptions {
   port?: number;
   /** The Web UI's port; `false` runs headless. */
   uiPort?: number | false;
+  /**
+   * D5: the approvals inbox's address: the UI decodes payloads through its codec server, with the person's sign-in
+   * there (./ui-front.ts puts the UI behind a front on its port for that).
+   */
+  uiCodec?: string;
   namespace?: string;
   /** Where the server's own output goes (a file path); default: discarded. */
   logFile?: string;
@@ -116,10 +123,14 @@ async function startOnce(opts: DevServerOptions): Promise<DevServer> {
     args.push('--db-filename', opts.dbFile);
   }
   let uiPort: number | undefined;
+  /** The real UI's port, behind the front when the UI decodes through the inbox. */
+  let backPort: number | undefined;
   if (opts.uiPort === false) args.push('--headless');
   else {
     uiPort = opts.uiPort ?? (await freePort(ip));
-    args.push('--ui-port', String(uiPort));
+    backPort = opts.uiCodec ? await freePort(ip) : uiPort;
+    args.push('--ui-port', String(backPort));
+    if (opts.uiCodec) args.push('--ui-codec-endpoint', `http://${ip}:${uiPort}${CODEC_PATH}`);
   }
   const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child: ChildProcess = spawn(opts.cli, args, { stdio: ['ignore', out, out], detached: opts.ownGroup ?? true });
@@ -154,13 +165,29 @@ async function startOnce(opts: DevServerOptions): Promise<DevServer> {
       await new Promise((r) => setTimeout(r, 250));
     }
   }
+  let front: UiFront | undefined;
+  if (opts.uiCodec && uiPort !== undefined) {
+    try {
+      front = await startUiFront({ ip, port: uiPort, ui: `http://${ip}:${backPort}`, inbox: opts.uiCodec });
+    } catch (err) {
+      await stop();
+      // The public port was taken in between: started again with fresh ports, as the server's own.
+      if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE' && opts.uiPort === undefined) {
+        throw new ExitedAtStart(`the UI's port ${uiPort} was taken`);
+      }
+      throw err;
+    }
+  }
   return {
     address,
     httpAddress: `${ip}:${httpPort}`,
     namespace,
     uiUrl: uiPort ? `http://${ip}:${uiPort}` : undefined,
     pid: child.pid ?? -1,
-    stop,
+    stop: async () => {
+      await front?.close();
+      await stop();
+    },
     exited,
   };
 }

@@ -42,6 +42,12 @@ export function registerNodeCommands(program: Command): void {
       const port = opts.port ?? Number(portText ?? 7233);
       const state = path.resolve(cfg.baseDir, cfg.node.stateDir);
       fs.mkdirSync(state, { recursive: true });
+      // D5: with an inbox in the config, the UI decodes through its codec server, for the person signed in there.
+      const inbox = cfg.inbox;
+      const inboxUrl = inbox
+        ? (inbox.publicUrl?.replace(/\/+$/, '') ??
+          `http://${['0.0.0.0', '::'].includes(inbox.host) ? '127.0.0.1' : inbox.host}:${inbox.port}`)
+        : undefined;
       const server = await startDevServer({
         cli: findTemporalCli({ log: (line) => logger.info(line) }),
         ip: host === 'localhost' ? '127.0.0.1' : host,
@@ -50,12 +56,16 @@ export function registerNodeCommands(program: Command): void {
         dbFile: path.resolve(opts.db ?? path.join(state, 'temporal.db')),
         logFile: path.join(state, 'temporal-server.log'),
         namespace: cfg.temporal.namespace,
+        uiCodec: inboxUrl,
       });
       cfg.temporal.address = server.address;
       const node = await createNode({ config: cfg, logger });
       process.stderr.write(
         `oz0 dev: Temporal at ${server.address}, Web UI at ${server.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows\n` +
-          `oz0 dev: one node on task queue ${cfg.temporal.taskQueue}; Ctrl-C stops both\n`,
+          `oz0 dev: one node on task queue ${cfg.temporal.taskQueue}; Ctrl-C stops both\n` +
+          (inboxUrl
+            ? `oz0 dev: the Web UI opens sealed payloads through the approvals inbox at ${inboxUrl}/ (run \`oz0 inbox --temporal-ui ${server.uiUrl}\` and sign in: each person reads the tenants that name them)\n`
+            : `oz0 dev: payloads are sealed per tenant, and the Web UI shows them sealed: with an inbox in the config (inbox.oidc), its signed-in people read theirs decoded there (docs/data.md)\n`),
       );
       await runUntilSignal(node, () => server.stop());
     });

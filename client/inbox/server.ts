@@ -7,6 +7,9 @@
  *
  * Sessions live in this process's memory (a restart signs everyone out): a random id in a cookie that is HttpOnly,
  * SameSite=Lax and, when the inbox is served over TLS, Secure; every form carries the session's CSRF token.
+ *
+ * D5: it is also the codec server of the Temporal UI (./codec.ts): a person signed in here reads the payloads of the
+ * tenants that name them decoded there, and nothing else.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -26,6 +29,8 @@ import { AnswerRefused, answerCall, listWaitingCalls } from '../calls';
 import type { ListedCall } from '../calls';
 import type { PendingSignIn, SignIn } from './oidc';
 import { callList, inboxPage, signInPage } from './page';
+import { decodeRecordFile, mountCodec } from './codec';
+import type { ProcessData } from '../../data';
 
 const COOKIE = 'oz0_inbox';
 const PENDING_MS = 10 * 60_000;
@@ -44,8 +49,10 @@ export interface InboxOptions {
   config: LoadedConfig;
   client: Client;
   signIn: SignIn;
-  /** The Temporal UI's address (`http://127.0.0.1:8233`), for links to each job. */
+  /** The Temporal UI's address (`http://127.0.0.1:8233`), for links to each job; default `inbox.temporalUi`. */
   temporalUi?: string;
+  /** D5: the process's payloads (its keys, its store), for the codec server; without it, no codec server. */
+  data?: ProcessData;
   log?: (line: string) => void;
 }
 
@@ -84,9 +91,10 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   const pending = new Map<string, PendingSignIn & { expires: number }>();
   let base = inbox.publicUrl ?? '';
   const secure = () => base.startsWith('https:');
-  const jobLink = opts.temporalUi
+  const temporalUi = opts.temporalUi ?? inbox.temporalUi?.replace(/\/+$/, '');
+  const jobLink = temporalUi
     ? (jobId: string) =>
-        `${opts.temporalUi}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(jobId)}`
+        `${temporalUi}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/${encodeURIComponent(jobId)}`
     : undefined;
 
   // One read of Temporal a second, shared by every page that watches.
@@ -121,6 +129,17 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
     c.header('X-Frame-Options', 'DENY');
     c.header('Cache-Control', 'no-store');
   });
+
+  if (opts.data) {
+    mountCodec(app, {
+      config,
+      data: opts.data,
+      identityOf: (c) => sessionOf(c)?.identity,
+      origins: temporalUi ? [new URL(temporalUi).origin] : [],
+      recordFile: decodeRecordFile(config),
+      log,
+    });
+  }
 
   app.get('/login', async (c) => {
     // Sign-ins begun and never finished are dropped after 10 minutes, and there are never more than MAX_PENDING.

@@ -91,3 +91,20 @@ export async function open(page: Page, url: string, texts: string[]): Promise<vo
   await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 60_000 });
   await waitForText(page, texts);
 }
+
+/**
+ * A9: signs `page` in to the approvals inbox at `inbox` as `login`, through the test identity provider's own sign-in
+ * page (any password) and, the first time, its consent page.
+ */
+export async function signInToInbox(page: Page, inbox: string, login: string): Promise<void> {
+  await page.goto(`${inbox}/`, { waitUntil: 'domcontentloaded' });
+  await page.click('a[href="login"]');
+  await page.waitForSelector('input[name=login]', { timeout: 30_000 });
+  await page.type('input[name=login]', login);
+  await page.type('input[name=password]', 'any');
+  await Promise.all([page.waitForNavigation({ waitUntil: 'domcontentloaded' }), page.click('button[type=submit]')]);
+  if (!page.url().startsWith(inbox)) {
+    await Promise.all([page.waitForNavigation({ waitUntil: 'domcontentloaded' }), page.click('button[type=submit]')]);
+  }
+  await waitForText(page, ['signed in as']);
+}

@@ -20,7 +20,7 @@ import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { newSigningKey, startAuthServer } from '../../examples/auth-server';
 import type { RunningAuthServer } from '../../examples/auth-server';
-import { artifactsDir, findChromium, launchBrowser, textOf, waitForText } from '../helpers/browser';
+import { artifactsDir, findChromium, launchBrowser, signInToInbox, textOf, waitForText } from '../helpers/browser';
 import { newSecret } from '../helpers/oauth';
 import { ROOT, eventually, fixture, logger, uniqueId, useTemporal } from '../helpers/temporal';
 
@@ -110,17 +110,7 @@ const waits = (handle: Awaited<ReturnType<typeof start>>) =>
 
 /** Signs in as `login` through the provider's own sign-in and consent pages. */
 async function signIn(login: string) {
-  await page.goto(`${inbox.url}/`, { waitUntil: 'domcontentloaded' });
-  await page.click('a[href="login"]');
-  await page.waitForSelector('input[name=login]', { timeout: 30_000 });
-  await page.type('input[name=login]', login);
-  await page.type('input[name=password]', 'any');
-  await Promise.all([page.waitForNavigation({ waitUntil: 'domcontentloaded' }), page.click('button[type=submit]')]);
-  // The provider asks once whether the inbox may have the person's email and groups.
-  if (!page.url().startsWith(inbox.url)) {
-    await Promise.all([page.waitForNavigation({ waitUntil: 'domcontentloaded' }), page.click('button[type=submit]')]);
-  }
-  await waitForText(page, ['signed in as']);
+  await signInToInbox(page, inbox.url, login);
 }
 
 withBrowser(
