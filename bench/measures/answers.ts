@@ -5,6 +5,7 @@
  *   — against the store's own put and get of the same bytes: on the folder store and, where SeaweedFS is built, on its
  *   S3 API. And the same answer's whole call, a node making it and a client reading it back, for the record.
  * - A small call (under every threshold) with the store on against the store off: sequential calls of one job.
+ * - D4's cost: the same small calls sealed against plain, and a 10 MiB answer's whole call sealed against plain.
  * - A node's peak memory during 20 calls of 10 MiB at once (an `oz0 worker` process) against a bare Temporal worker
  *   process making the same calls, its results on Temporal's External Storage in a folder: the growth of each over
  *   its idle size, beside the answers' own bytes.
@@ -124,8 +125,13 @@ type Way = 'on' | 'off';
  * started second: two workers of one config differ by as much as 2.5 % by their start alone (an A/A run). The
  * figures are the medians of the rounds' ratios.
  */
-async function smallCalls(env: BenchEnv, calls: number, rounds: number) {
-  const extra: Record<Way, Record<string, unknown>> = { on: {}, off: { payloads: { store: 'off' } } };
+async function smallCalls(
+  env: BenchEnv,
+  calls: number,
+  rounds: number,
+  name: string,
+  extra: Record<Way, Record<string, unknown>>,
+) {
   const steps = Array.from({ length: calls }, (_, i) => ({ call: 'reader.echo', args: { text: `t${i}` } }));
   const wall: number[] = [];
   const cpu: number[] = [];
@@ -135,7 +141,7 @@ async function smallCalls(env: BenchEnv, calls: number, rounds: number) {
     const clients = {} as Record<Way, Awaited<ReturnType<typeof connectJobClient>>>;
     try {
       for (const way of started) {
-        const queue = `answers-small-${way}-${half}`;
+        const queue = `answers-${name}-${way}-${half}`;
         procs[way] = (await startWorker(writeBenchConfig(env, queue, extra[way]), `bench-${queue}`, workers)).proc;
         clients[way] = await connectJobClient(benchConfig(env, queue, extra[way]));
       }
@@ -265,12 +271,44 @@ export async function measureAnswers(env: BenchEnv, opts: AnswersOptions) {
   } else {
     rows.push({ measure: 'D7 S3 store', figure: 'not measured: no SeaweedFS (npm run s3:install builds it)' });
   }
-  const small = await smallCalls(env, opts.smallCalls, opts.smallRounds);
+  const small = await smallCalls(env, opts.smallCalls, opts.smallRounds, 'small', {
+    on: {},
+    off: { payloads: { store: 'off' } },
+  });
   rows.push({
     measure: 'D7 a small call, the store on / off',
     figure: `wall ${fixed(small.wall, 3)}×, the node's CPU ${fixed(small.cpu, 3)}× (medians of the rounds' ratios)`,
     target: '≤ 1.02×',
     met: small.wall <= 1.02,
+  });
+  // D4's cost: the same small calls sealed and plain (the plain worker still opens what the sealed one sealed).
+  const plain = { payloads: { seal: { folder: env.keys, newPayloads: 'plain' } } };
+  const sealedSmall = await smallCalls(env, opts.smallCalls, opts.smallRounds, 'sealed', { on: {}, off: plain });
+  rows.push({
+    measure: 'D7 a small call, sealed / plain',
+    figure: `wall ${fixed(sealedSmall.wall, 3)}×, the node's CPU ${fixed(sealedSmall.cpu, 3)}× (medians of the rounds' ratios)`,
+    target: '≤ 1.03×',
+    met: sealedSmall.wall <= 1.03,
+  });
+  // And a 10 MiB answer, made and read back whole (folder store), sealed against plain, alternating.
+  const bigConfig = (way: Way) =>
+    benchConfig(env, `answers-big-${way}`, {
+      servers: { pages: { command: 'node', args: [pages] } },
+      ...(way === 'off' ? plain : {}),
+    });
+  const big: Record<Way, number[]> = { on: [], off: [] };
+  for (let r = 0; r < 2; r++) {
+    for (const way of r % 2 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
+      big[way].push(await wholeCall(env, bigConfig(way), opts.rounds));
+    }
+  }
+  const bigSealed = percentile(big.on, 50);
+  const bigPlain = percentile(big.off, 50);
+  rows.push({
+    measure: 'D7 a call of 10 MiB made and read back whole, sealed / plain (folder store)',
+    figure: `${fixed(bigSealed, 0)} ms / ${fixed(bigPlain, 0)} ms = ${fixed(bigSealed / bigPlain, 3)}×`,
+    target: '≤ 1.1×',
+    met: bigSealed / bigPlain <= 1.1,
   });
   const mem = await memory(env, opts.concurrent);
   const answersMiB = (opts.concurrent * ANSWER_KIB) / 1024;
@@ -284,6 +322,15 @@ export async function measureAnswers(env: BenchEnv, opts: AnswersOptions) {
   });
   return {
     rows,
-    data: { folder, s3: s3Figures, callMs, small, memory: mem, answersMiB, bytes: folder.bytes / MiB },
+    data: {
+      folder,
+      s3: s3Figures,
+      callMs,
+      small,
+      sealed: { small: sealedSmall, bigMs: { sealed: bigSealed, plain: bigPlain } },
+      memory: mem,
+      answersMiB,
+      bytes: folder.bytes / MiB,
+    },
   };
 }
