@@ -5,6 +5,7 @@
  * views acme's jobs, bob approves beta's, olga operates the platform. Each refusal beside its positive control.
  */
 import fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -275,6 +276,35 @@ withBrowser(
       expect(encode.status).toBe(403);
       expect(encode.json.error).toContain('only opens payloads');
 
+      // A payload in the store (past 256 KiB): history keeps its claim, which decode gives back as it is (the UI's
+      // `preserveStorageRefs`); the UI's download fetches the object and opens it, for acme's people only.
+      const words = `big-${uniqueId('words')}`;
+      const big = await startJob(jc, {
+        tenant: acme,
+        // Random, so that sealing's deflate leaves it past the threshold.
+        steps: [{ call: 'reader.echo', args: { text: `${words} ${randomBytes(400 * 1024).toString('base64')}` } }],
+      });
+      await big.result();
+      const claims = (await historyPayloads(big.workflowId)).filter((p) => encodingOf(p) === 'json/protobuf');
+      expect(claims.length).toBeGreaterThan(0);
+      expect(textOfPayloads(claims)).not.toContain(words);
+      expect((await codec('decode', { payloads: claims }, { Cookie: ann.cookie })).json.payloads).toEqual(claims);
+      const [claim] = claims;
+      expect((await codec('download', { payloads: [claim] })).status).toBe(401);
+      const annGot = await codec('download', { payloads: [claim] }, { Cookie: ann.cookie });
+      expect(annGot.status).toBe(200);
+      const [opened] = annGot.json.payloads as typeof both;
+      expect(encodingOf(opened)).toBe('json/plain');
+      expect(textOfPayloads([opened])).toContain(words);
+      const bobGot = await codec('download', { payloads: [claim] }, { Cookie: bob.cookie });
+      const [stillSealed] = bobGot.json.payloads as typeof both;
+      expect(encodingOf(stillSealed)).toBe('binary/oz0-sealed');
+      expect(textOfPayloads([stillSealed])).not.toContain(words);
+      // Only a claim is downloaded.
+      expect((await codec('download', { payloads: acmePayloads.slice(0, 1) }, { Cookie: ann.cookie })).status).toBe(
+        400,
+      );
+
       // Every decode recorded: who, which jobs, what was given back sealed; `oz0 inbox decodes` reads it.
       const listed = await oz0(['inbox', 'decodes', '--json', '--config', file]);
       expect(listed.code).toBe(0);
@@ -295,6 +325,12 @@ withBrowser(
         refusedTenants: [beta],
       });
       expect(records.find((r) => r.who === 'bob@beta.test')).toMatchObject({ jobs: [jobs[beta].id] });
+      expect(records).toContainEqual(
+        expect.objectContaining({ who: 'ann@acme.test', op: 'download', jobs: [big.workflowId], opened: 1 }),
+      );
+      expect(records).toContainEqual(
+        expect.objectContaining({ who: 'bob@beta.test', op: 'download', opened: 0, refusedTenants: [acme] }),
+      );
       expect(records.filter((r) => r.who === 'olga@ops.test').map((r) => r.tenants)).toContainEqual(['@platform']);
       const table = await oz0(['inbox', 'decodes', '--config', file]);
       expect(table.stdout).toMatch(/^AT\s+WHO\s+OPENED\s+OF\s+JOBS\s+GIVEN BACK SEALED/);
