@@ -274,37 +274,48 @@ const TenantSchema = z.strictObject({
 });
 
 /** A8, A9: the approvals inbox (`oz0 inbox`): where it listens, and the identity provider people sign in with. */
-const InboxSchema = z.strictObject({
-  host: z.string().min(1).default('127.0.0.1'),
-  port: z.number().int().min(0).max(65535).default(8090),
-  /** The address people reach it at (behind a proxy, with TLS): its sign-in's redirect, and links to it. */
-  publicUrl: z.url({ protocol: /^https?$/ }).optional(),
-  /** A9: OpenID Connect: the authorization code flow with PKCE, against the operator's identity provider. */
-  oidc: z.strictObject({
-    issuer: z.url({ protocol: /^https?$/ }),
-    clientId: z.string().min(1),
-    /** By reference (`env:NAME`, `file:PATH`); none for a public client. */
-    clientSecret: SecretRefSchema.optional(),
-    scopes: z.string().default('openid email profile'),
-    /** The claim of the ID token (or userinfo) that lists a person's groups. */
-    groupsClaim: z.string().min(1).default('groups'),
-  }),
-  /** D5: who may read the platform's own workflows (tenants' policies, limiters, probes) decoded in the Temporal UI. */
-  operators: z.array(PrincipalSchema).max(1000).default([]),
-  /**
-   * D5: the Temporal UI's address as people's browsers reach it, for links to each job; its codec requests come from
-   * there, and only from there (CORS, with the session's cookie). `oz0 inbox --temporal-ui` says it too.
-   */
-  temporalUi: z.url({ protocol: /^https?$/ }).optional(),
-  /** D5: where every decode is recorded (JSON lines; default `<node.stateDir>/decodes.jsonl`); `oz0 inbox decodes` reads it. */
-  decodeLog: z.string().min(1).optional(),
-  /** How long a sign-in lasts. */
-  sessionHours: z
-    .number()
-    .positive()
-    .max(24 * 30)
-    .default(8),
-});
+const InboxSchema = z
+  .strictObject({
+    host: z.string().min(1).default('127.0.0.1'),
+    port: z.number().int().min(0).max(65535).default(8090),
+    /** The address people reach it at (behind a proxy, with TLS): its sign-in's redirect, and links to it. */
+    publicUrl: z.url({ protocol: /^https?$/ }).optional(),
+    /** A9: OpenID Connect: the authorization code flow with PKCE, against the operator's identity provider. */
+    oidc: z.strictObject({
+      issuer: z.url({ protocol: /^https?$/ }),
+      clientId: z.string().min(1),
+      /** By reference (`env:NAME`, `file:PATH`); none for a public client. */
+      clientSecret: SecretRefSchema.optional(),
+      scopes: z.string().default('openid email profile'),
+      /** The claim of the ID token (or userinfo) that lists a person's groups. */
+      groupsClaim: z.string().min(1).default('groups'),
+    }),
+    /** D5: who may read the platform's own workflows (tenants' policies, limiters, probes) decoded in the Temporal UI. */
+    operators: z.array(PrincipalSchema).max(1000).default([]),
+    /**
+     * D5: the Temporal UI's address as people's browsers reach it, for links to each job; its codec requests come from
+     * there, and only from there (CORS, with the session's cookie). `oz0 inbox --temporal-ui` says it too.
+     */
+    temporalUi: z.url({ protocol: /^https?$/ }).optional(),
+    /** D5: where every decode is recorded (JSON lines; default `<node.stateDir>/decodes.jsonl`); `oz0 inbox decodes` reads it. */
+    decodeLog: z.string().min(1).optional(),
+    /**
+     * D5: the Temporal UI is on another site than the inbox (Temporal Cloud's UI): the sign-in cookie is SameSite=None,
+     * so that its codec requests carry it; the inbox must then be served over https (publicUrl).
+     */
+    crossSiteUi: z.boolean().default(false),
+    /** How long a sign-in lasts. */
+    sessionHours: z
+      .number()
+      .positive()
+      .max(24 * 30)
+      .default(8),
+  })
+  .refine((inbox) => !inbox.crossSiteUi || inbox.publicUrl?.startsWith('https:'), {
+    message:
+      'inbox.crossSiteUi needs inbox.publicUrl on https: a browser takes a SameSite=None cookie only if it is Secure',
+    path: ['crossSiteUi'],
+  });
 export type InboxConfig = z.infer<typeof InboxSchema>;
 
 const ConfigShape = z.strictObject({

@@ -183,7 +183,9 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
     });
     setCookie(c, COOKIE, id, {
       httpOnly: true,
-      sameSite: 'Lax',
+      // D5: a Temporal UI on another site (Temporal Cloud's) sends the cookie only if it is SameSite=None (and Secure,
+      // which the config's check asks: publicUrl on https).
+      sameSite: inbox.crossSiteUi ? 'None' : 'Lax',
       secure: secure(),
       path: '/',
       maxAge: Math.floor(inbox.sessionHours * 3600),

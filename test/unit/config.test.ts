@@ -332,6 +332,17 @@ describe('Config: parseConfig', () => {
     expect(configError(() => parseConfig({ node: { jobFollows: 'many' } })).message).toContain('node.jobFollows: ');
   });
 
+  test('D5: inbox.crossSiteUi (a SameSite=None sign-in, for a Temporal UI on another site) needs an https publicUrl', () => {
+    const oidc = { issuer: 'https://id.example', clientId: 'oz0-inbox' };
+    expect(parseConfig({ inbox: { oidc } }).inbox).toMatchObject({ crossSiteUi: false, operators: [] });
+    const plain = configError(() => parseConfig({ inbox: { oidc, crossSiteUi: true } }));
+    expect(plain.message).toContain('inbox.crossSiteUi: inbox.crossSiteUi needs inbox.publicUrl on https');
+    const http = { oidc, crossSiteUi: true, publicUrl: 'http://inbox.example' };
+    expect(() => parseConfig({ inbox: http })).toThrow(ConfigError);
+    const https = { ...http, publicUrl: 'https://inbox.example' };
+    expect(parseConfig({ inbox: https }).inbox?.crossSiteUi).toBe(true);
+  });
+
   test('Config: the error names every bad field and the source', () => {
     const err = configError(() => parseConfig({ node: { slots: 0 }, jobs: { continueAsNewAfterCalls: -5 } }, 'x.json'));
     expect(err.message).toContain('bad config (x.json)');
