@@ -27,6 +27,10 @@ export interface CheckCounts {
   /** The nodes that made them, and the store's objects of the job under its tenant's prefix. */
   answeringNodes?: number;
   storedObjects?: number;
+  /** D4: those jobs' payloads in history sealed, and any left plain (a local activity's marker and search attributes
+   * apart: Temporal's own, no tenant data). */
+  sealedPayloads?: number;
+  plainPayloads?: number;
   jobsFinished: number;
   jobsLost: number;
   killedNode: string;
@@ -111,7 +115,12 @@ export async function runCheck(cluster: LocalCluster, say: (line: string) => voi
 export async function checkAnswers(
   cluster: LocalCluster,
   say: (line: string) => void,
-): Promise<Pick<CheckCounts, 'answersWhole' | 'answersExpected' | 'answeringNodes' | 'storedObjects'>> {
+): Promise<
+  Pick<
+    CheckCounts,
+    'answersWhole' | 'answersExpected' | 'answeringNodes' | 'storedObjects' | 'sealedPayloads' | 'plainPayloads'
+  >
+> {
   // The CLI's config (the cluster's own): its store's identity is the nodes'.
   process.env.OZ0_S3_ACCESS_KEY = cluster.s3.accessKeyId;
   process.env.OZ0_S3_SECRET_KEY = cluster.s3.secretAccessKey;
@@ -130,7 +139,11 @@ export async function checkAnswers(
     for (const h of handles)
       calls.push(...callsOf(await jobTrace(jc.client, h.workflowId, { data: jc.data, whole: true })));
     const keys = await listKeys(cluster.s3, `tenants/acme/`);
+    // D4 with two nodes sharing the cluster's key folder: every payload the jobs left in history sealed.
+    const encodings = (await Promise.all(handles.map(async (h) => payloadEncodings(await h.fetchHistory())))).flat();
     return {
+      sealedPayloads: encodings.filter((e) => e === 'binary/oz0-sealed').length,
+      plainPayloads: encodings.filter((e) => e !== 'binary/oz0-sealed' && e !== 'json/protobuf').length,
       answersWhole: calls.filter((c) => !c.result.isError && contentDigest(c.result) === sent.get(c.key)).length,
       answersExpected: steps.length,
       answeringNodes: new Set(calls.map((c) => c.node)).size,
@@ -141,11 +154,37 @@ export async function checkAnswers(
   }
 }
 
+/**
+ * The encoding of every payload of a history but its search attributes and its local activities' markers' own data
+ * (Temporal's and the SDK's, which no codec touches); a stored payload's claim is `json/protobuf`.
+ */
+function payloadEncodings(history: unknown): string[] {
+  const out: string[] = [];
+  const walk = (v: unknown, key = ''): void => {
+    if (!v || typeof v !== 'object' || key === 'searchAttributes') return;
+    if (Array.isArray(v)) return v.forEach((x) => walk(x));
+    const o = v as { metadata?: Record<string, Uint8Array>; markerName?: string; details?: Record<string, unknown> };
+    if (o.metadata?.encoding instanceof Uint8Array) {
+      out.push(Buffer.from(o.metadata.encoding).toString());
+      return;
+    }
+    for (const [k, x] of Object.entries(o)) {
+      if (o.markerName && k === 'details') {
+        for (const [dk, dx] of Object.entries(o.details ?? {})) if (dk !== 'data') walk(dx, dk);
+      } else walk(x, k);
+    }
+  };
+  walk(history);
+  return out;
+}
+
 /** Whether the counts are the ones a correct cluster gives. */
 export function checkPassed(c: CheckCounts): boolean {
   return (
     c.answersWhole === c.answersExpected &&
     (c.storedObjects ?? 0) >= (c.answersExpected ?? 0) &&
+    (c.sealedPayloads ?? 0) > 0 &&
+    c.plainPayloads === 0 &&
     c.jobsFinished === 1 &&
     c.jobsLost === 0 &&
     c.keys === 4 &&

@@ -15,10 +15,11 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
+import type { Payload } from '@temporalio/common';
 import type { ClientOptions, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
 import { Oz0Tenant } from '../../model/job';
 import type { JobTrace } from '../../model/job';
-import { processDataOf } from '../../data';
+import { openedWith, processDataOf } from '../../data';
 import { wholeAnswers } from '../../client/runs';
 import { createNode } from '../../worker/node';
 import { connectJobClient, jobTrace, startJob } from '../../client/jobs';
@@ -329,7 +330,12 @@ export function heartbeatMentions(handle: WorkflowHandle, text: string, timeoutM
   return eventually(
     async () => {
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      const details = pending.flatMap((a) => a.heartbeatDetails?.payloads ?? []);
+      // Opened as the handle's client reads payloads: heartbeats are sealed with the job's tenant's key (D4).
+      const details = await openedWith(
+        handle.client.options.loadedDataConverter,
+        pending.flatMap((a) => a.heartbeatDetails?.payloads ?? []),
+        { type: 'workflow', namespace: handle.client.options.namespace, workflowId: handle.workflowId },
+      );
       return details.some((p) =>
         Buffer.from(p.data ?? [])
           .toString('utf8')
@@ -417,4 +423,20 @@ export async function runWhole(config: LoadedConfig, spec: object, id = uniqueId
   } finally {
     await jc.close();
   }
+}
+
+/** A pending activity's last heartbeat as the handle's client reads it: opened (D4), then Temporal's JSON. */
+export async function heartbeatOf<T>(
+  handle: WorkflowHandle,
+  payload: Payload | null | undefined,
+): Promise<T | undefined> {
+  if (!payload) return undefined;
+  const converter = handle.client.options.loadedDataConverter;
+  const context = {
+    type: 'workflow' as const,
+    namespace: handle.client.options.namespace,
+    workflowId: handle.workflowId,
+  };
+  const [opened] = await openedWith(converter, [payload], context);
+  return converter.payloadConverter.fromPayload(opened) as T;
 }

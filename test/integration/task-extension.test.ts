@@ -5,7 +5,6 @@
  * node lost mid-task is a real case. Every assertion on what was made is read from the server's own log.
  */
 import path from 'node:path';
-import { defaultPayloadConverter } from '@temporalio/common';
 import { readReceived } from '../../examples/common';
 import type { CallProgressState } from '../../model/schemas';
 import { createNode } from '../../worker/node';
@@ -14,6 +13,7 @@ import {
   approve,
   eventually,
   heartbeatMentions,
+  heartbeatOf,
   logger,
   runJob,
   startOnNodeA,
@@ -104,8 +104,7 @@ withPython.each([
       const beat = await eventually(
         async () => {
           const call = (await handle.describe()).raw.pendingActivities?.find((a) => a.activityId === 'c1');
-          const payload = call?.heartbeatDetails?.payloads?.[0];
-          const state = payload ? (defaultPayloadConverter.fromPayload(payload) as CallProgressState) : undefined;
+          const state = await heartbeatOf<CallProgressState>(handle, call?.heartbeatDetails?.payloads?.[0]);
           return state?.task?.id === made.taskId ? state : undefined;
         },
         15_000,

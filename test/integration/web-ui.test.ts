@@ -10,7 +10,6 @@
  * is skipped and says why.
  */
 import path from 'node:path';
-import { defaultPayloadConverter } from '@temporalio/common';
 import type { Browser, Page } from 'puppeteer-core';
 import { connectJobClient, startJob } from '../../client/jobs';
 import type { JobClient } from '../../client/jobs';
@@ -21,7 +20,16 @@ import { startDevServer } from '../../worker/dev-server';
 import type { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { artifactsDir, findChromium, launchBrowser, open, textOf, waitForText } from '../helpers/browser';
-import { attributesOf, eventually, example, logger, testConfig, tmpDir, uniqueId } from '../helpers/temporal';
+import {
+  attributesOf,
+  eventually,
+  example,
+  heartbeatOf,
+  logger,
+  testConfig,
+  tmpDir,
+  uniqueId,
+} from '../helpers/temporal';
 import { runLogDir } from '../logs';
 
 const chromium = findChromium();
@@ -51,7 +59,7 @@ beforeAll(async () => {
   });
   node = await createNode({ config, logger });
   running = node.run();
-  jc = await connectJobClient(config.temporal);
+  jc = await connectJobClient(config);
   browser = await launchBrowser((chromium as { path: string }).path);
   page = await browser.newPage();
   await page.setViewport({ width: 1680, height: 1000 });
@@ -87,10 +95,11 @@ async function shoot(name: string): Promise<void> {
     // Temporal's record first: the second run is current, and its call has reported progress in its heartbeat.
     const current = await eventually(
       async () => {
-        const d = await temporal().getHandle(jobId).describe();
+        const h = temporal().getHandle(jobId);
+        const d = await h.describe();
         const call = d.raw.pendingActivities?.find((a) => a.activityType?.name === 'callTool');
-        const beat = call?.heartbeatDetails?.payloads?.[0];
-        const progress = beat ? (defaultPayloadConverter.fromPayload(beat) as { progress?: number }).progress : 0;
+        const beat = await heartbeatOf<{ progress?: number }>(h, call?.heartbeatDetails?.payloads?.[0]);
+        const progress = beat?.progress ?? 0;
         return d.runId !== handle.firstExecutionRunId && (progress ?? 0) >= 2 ? d : undefined;
       },
       60_000,
