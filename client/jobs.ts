@@ -156,8 +156,11 @@ export async function jobStatus(client: Client, jobId: string): Promise<string> 
   const description = await handle.describe();
   if (description.status.name !== 'RUNNING') return shownStatus(description.status.name, undefined);
   if ((description.raw.pendingWorkflowTask?.attempt ?? 0) >= STUCK_TRIES) return 'stuck';
-  // No worker has picked the job up yet: no answer.
-  const own = await handle.query(statusQuery).catch(() => undefined);
+  // No worker has picked the job up yet: no answer. A key this process lacks is said, never taken for that (D4).
+  const own = await handle.query(statusQuery).catch((err: unknown) => {
+    if ((err as Error)?.name === 'KeyMissing') throw err;
+    return undefined;
+  });
   return shownStatus('RUNNING', own);
 }
 

@@ -2,12 +2,15 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import type { PluginTestReport } from '../../plugin/drill/report';
-import { ROOT } from './temporal';
+import { ROOT, sealedWithFileKeys } from './temporal';
 
+/** The CLI's config file is given the test file's keys unless it names its own sealing (D4), as its nodes' are. */
 export function oz0(
   args: string[],
   env?: Record<string, string>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
+  const at = args.indexOf('--config');
+  if (at >= 0 && args[at + 1]) sealedWithFileKeys(args[at + 1]);
   return new Promise((resolve) => {
     const opts = { cwd: ROOT, timeout: 80_000, ...(env && { env: { ...process.env, ...env } }) };
     execFile(path.join(ROOT, 'bin', 'oz0'), args, opts, (err, stdout, stderr) =>

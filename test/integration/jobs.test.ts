@@ -17,6 +17,7 @@ import { JobSpecError } from '../../model/schemas';
 import { createNode } from '../../worker/node';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { loadConfig } from '../../common/config';
+import { openedWith } from '../../data';
 import { logFileOf } from '../logs';
 import {
   ROOT,
@@ -25,6 +26,7 @@ import {
   fixture,
   logger,
   runJob,
+  testKeys,
   tmpDir,
   uniqueId,
   useTemporal,
@@ -179,7 +181,19 @@ const cli = findTemporalCli({ install: false });
         .map((a) => (/^[\w./:@=>&-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`))
         .join(' ');
       const { stdout } = await run('bash', ['-c', line]);
-      return JSON.parse(stdout) as { queryResult?: unknown[] };
+      // The CLI prints the answer sealed (D4: it has no key); oz0's client opens it.
+      const { queryResult } = JSON.parse(stdout) as {
+        queryResult: { payloads: Array<{ metadata: Record<string, string>; data: string }> };
+      };
+      const payloads = queryResult.payloads.map((p) => ({
+        metadata: Object.fromEntries(Object.entries(p.metadata).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+        data: Buffer.from(p.data, 'base64'),
+      }));
+      expect(payloads.map((p) => p.metadata.encoding.toString())).toEqual(['binary/oz0-sealed']);
+      const converter = temporal.client.options.loadedDataConverter;
+      const context = { type: 'workflow' as const, namespace: temporal.server.namespace, workflowId: id };
+      const opened = await openedWith(converter, payloads, context);
+      return { queryResult: opened.map((p) => converter.payloadConverter.fromPayload(p)) };
     };
     // Started before any node polls: Temporal holds each query and hands it over with the job's first workflow
     // task, so it is answered right after the first activation, whatever the job awaits first.
@@ -253,9 +267,17 @@ test('T3: an error result is recorded on its step and the job goes on; trace and
   });
   // Each activity's summary names its tool and its key, without the job id (the page is the job's own).
   const history = await handle.fetchHistory();
-  const summaries = (history.events ?? [])
+  const sealed = (history.events ?? [])
     .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callTool')
-    .map((e) => JSON.parse(Buffer.from(e.userMetadata!.summary!.data!).toString()));
+    .map((e) => e.userMetadata!.summary!);
+  // Sealed as every payload of the job is (D4), opened as the UI's codec server would for the tenant's people.
+  const summaries = (
+    await openedWith(temporal.client.options.loadedDataConverter, sealed, {
+      type: 'workflow',
+      namespace: temporal.server.namespace,
+      workflowId: handle.workflowId,
+    })
+  ).map((p) => JSON.parse(Buffer.from(p.data!).toString()) as string);
   expect(summaries[0]).toBe('probe.probe · …/c1');
   expect(summaries).toHaveLength(4);
   // Search attributes, registered by oz0 itself, are searchable.
@@ -372,6 +394,8 @@ test('Config: a copied oz0.config.json starts its servers from its own folder; a
       },
       tools: { 'gone.*': { maxAttempts: 1 } },
       node: { stateDir: 'state' },
+      // The keys the test's client seals the spec with (D4), as one machine's processes share them.
+      payloads: { seal: { folder: testKeys() } },
     }),
   );
   const config = loadConfig({ file, cwd: ROOT });
