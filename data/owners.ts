@@ -48,6 +48,19 @@ export class PayloadOwners {
     return platformId(workflowId) ? PLATFORM : this.known.get(workflowId);
   }
 
+  /**
+   * D4: a job started by a plain client (the Temporal CLI, a client without oz0's converter) has a plain spec: the
+   * process reading it learns the job's tenant there, so that what it writes back is sealed with the tenant's key from
+   * the first activation on, without asking Temporal (whose `Oz0Tenant` the job sets only once it runs).
+   */
+  learnFrom(workflowId: string, payloadsJson: () => unknown[]): void {
+    if (this.peek(workflowId)) return;
+    for (const value of payloadsJson()) {
+      const tenant = specTenant(value);
+      if (tenant) return this.learn(workflowId, tenant);
+    }
+  }
+
   /** The owner of a workflow's payloads: known, read from its own payloads, or asked of Temporal. */
   async of(workflowId: string, payloadsJson?: () => unknown[]): Promise<string | undefined> {
     const known = this.peek(workflowId);

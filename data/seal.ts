@@ -86,6 +86,10 @@ export class SealCodec implements PayloadCodec {
   }
 
   async decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    const workflowId = context?.workflowId;
+    if (workflowId && !payloads.every(isSealed)) {
+      this.owners.learnFrom(workflowId, () => payloads.filter((p) => !isSealed(p)).map(jsonOf));
+    }
     return payloads.map((p) => {
       if (!isSealed(p)) return p;
       const named = sealedWith(p);

@@ -118,6 +118,22 @@ describe('D4: the codec', () => {
     expect(await codec.encode([spec], ctx('job-1'))).toEqual([spec]);
   });
 
+  test('a job started by a plain client (its spec plain): the reader learns its tenant from the spec, and seals what it writes back for the job with the tenant’s key, asking Temporal nothing', async () => {
+    const keys = ring();
+    const asked: string[] = [];
+    const owners = new PayloadOwners(async (id) => (asked.push(id), undefined));
+    const codec = new SealCodec(keys, owners);
+    await codec.decode([json({ tenant: 'acme', steps: [{ call: 'a.b' }] })], ctx('cli-job'));
+    const [status] = await codec.encode([json('running')], ctx('cli-job'));
+    expect(sealedWith(status)?.owner).toBe('acme');
+    expect(asked).toEqual([]);
+    // The control: a job whose spec this process never read is asked of Temporal, and without an answer the
+    // platform's key seals it.
+    const [other] = await codec.encode([json('running')], ctx('other-job'));
+    expect(asked).toEqual(['other-job']);
+    expect(sealedWith(other)?.owner).toBe(PLATFORM);
+  });
+
   test('a process without the key a payload names fails that read, naming the key — and makes no key of that owner’s', async () => {
     const writer = new SealCodec(ring(), new PayloadOwners());
     const [sealed] = await writer.encode([json({ tenant: 'beta', steps: [] })], ctx('job-b'));
