@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
-import { ROOT, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import { ROOT, fixture, logger, sealedWithFileKeys, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { callsOf } from '../../model/job';
 import { loadConfig } from '../../common/config';
 import { processDataOf } from '../../data';
@@ -27,6 +27,8 @@ beforeAll(async () => {
   const config = temporal.config({ servers });
   configFile = path.join(dir, 'oz0.config.json');
   fs.writeFileSync(configFile, JSON.stringify({ temporal: config.temporal, servers }));
+  // The node's keys (D4), as one machine's processes share them.
+  sealedWithFileKeys(configFile);
   node = await createNode({ config, logger });
   running = node.run();
 });

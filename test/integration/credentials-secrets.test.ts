@@ -16,7 +16,7 @@ import { callsOf, isSessionTrace } from '../../model/job';
 import { startWorker } from '../../worker/processes';
 import type { JobTrace } from '../../model/job';
 import { freePort } from '../../worker/dev-server';
-import { eventually, example, killTree, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import { eventually, example, killTree, testKeys, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { startOtlpReceiver } from '../helpers/otlp';
 import { oz0 } from '../helpers/cli';
 import type { OtlpReceiver } from '../helpers/otlp';
@@ -110,9 +110,12 @@ test('R3: no secret or token of a tenant reaches Temporal, the logs, spans, metr
   const harness = probeHarness(['tickets.*'], grants);
   const harnesses = { caller: { ...harness, env: { ...harness.env, PLANTED: planted } } };
   const node = { heartbeatTimeoutSeconds: 10, stateDir: path.join(dir, 'state') };
-  const config = temporal.config({ servers, tenants, harnesses, node });
+  // New payloads plain (the file's keys still open the client's sealed spec): a secret that reached Temporal or the
+  // store must show in what is searched below, not hide under a seal (D4 seals every payload; R3 is about the rest).
+  const payloads = { seal: { folder: testKeys(), newPayloads: 'plain' } };
+  const config = temporal.config({ servers, tenants, harnesses, node, payloads });
   const file = path.join(dir, 'oz0.config.json');
-  fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, tenants, harnesses, node }));
+  fs.writeFileSync(file, JSON.stringify({ temporal: config.temporal, servers, tenants, harnesses, node, payloads }));
   const logFile = path.join(dir, 'node.log');
   await startWorker(file, 'r3', workers, {
     logFile,

@@ -13,7 +13,7 @@ import type { SearchOptions } from '../../examples/search';
 import type { JobTrace } from '../../model/job';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { ROOT, approve, example, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
+import { ROOT, approve, example, logger, sealedWithFileKeys, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import type { JobSpec } from '../../model/schemas';
 import { callsOf } from '../../model/job';
 
@@ -149,7 +149,7 @@ test('P6/P4: a plugin server’s progress is kept but no token is taken; its ret
   });
 });
 
-test('oz0 job watch --json follows a running call’s progress and attempts until the job ends; heartbeats are plain JSON', async () => {
+test('oz0 job watch --json follows a running call’s progress and attempts until the job ends, its heartbeats opened with the config’s keys', async () => {
   const config = await searchConfig({ stallAt: [2] });
   const tenant = uniqueId('t');
   const configFile = path.join(tmpDir(), 'oz0.config.json');
@@ -157,6 +157,8 @@ test('oz0 job watch --json follows a running call’s progress and attempts unti
     configFile,
     JSON.stringify({ temporal: config.temporal, servers: config.servers, tools: config.tools }),
   );
+  // The node's keys (D4): the heartbeats the CLI reads are sealed with the job's tenant's key.
+  sealedWithFileKeys(configFile);
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
     await approve(temporal, config, tenant, 'search');

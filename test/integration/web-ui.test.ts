@@ -56,6 +56,8 @@ beforeAll(async () => {
     },
     // T2 after every call: the job's second step runs in its second run.
     jobs: { continueAsNewAfterCalls: 1 },
+    // New payloads plain: this UI has no codec server (codec.test.ts has it), and shows the heartbeat as it is.
+    payloads: { seal: 'off' },
   });
   node = await createNode({ config, logger });
   running = node.run();
