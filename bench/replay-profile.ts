@@ -19,10 +19,19 @@ import { temporal } from '@temporalio/proto';
 import { DefaultLogger, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
 import type { ReplayWorkerOptions } from '@temporalio/worker';
 import { BUNDLE_FILE } from '../worker/bundle';
+import { parseConfig } from '../common/config';
+import { processDataOf } from '../data';
 import { bareBundleCode } from './bare/worker';
 import { benchConfig, echoSteps, openBenchEnv, startBareWorker, withNode } from './env';
 
 const History = temporal.api.history.v1.History;
+
+/** A node's data converter with the recorded run's keys (D4); no store: a replay of small calls reads none. */
+function sealingConverter(dir: string) {
+  const folder = path.join(dir, 'keys');
+  return processDataOf({ ...parseConfig({ payloads: { store: 'off', seal: { folder } } }), baseDir: dir })
+    .dataConverter;
+}
 
 async function record(dir: string, calls: number): Promise<void> {
   fs.mkdirSync(dir, { recursive: true });
@@ -50,6 +59,8 @@ async function record(dir: string, calls: number): Promise<void> {
       fs.writeFileSync(path.join(dir, `${name}.id`), id);
     }
     fs.writeFileSync(path.join(dir, 'calls'), String(calls));
+    // The keys that sealed oz0's history (D4): a replay opens it as a node does.
+    fs.cpSync(env.keys, path.join(dir, 'keys'), { recursive: true });
     process.stdout.write(`recorded ${calls} calls of each into ${dir}\n`);
   } finally {
     await env.close();
@@ -98,7 +109,11 @@ async function replayOne(dir: string, name: string, bundle: string, copies: numb
     name,
     history: History.decode(fs.readFileSync(path.join(dir, `${name}.history`))),
     workflowId: fs.readFileSync(path.join(dir, `${name}.id`), 'utf8'),
-    options: { workflowBundle: { codePath: bundle }, sinks },
+    options: {
+      workflowBundle: { codePath: bundle },
+      sinks,
+      ...(name === 'bare' ? {} : { dataConverter: sealingConverter(dir) }),
+    },
   };
   await replayOnce(s, 2);
   const perCall = (await replayOnce(s, copies)).map((us) => us / calls);

@@ -9,6 +9,7 @@ import { readReceived } from '../../examples/common';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
 import { callsOf } from '../../model/job';
+import { processDataOf } from '../../data';
 import type { JobTrace } from '../../model/job';
 import type { JobSpec } from '../../model/schemas';
 import { policyTargetOf, changePolicy } from '../../common/policy-client';
@@ -103,7 +104,8 @@ test('F3: a cap on running calls holds exactly across two nodes; the same flood 
   expect(mostAtOnce(log, 'free-')).toBeGreaterThan(3);
   // T5: the limiter's history (its asks, gives, turns and claims) replays as it ran: what a node evicting it meets.
   const history = await temporal.client.workflow.getHandle(sharesWorkflowId(capped)).fetchHistory();
-  await Worker.runReplayHistory({ workflowBundle: await workflowBundle(false) }, history, 'limiter');
+  const { dataConverter } = processDataOf(config);
+  await Worker.runReplayHistory({ workflowBundle: await workflowBundle(false), dataConverter }, history, 'limiter');
   if (process.env.OZ0_RECORD_HISTORY)
     fs.writeFileSync(process.env.OZ0_RECORD_HISTORY, proto.api.history.v1.History.encode(history).finish());
   // The calls that waited say so in their trace: why, and how long.
