@@ -445,3 +445,27 @@ export async function heartbeatOf<T>(
   const [opened] = await openedWith(converter, [payload], context);
   return converter.payloadConverter.fromPayload(opened) as T;
 }
+
+/**
+ * Every payload of a job's history (its current run) as text, opened as the handle's client reads them (D4): what a
+ * person who may read the job sees of it. Search attributes and the SDK's local-activity markers are Temporal's own.
+ */
+export async function openedHistoryText(handle: WorkflowHandle): Promise<string> {
+  const found: Payload[] = [];
+  const walk = (v: unknown, key = ''): void => {
+    if (!v || typeof v !== 'object' || key === 'searchAttributes') return;
+    if (Array.isArray(v)) return v.forEach((x) => walk(x));
+    const o = v as { metadata?: Record<string, Uint8Array>; markerName?: string };
+    if (o.metadata?.encoding instanceof Uint8Array) return void found.push(o as Payload);
+    for (const [k, x] of Object.entries(o)) walk(x, o.markerName && k === 'details' ? 'marker' : k);
+  };
+  walk((await handle.fetchHistory()).events);
+  const converter = handle.client.options.loadedDataConverter;
+  const context = {
+    type: 'workflow' as const,
+    namespace: handle.client.options.namespace,
+    workflowId: handle.workflowId,
+  };
+  const opened = await openedWith(converter, found, context);
+  return opened.map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8')).join('\n');
+}

@@ -12,7 +12,7 @@ import { sessionTokenDigest } from '../../common/session-token';
 import { isSessionTrace } from '../../model/job';
 import type { JobTrace, SessionTrace } from '../../model/job';
 import { createNode } from '../../worker/node';
-import { example, logger, useTemporal } from '../helpers/temporal';
+import { example, logger, openedHistoryText, useTemporal } from '../helpers/temporal';
 
 const temporal = useTemporal();
 
@@ -59,11 +59,8 @@ test('I14: an external session’s agent comes in through the gateway with its s
     expect(acme.sessionTokens).toEqual([{ step: 0, token: expect.stringMatching(/^oz0s_/) }]);
     expect(beta.sessionTokens).toEqual([{ step: 1, token: expect.stringMatching(/^oz0s_/) }]);
     // The job holds the token's digest, never the token.
-    // Every payload of its history, decoded: its input among them.
-    const raw = JSON.stringify(await acme.fetchHistory());
-    const history = [...raw.matchAll(/"data":"([A-Za-z0-9+/=]+)"/g)]
-      .map((m) => Buffer.from(m[1], 'base64').toString('utf8'))
-      .join('\n');
+    // Every payload of its history, opened (D4) and decoded: its input among them.
+    const history = await openedHistoryText(acme);
     expect(history).not.toContain(mine);
     expect(history).toContain(sessionTokenDigest(mine));
 
