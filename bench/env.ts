@@ -76,9 +76,11 @@ export async function openBenchEnv(
   stopOnSignals(release);
   const connection = await Connection.connect({ address: server.address });
   const keys = path.join(dir, 'keys');
-  // The run's client reads what its nodes seal, with their keys; no store: what it reads of big answers goes through
+  // The run's client opens what its nodes seal, with their keys, and writes plain: it starts bare workers' workflows
+  // too, which have no codec (an oz0 node takes a plain spec, D6). No store: what it reads of big answers goes through
   // a job client of the node's own config.
-  const data = processDataOf({ ...parseConfig({ payloads: { store: 'off', seal: { folder: keys } } }), baseDir: root });
+  const seal = { folder: keys, newPayloads: 'plain' };
+  const data = processDataOf({ ...parseConfig({ payloads: { store: 'off', seal } }), baseDir: root });
   const client = new Client({ connection, dataConverter: data.dataConverter });
   data.useClient(client);
   let n = 0;
