@@ -6,6 +6,7 @@
  * completes.
  */
 import fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { connectJobClient, jobStatus, startJob, stuckOf } from '../../client/jobs';
 import { createNode } from '../../worker/node';
 import { readReceived } from '../../examples/common';
@@ -23,8 +24,8 @@ test('D3: a job whose workflow task fails on every try is said once by its node,
   });
   const jc = await connectJobClient(config);
   const id = uniqueId('stuck');
-  // Its spec, past the threshold, lies in the store: history holds its claim.
-  const steps = [{ call: 'pages.read_page', args: { kib: 1, note: 'x'.repeat(300 * 1024) } }];
+  // Its spec, past the threshold, lies in the store: history holds its claim. Random: sealing deflates (D4).
+  const steps = [{ call: 'pages.read_page', args: { kib: 1, note: randomBytes(300 * 1024).toString('base64') } }];
   const started = await startJob(jc, { tenant: uniqueId('acme'), steps }, { workflowId: id });
   const nodeLog = path.join(tmpDir(), 'node.log');
   const nodeLogger = createLogger({ level: 'info', destination: pino.destination({ dest: nodeLog, sync: true }) });
