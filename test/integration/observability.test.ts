@@ -34,6 +34,7 @@ import {
   example,
   killTree,
   logger,
+  sealedWithFileKeys,
   testClient,
   tmpDir,
   uniqueId,
@@ -100,6 +101,8 @@ function ledgerSetup(tenant: string, extra: Record<string, unknown> = {}) {
 /** `oz0 worker` with these variables (OTEL_*, OZ0_METRICS_PORT); its log goes to this file's log and to `log`. */
 async function worker(file: string, name: string, env: Record<string, string>) {
   const logFile = path.join(path.dirname(file), `${name}.log`);
+  // The test's keys (D4): its client seals the jobs' specs with them.
+  sealedWithFileKeys(file);
   const started = await startWorkerProcess(file, name, workers, {
     logFile,
     env: { OTEL_BSP_SCHEDULE_DELAY: '100', ...env },
