@@ -10,7 +10,17 @@ import zlib from 'node:zlib';
 import { randomBytes } from 'node:crypto';
 import type { Payload } from '@temporalio/common';
 import { KeyMissing, KeyRing, keyId, parseKey } from '../../data/keys';
-import { JOB_METADATA, KEY_METADATA, SEALED, SealCodec, isSealed, open, seal, sealedWith } from '../../data/seal';
+import {
+  DEFLATE_UP_TO,
+  JOB_METADATA,
+  KEY_METADATA,
+  SEALED,
+  SealCodec,
+  isSealed,
+  open,
+  seal,
+  sealedWith,
+} from '../../data/seal';
 import { OWNER_METADATA, PLATFORM, PayloadOwners } from '../../data/owners';
 import { parseConfig } from '../../common/config';
 import { Hidden } from '../../activities/sandbox/hidden';
@@ -71,6 +81,16 @@ describe('D4: a sealed payload', () => {
     }
     // Compressed before sealing: 400 KB of a repeated word is a few KB sealed.
     expect(raw.length).toBeLessThan(20_000);
+  });
+
+  test('past a MiB it is sealed as it is (it goes to the store; deflate would cost the call more than the seal)', () => {
+    const big = json('word '.repeat(300_000));
+    const sealed = seal(big, at, key);
+    expect(sealed.data!.length).toBeGreaterThan(DEFLATE_UP_TO);
+    expect(Buffer.from(open(sealed, at, key).data!)).toEqual(Buffer.from(big.data!));
+    // The control, just under: deflated.
+    const under = json('word '.repeat(200_000));
+    expect(seal(under, at, key).data!.length).toBeLessThan(20_000);
   });
 
   test.each([
