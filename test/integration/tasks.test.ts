@@ -96,8 +96,11 @@ test('tasks: past its time limit, the next attempt polls the same task instead o
   const { trace, handle } = await runResearch(config);
   const step = callsOf(trace)[0];
   const taskId = /task (\w+)/.exec(step.attempts[0].note ?? '')?.[1];
+  // On a loaded machine the second attempt may run out of time too: then a third resumes the same task again.
+  const middle = step.attempts.slice(1, -1).map((a) => [a.outcome, a.note]);
   expect(step.attempts.map((a) => [a.outcome, a.note])).toEqual([
     ['timeout', `task ${taskId}; oz0: time limit: 3 s less its margin`],
+    ...middle.map(() => ['timeout', `resumed task ${taskId}; oz0: time limit: 3 s less its margin`]),
     ['ok', `resumed task ${taskId}`],
   ]);
   expect(JSON.stringify(step.result.content)).toContain('Research Report');
