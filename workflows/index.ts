@@ -3,11 +3,14 @@ import type { JobWorkflow, TenantPolicyWorkflow, TenantSharesWorkflow } from '..
 import type { job } from './job';
 import type { tenantPolicy } from './policy';
 import type { tenantShares } from './shares';
+import type { inboxSessions } from './inbox';
+import type { InboxSessionsWorkflow } from '../model/inbox-sessions';
 
 export { job } from './job';
 export { tenantPolicy } from './policy';
 export { tenantShares } from './shares';
 export { probeCancelPush } from './probe';
+export { inboxSessions } from './inbox';
 
 /**
  * Clients start these workflows by the signatures model/messages.ts gives them, never by importing them: each must
@@ -18,4 +21,5 @@ export type Signatures = [
   StartedAs<JobWorkflow, typeof job>,
   StartedAs<TenantPolicyWorkflow, typeof tenantPolicy>,
   StartedAs<TenantSharesWorkflow, typeof tenantShares>,
+  StartedAs<InboxSessionsWorkflow, typeof inboxSessions>,
 ];

@@ -9,7 +9,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Context, Hono } from 'hono';
+import type { Context, Env, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
 import type { Payload } from '@temporalio/common';
@@ -52,7 +52,7 @@ export interface CodecOptions {
   config: LoadedConfig;
   data: ProcessData;
   /** The person signed in on this request, if any. */
-  identityOf(c: Context): Identity | undefined;
+  identityOf(c: Context): Promise<Identity | undefined>;
   /** Origins whose pages may call it with the person's cookie (the Temporal UI's). */
   origins: string[];
   /** The decode record's file. */
@@ -82,7 +82,7 @@ function toWire(payload: Payload): WirePayload {
 }
 
 /** Mounts `/codec/decode`, `/codec/download` and `/codec/encode` (and their preflights) on the inbox's app. */
-export function mountCodec(app: Hono, opts: CodecOptions): void {
+export function mountCodec<E extends Env>(app: Hono<E>, opts: CodecOptions): void {
   const { config, data } = opts;
   const namespace = config.temporal.namespace;
   const maxBytes = Math.ceil((config.node.maxResultMiB * 4) / 3 + 8) * 1024 * 1024;
@@ -126,7 +126,7 @@ export function mountCodec(app: Hono, opts: CodecOptions): void {
 
   const handle = (op: 'decode' | 'download') => async (c: Context) => {
     if (cors(c) === 'refused') return refuseOrigin(c);
-    const who = opts.identityOf(c);
+    const who = await opts.identityOf(c);
     if (!who) return c.json({ error: 'sign in to the approvals inbox first' }, 401);
     const asked = c.req.header('X-Namespace');
     if (asked && asked !== namespace) {

@@ -4,6 +4,9 @@
  * config says where it is), tool, its arguments (folded when large), what the policy said, how long it has waited and
  * how long it may — each with Approve, and Deny with a reason. Labels on every field, buttons a keyboard reaches, one
  * column on a phone. It follows the list live (server-sent events) without a reload.
+ *
+ * A11: the page runs its one script and its one stylesheet by the response's nonce (server.ts's policy); nothing
+ * else on it is inline, not even a style attribute, so the policy need allow nothing else.
  */
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
@@ -35,6 +38,8 @@ button.deny { background: #fff; color: #8a1c1c; border-color: #8a1c1c; }
 button:focus-visible, a:focus-visible, input:focus-visible { outline: 3px solid #e0a100; outline-offset: 2px; }
 .flash { background: #fff7d6; border: 1px solid #e0c060; padding: .5rem 1rem; border-radius: .35rem; }
 .empty { color: #555; }
+ul.calls { list-style: none; padding: 0; }
+h2.waiting { font-size: 1rem; }
 header a, header button { color: inherit; }
 header button { background: transparent; border-color: #fff; padding: .25rem .75rem; }
 @media (max-width: 36rem) { .call dl { grid-template-columns: 1fr; } input[type=text] { min-width: 0; width: 100%; } }
@@ -49,6 +54,8 @@ export interface PageContext {
   /** The Temporal UI's address of a job, when the config says where the UI is. */
   jobLink?: (jobId: string) => string;
   flash?: string;
+  /** A11: the response's nonce, which the page's own script and style carry. */
+  nonce?: string;
 }
 
 /** The call's arguments as the job shows them (JSON, secrets redacted), laid out to read. */
@@ -117,7 +124,7 @@ function callCard(call: ListedCall, ctx: PageContext, now: number): Html {
 /** The list of calls, as the page shows it and as each live update replaces it. */
 export function callList(calls: ListedCall[], ctx: PageContext, now = Date.now()): Html {
   if (!calls.length) return html`<p class="empty">Nothing waits for you.</p>`;
-  return html`<ul class="calls" style="list-style:none;padding:0">
+  return html`<ul class="calls">
     ${calls.map((c) => callCard(c, ctx, now))}
   </ul>`;
 }
@@ -165,7 +172,7 @@ export function inboxPage(calls: ListedCall[], ctx: PageContext): Html {
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>${calls.length ? `(${calls.length}) ` : ''}oz0 approvals</title>
-        <style>
+        <style nonce="${ctx.nonce}">
           ${raw(STYLE)}
         </style>
       </head>
@@ -179,10 +186,10 @@ export function inboxPage(calls: ListedCall[], ctx: PageContext): Html {
         </header>
         <main>
           ${ctx.flash ? html`<p class="flash" role="status">${ctx.flash}</p>` : ''}
-          <h2 id="waiting-heading" style="font-size:1rem">Calls waiting for your answer, newest first</h2>
+          <h2 id="waiting-heading" class="waiting">Calls waiting for your answer, newest first</h2>
           <div id="calls" aria-live="polite" aria-labelledby="waiting-heading">${callList(calls, ctx)}</div>
         </main>
-        <script>
+        <script nonce="${ctx.nonce}">
           ${raw(LIVE)};
         </script>
       </body>
@@ -190,14 +197,14 @@ export function inboxPage(calls: ListedCall[], ctx: PageContext): Html {
 }
 
 /** The page of someone not signed in. */
-export function signInPage(why?: string): Html {
+export function signInPage(nonce: string, why?: string): Html {
   return html`<!DOCTYPE html>
     <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>oz0 approvals: sign in</title>
-        <style>
+        <style nonce="${nonce}">
           ${raw(STYLE)}
         </style>
       </head>

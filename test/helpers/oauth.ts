@@ -153,3 +153,20 @@ export async function startBrokenAuthServer(
       }),
   };
 }
+
+/** A9: the identity provider people sign in to `oz0 inbox` with: its client `oz0-inbox`, back to `inboxUrl`. */
+export async function startInboxSignIn(
+  inboxUrl: string,
+  secret: string,
+  people: NonNullable<AuthServerConfig['signIn']>['people'],
+): Promise<RunningAuthServer> {
+  return startAuthServer({
+    clients: [],
+    resources: {},
+    signingKey: await newSigningKey(),
+    signIn: {
+      clients: [{ client_id: 'oz0-inbox', client_secret: secret, redirect_uris: [`${inboxUrl}/callback`] }],
+      people,
+    },
+  });
+}

@@ -19,11 +19,10 @@ import type { Oz0Node } from '../../worker/node';
 import { freePort, startDevServer } from '../../worker/dev-server';
 import type { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
-import { newSigningKey, startAuthServer } from '../../examples/auth-server';
 import type { RunningAuthServer } from '../../examples/auth-server';
 import { policyWorkflowId } from '../../model/policy-rules';
 import { findChromium, launchBrowser, signInToInbox, textOf, waitForText } from '../helpers/browser';
-import { newSecret } from '../helpers/oauth';
+import { newSecret, startInboxSignIn } from '../helpers/oauth';
 import { ROOT, eventually, logger, testKeys, tmpDir, uniqueId } from '../helpers/temporal';
 import { oz0 } from '../helpers/cli';
 import { runLogDir } from '../logs';
@@ -51,22 +50,12 @@ beforeAll(async () => {
   if (why) return;
   const inboxPort = await freePort();
   const secret = newSecret('inbox');
-  as = await startAuthServer({
-    clients: [],
-    resources: {},
-    signingKey: await newSigningKey(),
-    signIn: {
-      clients: [
-        { client_id: 'oz0-inbox', client_secret: secret, redirect_uris: [`http://127.0.0.1:${inboxPort}/callback`] },
-      ],
-      people: [
-        { login: 'ann', email: 'ann@acme.test', groups: [] },
-        { login: 'vic', email: 'vic@acme.test', groups: ['acme-readers'] },
-        { login: 'bob', email: 'bob@beta.test', groups: [] },
-        { login: 'olga', email: 'olga@ops.test', groups: [] },
-      ],
-    },
-  });
+  as = await startInboxSignIn(`http://127.0.0.1:${inboxPort}`, secret, [
+    { login: 'ann', email: 'ann@acme.test', groups: [] },
+    { login: 'vic', email: 'vic@acme.test', groups: ['acme-readers'] },
+    { login: 'bob', email: 'bob@beta.test', groups: [] },
+    { login: 'olga', email: 'olga@ops.test', groups: [] },
+  ]);
   server = await startDevServer({
     cli,
     logFile: path.join(runLogDir(), 'codec.temporal-server.log'),

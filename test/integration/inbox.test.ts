@@ -3,8 +3,8 @@
  * they sign in with the identity provider (npm's oidc-provider, the examples' authorization server with people who
  * sign in), see their tenant's waiting calls and none of another's, approve one, deny one with a reason, and watch a
  * third leave the page when the CLI answers it. Each answer is checked where it lands: the job's trace names the
- * person the provider vouched for. A person who is not the tenant's approver gets 403, and a form without the
- * session's CSRF token is refused.
+ * person the provider vouched for. A person who is not the tenant's approver is refused as for a call that does not
+ * wait (A12), and a form without the session's CSRF token is refused.
  */
 import type { Browser, Page } from 'puppeteer-core';
 import { answerCall } from '../../client/calls';
@@ -18,10 +18,10 @@ import { setPolicyUpdate, waitingCallsQuery } from '../../model/messages';
 import { freePort } from '../../worker/dev-server';
 import { createNode } from '../../worker/node';
 import type { Oz0Node } from '../../worker/node';
-import { newSigningKey, startAuthServer } from '../../examples/auth-server';
 import type { RunningAuthServer } from '../../examples/auth-server';
 import { artifactsDir, findChromium, launchBrowser, signInToInbox, textOf, waitForText } from '../helpers/browser';
-import { newSecret } from '../helpers/oauth';
+import { newSecret, startInboxSignIn } from '../helpers/oauth';
+import { startProbeJob, waitsForPerson } from '../helpers/waiting';
 import { ROOT, eventually, fixture, logger, uniqueId, useTemporal } from '../helpers/temporal';
 
 const temporal = useTemporal();
@@ -44,20 +44,10 @@ beforeAll(async () => {
   if (why) return;
   const port = await freePort();
   const secret = newSecret('inbox');
-  as = await startAuthServer({
-    clients: [],
-    resources: {},
-    signingKey: await newSigningKey(),
-    signIn: {
-      clients: [
-        { client_id: 'oz0-inbox', client_secret: secret, redirect_uris: [`http://127.0.0.1:${port}/callback`] },
-      ],
-      people: [
-        { login: 'alice', email: 'alice@acme.test', name: 'Alice', groups: ['acme-support'] },
-        { login: 'mallory', email: 'mallory@beta.test', groups: ['beta-finance'] },
-      ],
-    },
-  });
+  as = await startInboxSignIn(`http://127.0.0.1:${port}`, secret, [
+    { login: 'alice', email: 'alice@acme.test', name: 'Alice', groups: ['acme-support'] },
+    { login: 'mallory', email: 'mallory@beta.test', groups: ['beta-finance'] },
+  ]);
   const written = temporal.configFile({
     servers: { probe: { command: 'node', args: [fixture('probe-server.js')] } },
     tenants: {
@@ -97,16 +87,8 @@ afterAll(async () => {
   await as?.stop();
 });
 
-function start(tenant: string, text: string) {
-  return temporal.client.workflow.start('job', {
-    taskQueue: config.temporal.taskQueue,
-    workflowId: uniqueId(`job-${tenant.slice(0, 4)}`),
-    args: [{ tenant, steps: [{ call: 'probe.probe', args: { text } }] }],
-  });
-}
-
-const waits = (handle: Awaited<ReturnType<typeof start>>) =>
-  eventually(async () => ((await handle.query(waitingCallsQuery)).length ? true : undefined), 30_000, 'a call to wait');
+const start = (tenant: string, text: string) => startProbeJob(temporal.client, config.temporal.taskQueue, tenant, text);
+const waits = waitsForPerson;
 
 /** Signs in as `login` through the provider's own sign-in and consent pages. */
 async function signIn(login: string) {
@@ -183,7 +165,7 @@ withBrowser(
 );
 
 withBrowser(
-  'A9: a call of a tenant that does not name you is 403, and a form without your CSRF token is refused',
+  'A9/A12: a call of a tenant that does not name you is refused as one that does not wait, and a form without your CSRF token is refused',
   async () => {
     const theirs = await start(beta, 'not yours');
     const mine = await start(acme, 'mine');
@@ -197,8 +179,11 @@ withBrowser(
         const res = await fetch('answer', { method: 'POST', body: new URLSearchParams(body), redirect: 'manual' });
         return { status: res.status, text: await res.text() };
       }, fields);
+    // A12: refused as a call that does not wait is (below): the same redirect, the same sentence.
     const forbidden = await post({ csrf, job: theirs.workflowId, key: `${theirs.workflowId}/c1`, decision: 'approve' });
-    expect(forbidden).toEqual({ status: 403, text: `you are not an approver of tenant ${beta} for probe.probe` });
+    expect(forbidden.status).toBe(0);
+    await page.goto(`${inbox.url}/`, { waitUntil: 'domcontentloaded' });
+    await waitForText(page, [`That call of ${theirs.workflowId} does not wait for you.`]);
     const forged = await post({
       csrf: 'forged',
       job: mine.workflowId,
