@@ -8,6 +8,7 @@ import type { ListedCall } from './calls';
 import type { ShownTrace } from './jobs';
 import type { TenantShown } from './tenants';
 import { TENANT_SCOPE, serverScope } from '../model/shares';
+import type { Source } from '../model/origins';
 
 /**
  * A result as one line of at most 80 characters: its text parts, `[image]` for others; ERROR first for an error. An
@@ -124,12 +125,16 @@ export function traceJson(trace: ShownTrace) {
 }
 
 /** A tenant's policy as `oz0 policy show` prints it. */
-export function formatPolicy(shown: TenantState & { tenant: string; killsForAllTenants: string[] }): string {
+export function formatPolicy(
+  shown: TenantState & { tenant: string; policySources: Record<string, Source>; killsForAllTenants: string[] },
+): string {
   const out = [`tenant ${shown.tenant} (policy version ${shown.version})`, 'policy:'];
   const patterns = Object.entries(shown.policy);
   out.push(
     ...(patterns.length
-      ? patterns.map(([p, d]) => `  ${p.padEnd(30)} ${d}`)
+      ? patterns.map(
+          ([p, d]) => `  ${p.padEnd(30)} ${d.padEnd(8)} ${SOURCE_WORDS[shown.policySources[p] ?? 'unknown']}`,
+        )
       : ['  (defaults: plugin and sandboxed servers allow, remote servers ask)']),
   );
   out.push('kill switches:');
@@ -193,6 +198,15 @@ export function formatTenants(shown: readonly TenantShown[]): string {
       );
     }
   }
+  // A13: where each of its shares came from, grouped: `beta: weight set by a command; priority, cap from the config`.
+  for (const t of shown) {
+    const by = new Map<Source, string[]>();
+    for (const [field, source] of Object.entries(t.sources))
+      by.set(source, [...(by.get(source) ?? []), shareName(field)]);
+    out.push(
+      `  ${t.tenant}: ${[...by].map(([source, fields]) => `${fields.join(', ')} ${SOURCE_WORDS[source]}`).join('; ')}`,
+    );
+  }
   const looked = shown.filter((t) => t.jobs > t.calls.jobsLooked);
   out.push(
     '',
@@ -204,6 +218,21 @@ export function formatTenants(shown: readonly TenantShown[]): string {
       `(running and queued count the calls of the first ${looked[0].calls.jobsLooked} running jobs of a tenant)`,
     );
   return out.join('\n');
+}
+
+/** A13: where a field came from, in a few words. */
+const SOURCE_WORDS: Record<Source, string> = {
+  set: 'set by a command',
+  config: 'from the config',
+  defaults: 'the defaults',
+  unknown: 'from an older oz0, which did not record where from',
+};
+
+/** A share field as `oz0 tenant status` names it: `weight`, `priority`, `cap`, `rate`, `ledger's cap`. */
+function shareName(field: string): string {
+  const [, server, limit] = /^limits(?:\.servers\.([^.]+))?\.(\w+)$/.exec(field) ?? [];
+  if (!limit) return field === 'maxPriority' ? 'priority' : field;
+  return `${server ? `${server}'s ` : ''}${limit === 'maxRunningCalls' ? 'cap' : 'rate'}`;
 }
 
 /** `12 of 20`: a cap, and the permits its limiter counts held now; `-` for none. */

@@ -5,7 +5,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { changePolicy, readPolicy } from '../common/policy-client';
+import { changePolicy, readOrigins, readPolicy } from '../common/policy-client';
 import type { PolicyTarget } from '../common/policy-client';
 import { applyWeights, limiterStatus, sharedQueues, tellLimiter } from '../common/shares-client';
 import { setSharesUpdate } from '../model/messages';
@@ -13,6 +13,8 @@ import { ALL_TENANTS, POLICY_WORKFLOW, sharesOf } from '../model/policy-rules';
 import { Oz0Tenant, JOB_WORKFLOW } from '../model/job';
 import type { Limit, Shares } from '../model/shares';
 import type { LimiterStatus } from '../model/limiter';
+import { shareSources } from '../model/origins';
+import type { Source } from '../model/origins';
 
 /** At most this many of a tenant's running jobs are looked into for their calls (one describe each). */
 const JOBS_LOOKED = 50;
@@ -21,9 +23,17 @@ export interface TenantShown {
   tenant: string;
   /** The policy version its shares are as of. */
   version: number;
-  /** Its shares were set (`oz0 tenant set`) or seeded from a config; else the defaults. */
-  source: 'set' | 'config' | 'defaults';
+  /**
+   * `set` when a command (`oz0 tenant set`) set any field of its shares, else where they all came from: a config's
+   * seed, or the defaults; `unknown` when its policy workflow keeps no record of it (an older oz0's run).
+   */
+  source: Source;
   shares: Shares;
+  /**
+   * A13: where each field of its shares came from (`weight`, `maxPriority`, `limits.maxRunningCalls`,
+   * `limits.servers.<server>.callsPerSecond`, …), a cap or rate a command took off included.
+   */
+  sources: Record<string, Source>;
   /** Its jobs running now. */
   jobs: number;
   /** Its calls in Temporal now, from its running jobs (the first {@link JOBS_LOOKED}): started, and queued. */
@@ -45,18 +55,21 @@ export async function knownTenants(client: Client, configured: readonly string[]
 
 export async function tenantStatus(client: Client, target: PolicyTarget, tenant: string): Promise<TenantShown> {
   const running = `WorkflowType = '${JOB_WORKFLOW}' AND ExecutionStatus = 'Running' AND ${Oz0Tenant.name} = '${tenant}'`;
-  const [state, counted, jobs, calls] = await Promise.all([
-    readPolicy(target, tenant),
+  const [{ state, origins }, counted, jobs, calls] = await Promise.all([
+    readOrigins(target, tenant),
     limiterStatus(client, tenant),
     client.workflow.count(running),
     callsInTemporal(client, running),
   ]);
   const seed = target.shareSeeds[tenant];
+  const sources = shareSources(state, origins, seed);
+  const all = new Set(Object.values(sources));
   return {
     tenant,
     version: state.version,
-    source: state.shares ? 'set' : seed ? 'config' : 'defaults',
+    source: all.has('set') ? 'set' : all.has('unknown') ? 'unknown' : all.has('config') ? 'config' : 'defaults',
     shares: sharesOf(state, seed),
+    sources,
     jobs: jobs.count,
     calls,
     ...(counted ? { limiter: counted } : {}),
@@ -100,6 +113,16 @@ export interface SharesChange {
   server?: string;
 }
 
+/** A13: the fields of the shares a change names, as the policy workflow marks them set by a command. */
+export function changedFields(change: SharesChange): string[] {
+  const at = change.server ? `limits.servers.${change.server}` : 'limits';
+  return [
+    ...(change.weight !== undefined ? ['weight'] : []),
+    ...(change.maxPriority !== undefined ? ['maxPriority'] : []),
+    ...(['maxRunningCalls', 'callsPerSecond'] as const).filter((f) => change[f] !== undefined).map((f) => `${at}.${f}`),
+  ];
+}
+
 /** The tenant's shares with the change made. */
 export function changedShares(shares: Shares, change: SharesChange): Shares {
   const next: Shares = structuredClone(shares);
@@ -135,7 +158,7 @@ export async function setShares(
 ): Promise<{ version: number; shares: Shares }> {
   const current = sharesOf(await readPolicy(target, tenant), target.shareSeeds[tenant]);
   const shares = changedShares(current, change);
-  const state = await changePolicy(target, tenant, setSharesUpdate, [shares]);
+  const state = await changePolicy(target, tenant, setSharesUpdate, [shares, changedFields(change)]);
   await applyWeights(client, sharedQueues(queues), { [tenant]: shares.weight }, 'oz0 tenant set');
   await tellLimiter(client, tenant, state.version, shares);
   return { version: state.version, shares };

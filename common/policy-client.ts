@@ -2,16 +2,18 @@
  * Reading and changing a tenant's policy workflow from a Temporal client: the CLI and the node use it. A
  * change starts the workflow if need be (seeded from the config), then applies the update.
  */
-import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
+import { QueryNotRegisteredError, WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { sharesSeedOf } from './config';
 import type { LoadedConfig } from './config';
 import type { Shares } from '../model/shares';
 import type { UpdateDefinition } from '@temporalio/common';
 import { POLICY_WORKFLOW, emptyState, policyWorkflowId } from '../model/policy-rules';
-import { policyStateQuery } from '../model/messages';
+import { policyOriginsQuery, policyStateQuery } from '../model/messages';
 import type { TenantPolicyWorkflow } from '../model/messages';
-import { TenantStateSchema } from '../model/schemas';
+import { seededOrigins } from '../model/origins';
+import type { Origins } from '../model/origins';
+import { StateWithOriginsSchema, TenantStateSchema } from '../model/schemas';
 import type { Decision, PolicyInput, TenantState } from '../model/schemas';
 
 export interface PolicyTarget {
@@ -88,6 +90,31 @@ export async function readPolicy(
   const state = TenantStateSchema.safeParse(answer);
   if (!state.success) throw new Error(`${workflowId} did not answer as a tenant's policy: it is not read`);
   return state.data;
+}
+
+/**
+ * A13: a tenant's current state and what of it a command set. A tenant nobody changed yet has its config seed, all of
+ * it the config's; `origins` is undefined where its workflow runs an oz0 that keeps none (it answers no such query).
+ */
+export async function readOrigins(
+  target: Pick<PolicyTarget, 'client' | 'seeds' | 'shareSeeds'>,
+  tenant: string,
+): Promise<{ state: TenantState; origins?: Origins }> {
+  const { client } = target;
+  const handle = client.workflow.getHandle(policyWorkflowId(tenant));
+  let answer: unknown;
+  try {
+    answer = await client.withDeadline(Date.now() + READ_DEADLINE_MS, () => handle.query(policyOriginsQuery));
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError)
+      return { state: emptyState(target.seeds[tenant], target.shareSeeds[tenant]), origins: seededOrigins() };
+    // An older bundle (or a workflow that is not a policy, which readPolicy refuses to read).
+    if (err instanceof QueryNotRegisteredError) return { state: await readPolicy(target, tenant) };
+    throw err;
+  }
+  const read = StateWithOriginsSchema.safeParse(answer);
+  if (!read.success) throw new Error(`${policyWorkflowId(tenant)} did not answer as a tenant's policy: it is not read`);
+  return read.data;
 }
 
 /** Where a config's policy workflows live, with its seeds. */

@@ -9,6 +9,7 @@ import type { Answer, AnswerIdentity, JobCarry, JobStatus, JobTrace, ToolResult 
 import type { Approval, Decision, PolicyInput, TenantState, WatchedQuestion } from './schemas';
 import type { GiveInput, LimiterState, LimiterStatus, TakeRequest, TakeResult } from './limiter';
 import type { Shares } from './shares';
+import type { Origins } from './origins';
 
 /** The job workflow, as a client starts it: `client.workflow.start<JobWorkflow>(JOB_WORKFLOW, …)` (workflows/job.ts). */
 export type JobWorkflow = (input: unknown, carry?: JobCarry) => Promise<JobTrace>;
@@ -152,6 +153,8 @@ export interface CloseSessionInput {
 }
 
 export const policyStateQuery = defineQuery<TenantState>('state');
+/** A13: the state and what of it a command set (the rest is its config seed's), in one read. */
+export const policyOriginsQuery = defineQuery<{ state: TenantState; origins: Origins }>('origins');
 export const setPolicyUpdate = defineUpdate<TenantState, [string, Decision]>('setPolicy');
 export const killUpdate = defineUpdate<TenantState, [string]>('kill');
 export const reviveUpdate = defineUpdate<TenantState, [string]>('revive');
@@ -161,8 +164,11 @@ export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
 export const watchQuestionUpdate = defineUpdate<TenantState, [WatchedQuestion]>('watchQuestion');
 /** A4: the call's wait has ended (answered, timed out, withdrawn): nothing more to tell its job. */
 export const forgetQuestionSignal = defineSignal<[{ jobId: string; key: string }]>('forgetQuestion');
-/** F1-F5: sets a tenant's share of the platform: weight, highest priority, caps and rates (`oz0 tenant set`). */
-export const setSharesUpdate = defineUpdate<TenantState, [Shares]>('setShares');
+/**
+ * F1-F5: sets a tenant's share of the platform: weight, highest priority, caps and rates (`oz0 tenant set`). A13: the
+ * fields its caller named are marked set by a command; without them (an older caller), the fields it changed.
+ */
+export const setSharesUpdate = defineUpdate<TenantState, [Shares, string[]?]>('setShares');
 
 /** F3: a node asks its tenant's limiter for a call's permits; the call starts, or waits in line for its turn. */
 export const takeUpdate = defineUpdate<TakeResult, [TakeRequest]>('take');

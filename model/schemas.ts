@@ -16,6 +16,8 @@ import {
   toolProblem,
 } from './checks';
 import { LEGACY_PROTOCOL, MODERN_PROTOCOL, RESUME_TOKEN } from './protocol';
+import { originsProblem } from './origins';
+import type { Origins } from './origins';
 import {
   DEFAULT_MAX_PRIORITY,
   DEFAULT_WEIGHT,
@@ -350,6 +352,14 @@ export const TenantStateSchema = z.strictObject({
 });
 export type TenantState = z.infer<typeof TenantStateSchema>;
 
+/** A13: what of a tenant's state a command set (model/origins.ts); kept beside the state, not in it. */
+export const OriginsSchema = z.custom<Origins>((value) => originsProblem(value) === undefined, {
+  error: (issue) => originsProblem(issue.input) ?? 'not origins',
+});
+
+/** A13: a tenant's state and its origins, as its workflow answers them in one read. */
+export const StateWithOriginsSchema = z.strictObject({ state: TenantStateSchema, origins: OriginsSchema });
+
 /**
  * A4: a call that waits for a person's yes, as its tenant's policy workflow (and the all-tenants one) keeps it: a
  * change of the policy or a kill switch that matches its tool is told to its job, which then looks again.
@@ -374,6 +384,8 @@ export const PolicyInputSchema = z.object({
   /** The config's shares for the tenant (F5): used, like `seed`, only when the workflow starts for the first time. */
   shares: SharesSchema.optional(),
   state: TenantStateSchema.optional(),
+  /** A13: what of `state` a command set, as the run before it kept it; absent from an older oz0's run. */
+  origins: OriginsSchema.optional(),
   /** A4: the questions a run before it was watching. */
   waiting: z.array(WatchedQuestionSchema).optional(),
 });

@@ -47,10 +47,11 @@ import { EndedJobs, RunningHarnesses } from '../activities/ended-jobs';
 import { claimFolder, stopLeftovers } from '../activities/sandbox/leftovers';
 import { ShareGate } from '../activities/policy/shares';
 import { SlotCounter } from '../activities/slots';
-import { readPolicy } from '../common/policy-client';
+import { readOrigins } from '../common/policy-client';
 import { reserveOf, sharesSeedOf } from '../common/config';
 import { sharedQueues } from '../common/shares-client';
 import { sharesOf } from '../model/policy-rules';
+import { configDifferences } from '../model/origins';
 import { FAIRNESS_SAID, WeightKeeper, probeFairness } from './fairness';
 import { processDataOf, sweepEveryHour } from '../data';
 import { StuckWatch } from './stuck';
@@ -420,18 +421,28 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     }
   };
   /**
-   * F1, beside the workers: the weights of the tenants the config names go into the queues' config, and the node says
-   * whether the server dispatches fairly (a warning naming the setting when it does not).
+   * F1, beside the workers (a policy is read by query, which a worker answers): the weights of the tenants the config
+   * names go into the queues' config, and the node says whether the server dispatches fairly (a warning naming the
+   * setting when it does not). A13: it names each field where the config differs from a tenant's durable policy or
+   * shares, with the command that would change it: the config only seeds them, and is never applied over them.
    */
   const checkFairness = async () => {
     const target = policyTargetOf(config, client);
-    for (const tenant of Object.keys(config.tenants)) {
+    for (const [tenant, { policy }] of Object.entries(config.tenants)) {
       if (probing.signal.aborted) break;
       try {
-        const state = await readPolicy(target, tenant);
-        weights.learn(tenant, sharesOf(state, sharesSeedOf(config, tenant)).weight);
+        const { state, origins } = await readOrigins(target, tenant);
+        const shares = sharesSeedOf(config, tenant);
+        weights.learn(tenant, sharesOf(state, shares).weight);
+        for (const line of configDifferences(tenant, { policy, shares }, state, origins))
+          logger.warn({ node: name, tenant }, line);
       } catch (err) {
-        logger.debug({ node: name, tenant, err: (err as Error).message }, "could not read a tenant's weight");
+        if (probing.signal.aborted) break;
+        const why = (err as Error).message;
+        logger.warn(
+          { node: name, tenant, err: why },
+          `could not read tenant ${tenant}'s policy to compare it with the config (${why}): the node goes on`,
+        );
       }
     }
     if (!config.node.fairnessProbe) return foundFairness(undefined);

@@ -4,7 +4,7 @@
  * kill switches thrown for every tenant. It keeps the tenant's share of the platform too (F1-F5: weight, priority,
  * caps and rates; the counting behind caps is its limiter's, ./shares.ts). It also watches the tenant's calls that
  * wait for a person's yes (A4): a change that may end such a wait (the call's pattern set again, a kill switch over its
- * tool) is told to its job.
+ * tool) is told to its job. A13: beside its state it keeps which fields a command set, the rest being its config seed's.
  */
 import {
   allHandlersFinished,
@@ -28,6 +28,7 @@ import {
   forgetQuestionSignal,
   killUpdate,
   policyChangedSignal,
+  policyOriginsQuery,
   policyStateQuery,
   reviveUpdate,
   revokeUpdate,
@@ -36,7 +37,8 @@ import {
   watchQuestionUpdate,
 } from '../model/messages';
 import { emptyState } from '../model/policy-rules';
-import { sharesProblem } from '../model/shares';
+import { defaultShares, sharesProblem } from '../model/shares';
+import { changedShareFields, seededOrigins, setBy, shareFieldsProblem } from '../model/origins';
 
 /** Changes kept in one run's history before it continues as new. */
 const CHANGES_PER_RUN = 500;
@@ -49,6 +51,8 @@ function questionId(q: { jobId: string; key: string }): string {
 
 export async function tenantPolicy(input: PolicyInput): Promise<void> {
   const state: TenantState = input.state ?? emptyState(input.seed, input.shares);
+  // A13: kept outside the state, whose shape older nodes check strictly; a run an older oz0 continued kept none.
+  const origins = input.origins ?? (input.state ? { ...seededOrigins(), complete: false } : seededOrigins());
   let changes = 0;
   const waiting = new Map((input.waiting ?? []).map((q) => [questionId(q), q]));
   /** Jobs being told of a change: the run continues as new only once each was told. */
@@ -85,9 +89,13 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
   setHandler(policyStateQuery, () => state, {
     description: "the tenant's policy: decisions by tool pattern, kill switches, approved listings, version",
   });
+  setHandler(policyOriginsQuery, () => ({ state, origins }), {
+    description: 'A13: the state, and which of its fields a command set (the rest came from the config that seeded it)',
+  });
   setHandler(
     setPolicyUpdate,
     (pattern, decision) => {
+      setBy(origins, 'policy', [pattern]);
       change(() => (state.policy[pattern] = decision))();
       tell(pattern, `${pattern}: ${decision}`);
       return state;
@@ -126,10 +134,18 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
     validator: (server) => check(serverNameProblem(server)),
     description: "A2: takes a server's approval back",
   });
-  setHandler(setSharesUpdate, (shares) => change(() => (state.shares = shares))(), {
-    validator: (shares) => check(sharesProblem(shares)),
-    description: "F1-F5: sets the tenant's weight, highest priority, caps and rates",
-  });
+  setHandler(
+    setSharesUpdate,
+    (shares, named?: string[]) => {
+      setBy(origins, 'shares', named ?? changedShareFields(state.shares ?? defaultShares(), shares));
+      return change(() => (state.shares = shares))();
+    },
+    {
+      validator: (shares, named?: string[]) => check(sharesProblem(shares), shareFieldsProblem(named)),
+      description:
+        "F1-F5: sets the tenant's weight, highest priority, caps and rates; A13: the fields named are marked set",
+    },
+  );
   setHandler(
     watchQuestionUpdate,
     (q) => {
@@ -154,5 +170,5 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
   // The history stays short: after enough changes (or when Temporal says so) the state moves to a new run.
   await condition(() => changes >= CHANGES_PER_RUN || workflowInfo().continueAsNewSuggested);
   await condition(() => allHandlersFinished() && telling === 0);
-  await continueAsNew<typeof tenantPolicy>({ tenant: input.tenant, state, waiting: [...waiting.values()] });
+  await continueAsNew<typeof tenantPolicy>({ tenant: input.tenant, state, origins, waiting: [...waiting.values()] });
 }

@@ -59,19 +59,23 @@ export function registerToolCommands(program: Command): void {
 export function registerPolicyCommands(program: Command): void {
   const policy = program.command('policy').description("a tenant's policy and approvals");
   withConfig(policy.command('show'))
-    .description("the tenant's policy, kill switches and approved listings")
+    .description(
+      "the tenant's policy (each pattern from the config or set by a command), kill switches and approved listings",
+    )
     .argument('<tenant>', 'tenant', tenantArg)
     .option('--json', 'print JSON')
     .action(async (tenant: string, opts: ConfigOpts & { json?: boolean }) => {
       const cfg = await config(opts);
-      const [{ policyTargetOf, readPolicy, ALL_TENANTS }, { formatPolicy }] = await Promise.all([
-        policyModules(),
-        import('../format.js'),
-      ]);
+      const [{ policyTargetOf, readOrigins, readPolicy, ALL_TENANTS }, { formatPolicy }, { policySources }] =
+        await Promise.all([policyModules(), import('../format.js'), import('../../model/origins.js')]);
       await withJobClient(cfg, async (jc) => {
         const target = policyTargetOf(cfg, jc.client);
-        const [state, all] = await Promise.all([readPolicy(target, tenant), readPolicy(target, ALL_TENANTS)]);
-        const shown = { tenant, ...state, killsForAllTenants: all.kills };
+        const [{ state, origins }, all] = await Promise.all([
+          readOrigins(target, tenant),
+          readPolicy(target, ALL_TENANTS),
+        ]);
+        // A13: each pattern's source: the config that seeded it, or a command.
+        const shown = { tenant, ...state, policySources: policySources(state, origins), killsForAllTenants: all.kills };
         print(shown, opts.json, () => formatPolicy(shown));
       });
     });
