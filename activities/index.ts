@@ -18,8 +18,7 @@ import type {
   SessionPlan,
 } from '../model/activities';
 import { JobSpecError, parseJobSpec, reservedIdProblem } from '../model/schemas';
-import { jobPriority, priorityProblem } from '../model/shares';
-import { compilePriority } from '@temporalio/common';
+import { priorityProblem } from '../model/shares';
 import type { Priority } from '@temporalio/common';
 import { sharesOf } from '../model/policy-rules';
 import { sharesSeedOf } from '../common/config';
@@ -36,6 +35,7 @@ import type { CallDeps } from './call/deps';
 import type { JobSpec } from '../model/schemas';
 import type { ApprovalNotice } from '../model/activities';
 import { sendNotice } from './notices';
+import { setFairnessKey } from './fairness-key';
 import type { PayloadOwners } from '../data';
 
 export interface ActivityDeps extends CallDeps {
@@ -66,7 +66,8 @@ export function createActivities(deps: ActivityDeps): Activities {
      */
     async resolveJobSettings(input: unknown, priority?: Priority): Promise<JobSettings | { badSpec: string }> {
       // I11: a job under one of the platform's ids (started by a client that did not check) ends at once, freeing it.
-      const reserved = reservedIdProblem(Context.current().info.workflowExecution?.workflowId ?? '');
+      const run = Context.current().info.workflowExecution;
+      const reserved = reservedIdProblem(run?.workflowId ?? '');
       if (reserved) return { badSpec: `bad job id: ${reserved}` };
       let spec: JobSpec;
       try {
@@ -83,8 +84,11 @@ export function createActivities(deps: ActivityDeps): Activities {
         const problem = priorityProblem(spec.priority, maxPriority);
         if (problem) return { badSpec: `bad job spec: priority: ${problem}` };
       }
-      if (priority && priority.fairnessKey !== spec.tenant) fixFairness(deps, spec);
-      deps.owners.learn(Context.current().info.workflowExecution?.workflowId ?? '', spec.tenant);
+      // F1: a job started without its tenant as its fairness key gets it now (./fairness-key.ts), beside the job.
+      if (priority && priority.fairnessKey !== spec.tenant && run && deps.client) {
+        void setFairnessKey({ client: deps.client, logger: deps.logger }, run, spec);
+      }
+      deps.owners.learn(run?.workflowId ?? '', spec.tenant);
       const tools = toolsOf(spec);
       const harnesses = spec.steps.flatMap((s) =>
         'session' in s && !Array.isArray(s.session) && 'harness' in s.session ? [s.session.harness] : [],
@@ -196,30 +200,6 @@ export function createActivities(deps: ActivityDeps): Activities {
       return sendNotice(deps.config, notice);
     },
   };
-}
-
-/**
- * F1: a job started without its tenant as its fairness key (a plain `client.workflow.start`, or another tenant's key)
- * gets it now, so its next workflow tasks are dispatched fairly; its calls carry it anyway (workflows/calls.ts). Only
- * its first workflow task went unfairly: `jobPriority` on the start avoids that too.
- */
-function fixFairness(deps: Pick<ActivityDeps, 'client' | 'logger'>, spec: JobSpec): void {
-  const job = Context.current().info.workflowExecution;
-  const { client, logger } = deps;
-  if (!job || !client) return;
-  const { workflowId, runId } = job;
-  // Best effort, beside the job: its calls carry the key whatever becomes of this.
-  client.workflowService
-    .updateWorkflowExecutionOptions({
-      namespace: client.options.namespace,
-      workflowExecution: { workflowId, runId },
-      workflowExecutionOptions: { priority: compilePriority(jobPriority(spec)) },
-      updateMask: { paths: ['priority'] },
-    })
-    .then(
-      () => logger?.debug({ job: workflowId, tenant: spec.tenant }, 'job started without its fairness key: set it'),
-      (err: Error) => logger?.warn({ job: workflowId, err: err.message }, "could not set the job's fairness key"),
-    );
 }
 
 export type { Activities };

@@ -6,12 +6,13 @@
  * A remote server that takes each tenant's own credentials (R1) gets one connection per (tenant, server): a
  * connection, and its 2025-11-25 session, is one tenant's identity at the server and is never shared. The tokens and
  * discovery of each tenant's OAuth client outlive its connections (./credentials.ts); an idle tenant connection is
- * closed as an idle sandbox is.
+ * closed as an idle sandbox is. So is a plugin whose `args` or `env` name `{tenant}` (I2): one process per (tenant,
+ * server), given that tenant's name there, never another tenant's calls.
  */
 import fs from 'node:fs';
 import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
 import type { ClientCapabilities, Tool, Transport } from '@modelcontextprotocol/client';
-import { isRemote, perTenant, serverKind } from '../common/config';
+import { isRemote, namesTenant, perTenant, serverKind } from '../common/config';
 import type { LoadedConfig, ServerConfig, ServerKind, StdioServerConfig } from '../common/config';
 import type { Logger } from '../common/logger';
 import {
@@ -33,6 +34,7 @@ import {
 import type { EraVerdicts, TenantCredential } from '../mcp';
 import { besideConfig, launchProblem } from './launch';
 import { installedLaunch } from './packages';
+import { fillTenant } from '../model/checks';
 import { Isolation } from './sandbox';
 import { makeFreshFolder, sandboxFolderName } from './sandbox/folders';
 import type { JobRef } from './sandbox/folders';
@@ -105,7 +107,13 @@ export class ServerPool implements JobHolder {
     const kind = this.kindOf(config);
     const credential = this.credentialFor(server, config, owner.tenant);
     const id =
-      kind === 'sandbox' ? sandboxId(server, owner) : credential ? tenantId(server, credential.tenant) : server;
+      kind === 'sandbox'
+        ? sandboxId(server, owner)
+        : credential
+          ? tenantId(server, credential.tenant)
+          : namesTenant(config)
+            ? tenantId(server, owner.tenant)
+            : server;
     let pending = this.connections.get(id);
     if (pending) {
       const existing = await pending.catch(() => undefined);
@@ -247,7 +255,14 @@ export class ServerPool implements JobHolder {
    * A plugin's plain process (the platform's own code, I), or how the job's sandbox starts; and its secrets (what its
    * `env` takes from the node's environment), cut out of its stderr wherever that is shown.
    */
-  private processSource(config: StdioServerConfig, kind: ServerKind, server: string, id: string, owner: JobRef) {
+  private processSource(template: StdioServerConfig, kind: ServerKind, server: string, id: string, owner: JobRef) {
+    // I2: `{tenant}` in its args and env is the name of the tenant whose process (or sandbox) this is.
+    let config: StdioServerConfig;
+    try {
+      config = forTenantOf(template, owner.tenant);
+    } catch (err) {
+      throw new CannotStart(`server "${server}": ${(err as Error).message}`);
+    }
     // Relative paths are the config's folder's, whatever folder the server runs in (a sandbox has its own).
     const { baseDir } = this.opts.config;
     // S1: a server named by its package runs from the node's install of it (read-only in a sandbox).
@@ -361,7 +376,14 @@ export class ServerPool implements JobHolder {
   }
 }
 
-/** Pool id of a tenant's own connection to a per-tenant server (R1). */
+/** A stdio server's config as one tenant's process runs it: `{tenant}` in its `args` and `env` values filled (I2). */
+function forTenantOf(config: StdioServerConfig, tenant: string): StdioServerConfig {
+  if (!namesTenant(config)) return config;
+  const env = Object.fromEntries(Object.entries(config.env).map(([k, v]) => [k, fillTenant(v, tenant)]));
+  return { ...config, args: config.args.map((a) => fillTenant(a, tenant)), env };
+}
+
+/** Pool id of a tenant's own connection to a per-tenant server (R1), or of its own process of a plugin (I2). */
 function tenantId(server: string, tenant: string): string {
   return `tenant:${server}@${tenant}`;
 }

@@ -19,7 +19,7 @@ import {
 import { ProtocolChoiceSchema } from '../model/schemas';
 import { DEFAULT_CONFIRM_TIMEOUT_SECONDS } from '../model/activities';
 import type { ToolSettings } from '../model/activities';
-import { grantTemplateProblem, splitTool } from '../model/checks';
+import { TENANT, grantTemplateProblem, splitTool, tenantValueProblem } from '../model/checks';
 import { DEFAULT_MAX_PRIORITY, DEFAULT_WEIGHT, defaultReserve } from '../model/shares';
 import type { Shares } from '../model/shares';
 import { CredentialSchema, SecretRefSchema } from './credentials';
@@ -117,6 +117,16 @@ export const SandboxSchema = z.strictObject({
 
 export type SandboxConfig = z.infer<typeof SandboxSchema>;
 
+/**
+ * I2: a stdio server's `args`, `env` or `keyStores` value, which may name `{tenant}` as a whole component of a path
+ * (`"MEMORY_FILE_PATH": "/srv/memory/{tenant}/memory.jsonl"`): each tenant's calls then go to a process of its own,
+ * given its name there (activities/pool.ts).
+ */
+const TenantValueSchema = z.string().superRefine((v, ctx) => {
+  const problem = tenantValueProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 /** Which MCP revision oz0 speaks with the server: asked at connect (`auto`), or pinned. */
 const protocol = ProtocolChoiceSchema.default('auto');
 
@@ -128,15 +138,15 @@ const StdioServerSchema = z
     package: PackageSpecSchema.optional(),
     /** S1: the package's own digest, pinned beyond its version (npm's `sha512-…`, PyPI's `sha256:<hex>`). */
     integrity: IntegritySchema.optional(),
-    args: z.array(z.string()).default([]),
+    args: z.array(TenantValueSchema).default([]),
     protocol,
     /** For a sandboxed server this is all the environment it gets. */
-    env: z.record(z.string(), z.string()).default({}),
+    env: z.record(z.string(), TenantValueSchema).default({}),
     /**
      * I2, S4: the files a plugin server keeps its keys in (relative to the config's folder), hidden from every sandbox
      * with SQLite's files beside them. An `env` value naming a `.db`, `.sqlite` or `.sqlite3` file is taken for one too.
      */
-    keyStores: z.array(z.string().min(1)).default([]),
+    keyStores: z.array(TenantValueSchema.min(1)).default([]),
     /** A process of the job's own, isolated (I1-I5): `true` for the defaults, or what it is granted. */
     sandbox: z
       .preprocess((v) => (v === true ? {} : v === false || v === undefined ? null : v), SandboxSchema.nullable())
@@ -646,6 +656,11 @@ export function isRemote(server: ServerConfig): server is RemoteServerConfig {
 /** R1: whether each tenant's calls of this server go with the tenant's own credentials. */
 export function perTenant(server: ServerConfig): server is RemoteServerConfig & { credentials: 'per-tenant' } {
   return isRemote(server) && server.credentials === 'per-tenant';
+}
+
+/** I2: whether a stdio server's `args` or `env` name `{tenant}`: each tenant's calls then have a process of their own. */
+export function namesTenant(server: ServerConfig): boolean {
+  return !isRemote(server) && [...server.args, ...Object.values(server.env)].some((v) => v.includes(TENANT));
 }
 
 /** SPEC "Words": a shared plugin process, a job's own sandboxed process, or a remote Streamable HTTP server. */

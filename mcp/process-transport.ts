@@ -33,8 +33,9 @@ export interface ProcessTransportOptions {
   secrets?: string[];
   /**
    * I12: whether a failure quotes its stderr (true by default: a job's own sandboxed server, an operator's tool).
-   * False for a server every tenant shares, whose stderr may hold any tenant's words: a failure says how it ended and
-   * that its last words are in the node's log, where they go as a warning.
+   * False for a server every tenant shares, whose stderr may hold any tenant's words once it took a call: a failure
+   * then says how it ended and that its last words are in the node's log, where they go as a warning. Before its
+   * first call its words are its own (a missing module, a folder that is not there) and are quoted all the same.
    */
   quoteStderr?: boolean;
   /** I10: a tenant's process (a sandboxed server): what its stderr puts in the node's log is bounded. */
@@ -42,6 +43,9 @@ export interface ProcessTransportOptions {
 }
 
 const DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024;
+
+/** I12: what a node sends a server that carries none of a tenant's words; anything else counts as a call taken. */
+const PROTOCOL_ONLY = new Set(['server/discover', 'initialize', 'notifications/initialized', 'tools/list', 'ping']);
 
 export class ProcessTransport implements Transport {
   onclose?: () => void;
@@ -60,6 +64,8 @@ export class ProcessTransport implements Transport {
   private badMessage?: string;
   /** Its last words went to the node's log (a shared server's, I12). */
   private toldLog = false;
+  /** I12: it was sent a tenant's words (a call): from then on a shared server's stderr is not quoted. */
+  private tookCall = false;
 
   /** `source`: a plain process's spec, or how to start it (a sandbox). */
   constructor(
@@ -117,13 +123,14 @@ export class ProcessTransport implements Transport {
       : this.badMessage
         ? `the server sent a bad message (${this.badMessage}) and was stopped`
         : '';
-    if (!tail || this.opts.quoteStderr !== false) {
+    if (!tail || this.opts.quoteStderr !== false || !this.tookCall) {
       if (!said && !tail) return undefined;
       // S2: what a sandbox kept from it, when its words name that.
       const hint = this.isolated ? sandboxHint(this.stderrTail.text()) : undefined;
       return `${withLastWords(said, tail)}${hint ? ` (hint: ${hint})` : ''}`;
     }
-    // I12: a shared server's words are the operator's: its log has them, once; the failure says where.
+    // I12: a shared server that took a call may have any tenant's words on its stderr: they are the operator's, its
+    // log has them, once; the failure says where.
     if (!this.toldLog) {
       this.toldLog = true;
       this.opts.logger?.warn(
@@ -189,6 +196,7 @@ export class ProcessTransport implements Transport {
   }
 
   send(message: JSONRPCMessage): Promise<void> {
+    if ('method' in message && !PROTOCOL_ONLY.has(message.method)) this.tookCall = true;
     return new Promise((resolve, reject) => {
       const stdin = this.child?.stdin;
       if (!stdin || stdin.destroyed) return reject(new Error('server process is not running'));

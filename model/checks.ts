@@ -145,7 +145,7 @@ function identityProblem(identity: unknown): string | undefined {
   return undefined;
 }
 
-/** I2: how a grant names the folder of the tenant whose sandbox it is given to. */
+/** I2: how a grant, or a server's `args` and `env` values, name the folder of the tenant whose calls they serve. */
 export const TENANT = '{tenant}';
 
 /** Why a grant's path is not one the node can give per tenant, or undefined (pure). */
@@ -153,8 +153,28 @@ export function grantTemplateProblem(p: string): string | undefined {
   const braces = p.match(/\{[^}]*\}?/g) ?? [];
   const other = braces.find((b) => b !== TENANT);
   if (other) return `${other} is not a name a grant may hold: only {tenant}, a folder per tenant`;
-  if (braces.length > 1) return '{tenant} may appear once in a grant';
-  if (braces.length === 1 && !p.split(/[/\\]/).includes(TENANT))
-    return '{tenant} is a whole folder of a grant\'s path ("data/{tenant}"), not part of a name';
+  return tenantPlaceProblem(p, 'a grant', 'a whole folder of a grant\'s path ("data/{tenant}")');
+}
+
+/**
+ * Why a server's `args` or `env` value names `{tenant}` in a way the node cannot fill, or undefined (pure): as in a
+ * grant, a whole component of a path, once. Other braces are the server's own business (a JSON argument).
+ */
+export function tenantValueProblem(value: string): string | undefined {
+  return tenantPlaceProblem(value, 'a value', 'a whole component of a path ("/srv/memory/{tenant}/memory.jsonl")');
+}
+
+function tenantPlaceProblem(p: string, holder: string, whole: string): string | undefined {
+  const times = p.split(TENANT).length - 1;
+  if (times > 1) return `{tenant} may appear once in ${holder}`;
+  if (times === 1 && !p.split(/[/\\]/).includes(TENANT)) return `{tenant} is ${whole}, not part of a name`;
   return undefined;
+}
+
+/** `{tenant}` in `template` replaced by the tenant's name: one its schema takes, never one that climbs (`.`, `..`). */
+export function fillTenant(template: string, tenant: string): string {
+  if (!template.includes(TENANT)) return template;
+  if (tenantNameProblem(tenant) || tenant === '.' || tenant === '..')
+    throw new Error(`"${tenant}" cannot name a folder of a tenant`);
+  return template.replace(TENANT, tenant);
 }

@@ -13,7 +13,8 @@ import { grantOf, parseGrant } from './network';
 import { resolvePath, within } from './plan';
 import type { ResolvedPath } from './plan';
 import { probePath } from './probe';
-import { beforeTenant } from './tenant-grants';
+import { beforeTenant, perTenant } from './tenant-grants';
+import { fillTenant } from '../../model/checks';
 
 /** What no sandbox may see: a folder, or a file and the files SQLite keeps beside it; and what it is, in words. */
 interface SecretPlace {
@@ -37,7 +38,8 @@ export class Hidden {
    * store and the payload keys' folder (their defaults lie in the state folder), its config file, the files its secrets are read from, and the key stores of its plugin servers (S4, what is declared: each file a
    * plugin server's `keyStores` names, and each file its `env` names that is an SQLite database by its name — `.db`,
    * `.sqlite`, `.sqlite3`, as the plugin kit's stores are — never any other path, URL or version a plugin's `env`
-   * holds), each with SQLite's `-wal`, `-shm` and `-journal` beside it.
+   * holds), each with SQLite's `-wal`, `-shm` and `-journal` beside it; a store that names `{tenant}`, the folder
+   * before it, which holds every tenant's.
    */
   secretPlaces(): SecretPlace[] {
     const { config } = this;
@@ -71,6 +73,12 @@ export class Hidden {
       ];
       for (const { value, field } of stores) {
         const file = path.resolve(config.baseDir, value);
+        // A store per tenant: the folder that holds every tenant's, as it is now and as later tenants' make it grow.
+        if (perTenant(file)) {
+          const what = `the folder of the key stores of plugin server "${name}", one per tenant (${field})`;
+          out.push({ path: beforeTenant(file), what });
+          continue;
+        }
         out.push({
           path: file,
           what: `the key store of plugin server "${name}" (${field})`,
@@ -113,15 +121,17 @@ export class Hidden {
    * A sandbox's own `env` naming what no sandbox may see (a file a plugin keeps its keys in, the state folder): hidden
    * from it whatever its grants say, so it would fail at run time (EACCES). Each clash names both fields. Relative
    * paths in a sandbox's `env` are its own folder's, and `env:NAME` values are the node's secrets: neither is looked at.
+   * `{tenant}` in a value is `tenant`'s name, when the sandbox is a tenant's.
    */
-  envProblems(field: string): string[] {
+  envProblems(field: string, tenant?: string): string[] {
     const [group, name] = field.split('.');
     const owner = group === 'harnesses' ? this.config.harnesses[name] : this.config.servers[name];
     if (!owner || !('command' in owner)) return [];
     // Compared where they really are: a link to a key store is the key store.
     const places = this.secretPlaces().map((p) => ({ ...p, path: realPath(p.path), files: p.files?.map(realPath) }));
     const problems: string[] = [];
-    for (const [key, value] of Object.entries(owner.env)) {
+    for (const [key, template] of Object.entries(owner.env)) {
+      const value = tenant ? fillTenant(template, tenant) : template;
       if (!path.isAbsolute(value)) continue;
       const file = realPath(value);
       const place = places.find((p) => (p.files ? p.files.includes(file) : within(file, p.path)));

@@ -317,7 +317,7 @@ export class Isolation {
     );
     // I2: resolved once, here: what is checked is what the plan binds (through descriptors opened after the check).
     const checked = this.hidden.checkGrants(req.field, grants, program);
-    const problem = [...checked.problems, ...this.hidden.envProblems(req.field)][0];
+    const problem = [...checked.problems, ...this.hidden.envProblems(req.field, req.tenant)][0];
     if (problem) throw new IsolationRefused(`${req.who} cannot start: ${problem}`);
     if (this.limitGaps(grants).length && this.config.node.limits !== 'best-effort') {
       throw new IsolationRefused(`${req.who} cannot start: ${this.refusal(grants)}`);

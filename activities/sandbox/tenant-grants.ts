@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import type { SandboxConfig } from '../../common/config';
-import { TENANT, tenantNameProblem } from '../../model/checks';
+import { TENANT, fillTenant } from '../../model/checks';
 import { at } from './disk';
 
 export { TENANT };
@@ -23,18 +23,10 @@ export function beforeTenant(p: string): string {
   return i < 0 ? p : parts.slice(0, i).join('/') || '/';
 }
 
-/** A tenant's name as a folder's: one its schema takes, and never one that climbs (`.`, `..`). */
-function checkedTenant(tenant: string): string {
-  if (tenantNameProblem(tenant) || tenant === '.' || tenant === '..')
-    throw new Error(`"${tenant}" cannot name a folder of a grant`);
-  return tenant;
-}
-
 /** A sandbox's grants for one tenant: `{tenant}` replaced by its name. */
 export function forTenant(grants: SandboxConfig, tenant: string): SandboxConfig {
   if (![...grants.read, ...grants.write].some(perTenant)) return grants;
-  const name = checkedTenant(tenant);
-  const of = (p: string) => p.replace(TENANT, name);
+  const of = (p: string) => fillTenant(p, tenant);
   return { ...grants, read: grants.read.map(of), write: grants.write.map(of) };
 }
 
@@ -48,7 +40,7 @@ export function forTenant(grants: SandboxConfig, tenant: string): SandboxConfig 
 export function makeTenantFolders(write: string[], tenant: string, gid: number | undefined): void {
   const templates = write.filter(perTenant);
   if (templates.length === 0) return;
-  const name = checkedTenant(tenant);
+  const name = fillTenant(TENANT, tenant);
   for (const template of templates) {
     const parent = beforeTenant(template);
     let dir: number;

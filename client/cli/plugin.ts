@@ -16,7 +16,8 @@ export function registerPluginCommands(program: Command): void {
     .option('--drill-file <file>', 'the drill file (default: oz0.drill.json in the config’s folder)')
     .option(
       '--tenant <tenant>',
-      "a per-tenant remote server: open it with this tenant's own credentials, and say which and what it asked for",
+      "a per-tenant remote server: open it with this tenant's own credentials, and say which and what it asked for; " +
+        "a server whose args or env name {tenant}: open this tenant's own",
     )
     .option('--json', 'print JSON')
     .action(
@@ -25,7 +26,7 @@ export function registerPluginCommands(program: Command): void {
         opts: ConfigOpts & { drill?: boolean; drillFile?: string; tenant?: string; json?: boolean },
       ) => {
         const cfg = await config(opts);
-        const { perTenant } = await import('../../common/config.js');
+        const { namesTenant, perTenant } = await import('../../common/config.js');
         if (!Object.hasOwn(cfg.servers, server))
           throw new UsageError(`the config (${cfg.source}) has no server named "${server}"`);
         const target = cfg.servers[server];
@@ -37,6 +38,8 @@ export function registerPluginCommands(program: Command): void {
               `tenant ${opts.tenant} has no credentials for server "${server}" (tenants.${opts.tenant}.credentials.${server})`,
             );
         }
+        if (namesTenant(target) && !opts.tenant)
+          throw new UsageError(`server "${server}" names {tenant} in its args or env: name the tenant with --tenant`);
         if ('command' in target && target.package) {
           // S1: installed now if no node installed it yet (once), saying so on stderr: stdout is the report.
           const { installPackages } = await import('../../activities/packages.js');

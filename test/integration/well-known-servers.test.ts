@@ -106,7 +106,9 @@ test('S1-S4: filesystem, memory, sequential-thinking, time, git and fetch, by pa
     // What the sandboxes left in the user's folders is the user's (their owner's) again.
     expect(fs.readFileSync(path.join(files, 'note.txt'), 'utf8')).toBe('written by a job');
     expect(fs.statSync(path.join(files, 'note.txt')).uid).toBe(fs.statSync(files).uid);
-    expect(fs.readFileSync(path.join(memory, 'memory.jsonl'), 'utf8')).toContain('runs MCP calls');
+    // The memory server's graph is the tenant's own (issue 55.9: `{tenant}` in its env and grant), in the folder the
+    // node made for it.
+    expect(fs.readFileSync(path.join(memory, 'acme', 'memory.jsonl'), 'utf8')).toContain('runs MCP calls');
   } finally {
     await new Promise((resolve) => page.close(resolve));
   }

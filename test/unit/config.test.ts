@@ -1,9 +1,18 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, DEFAULT_TOOL_SETTINGS, loadConfig, parseConfig, toolSettings } from '../../common/config';
+import {
+  ConfigError,
+  DEFAULT_TOOL_SETTINGS,
+  loadConfig,
+  namesTenant,
+  parseConfig,
+  toolSettings,
+} from '../../common/config';
 import type { Config, SandboxConfig } from '../../common/config';
 import { beforeTenant, forTenant } from '../../activities/sandbox/tenant-grants';
+import { fillTenant } from '../../model/checks';
+import { Hidden } from '../../activities/sandbox/hidden';
 
 /** The example config of SPEC "Config", as written there. */
 const SPEC_EXAMPLE = {
@@ -580,6 +589,46 @@ describe('I2: grants that name {tenant}', () => {
     );
     expect(() => parseConfig(withWrite(['data/x-{tenant}']))).toThrow(/whole folder/);
     expect(() => parseConfig(withWrite(['{tenant}/{tenant}']))).toThrow(/once/);
+  });
+
+  test('issue 55.9: a server’s args and env take {tenant} as grants do — a whole component of a path, once — naming the field; other braces are the server’s', () => {
+    const server = (args: string[], env: Record<string, string> = {}) => ({
+      servers: { mem: { command: 'node', args: ['x.js', ...args], env } },
+    });
+    const fine = server(['--root', '/srv/{tenant}', '{"a":1}'], {
+      MEMORY_FILE_PATH: '/srv/memory/{tenant}/memory.jsonl',
+      TENANT: '{tenant}',
+    });
+    expect(namesTenant(parseConfig(fine).servers.mem)).toBe(true);
+    expect(namesTenant(parseConfig(server(['/srv/all'])).servers.mem)).toBe(false);
+    expect(() => parseConfig(server(['/srv/x-{tenant}']))).toThrow(
+      /servers\.mem\.args\[1\].*\{tenant\} is a whole component of a path/s,
+    );
+    expect(() => parseConfig(server([], { MEMORY_FILE_PATH: '/srv/{tenant}.jsonl' }))).toThrow(
+      /servers\.mem\.env\.MEMORY_FILE_PATH.*not part of a name/s,
+    );
+    expect(() => parseConfig(server([], { DIR: '/srv/{tenant}/{tenant}' }))).toThrow(/servers\.mem\.env\.DIR.*once/s);
+    expect(fillTenant('/srv/memory/{tenant}/memory.jsonl', 'acme')).toBe('/srv/memory/acme/memory.jsonl');
+    expect(() => fillTenant('/srv/{tenant}', '..')).toThrow(/cannot name a folder/);
+  });
+
+  test('issue 55.9: a plugin’s key store that names {tenant} hides the folder that holds every tenant’s from every sandbox; one without it, its file (the control)', () => {
+    const config = {
+      ...parseConfig({
+        servers: {
+          mine: { command: 'node', args: ['x.js'], env: { STORE: '/srv/keys/{tenant}/store.db' } },
+          ours: { command: 'node', args: ['x.js'], keyStores: ['/srv/shared/store.db'] },
+        },
+      }),
+      baseDir: '/',
+      source: 'test',
+    };
+    const places = new Hidden(config, () => false).secretPlaces();
+    expect(places).toContainEqual({
+      path: '/srv/keys',
+      what: 'the folder of the key stores of plugin server "mine", one per tenant (servers.mine.env.STORE)',
+    });
+    expect(places).toContainEqual(expect.objectContaining({ path: '/srv/shared/store.db' }));
   });
 
   test('a tenant’s grants: its name in place of {tenant}; a name that would climb is never one', () => {
