@@ -142,3 +142,8 @@ test("every relative link in the project's Markdown points at a file that exists
   expect(files).toEqual(expect.arrayContaining(['README.md', 'docs/rules.md', 'bench/README.md']));
   expect(files.flatMap((file) => brokenLinks(file, disk))).toEqual([]);
 });
+
+test('the README stays short: at most 250 lines, the rest in docs/ (issue 55)', () => {
+  const lines = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n').length - 1;
+  expect(lines).toBeLessThanOrEqual(250);
+});
