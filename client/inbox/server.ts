@@ -114,7 +114,8 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
   const { config, client } = opts;
   const inbox = config.inbox!;
   const log = opts.log ?? (() => undefined);
-  const sessions = new InboxSessions(client, config.temporal.taskQueue);
+  // On the policy queue, which every node polls whatever its own queue (as tenants' policies are).
+  const sessions = new InboxSessions(client, config.temporal.policyTaskQueue);
   /** Set by close(): the live lists end, so that their connections close with the server. */
   let closing = false;
   let base = inbox.publicUrl ?? '';
