@@ -104,9 +104,14 @@ export class InboxSessions {
   /** Ends a cookie's session for every process. */
   async end(cookie: string): Promise<void> {
     const id = idOf(cookie);
-    await this.reaching(() =>
-      this.client.workflow.getHandle(INBOX_SESSIONS_ID).executeUpdate(endSessionUpdate, { args: [id] }),
-    );
+    await this.reaching(async () => {
+      try {
+        await this.client.workflow.getHandle(INBOX_SESSIONS_ID).executeUpdate(endSessionUpdate, { args: [id] });
+      } catch (err) {
+        // No sessions workflow (an operator ended it): no session lasts, this one neither.
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+    });
     this.remember(id, null);
   }
 

@@ -262,7 +262,9 @@ test("F4: a live session's call (an agent waits on it) goes ahead of scripted ca
   const { config, log } = setup({ [tenant]: { limits: { maxRunningCalls: 1 } } });
   const node = await createNode({ config, logger });
   await node.runUntil(async () => {
-    const [holder] = await startJobs(config.temporal.taskQueue, [hangJob(tenant, 3000)], 'holder');
+    // The holder keeps the one permit while four calls get in line: 15 s, as opening a session on a loaded machine
+    // took past 3 s (the live call then found the holder gone and a scripted call running, and never made a fourth).
+    const [holder] = await startJobs(config.temporal.taskQueue, [hangJob(tenant, 15_000)], 'holder');
     await eventually(() => (mostAtOnce(log) === 1 ? true : undefined), 20_000, 'the first call');
     const scripted = await startJobs(config.temporal.taskQueue, Array(3).fill(hangJob(tenant, 50)), 'scripted');
     await eventually(
