@@ -206,10 +206,12 @@ export async function startInbox(opts: InboxOptions): Promise<RunningInbox> {
     }
     const pending = { ...started.pending, expires: Date.now() + PENDING_MS };
     // A11: the browser that began the sign-in keeps it; the callback is taken only with this cookie.
-    setCookie(c, SIGN_IN_COOKIE, Buffer.from(JSON.stringify(pending)).toString('base64url'), {
-      ...cookieOptions(PENDING_MS / 1000),
-      path: '/',
-    });
+    setCookie(
+      c,
+      SIGN_IN_COOKIE,
+      Buffer.from(JSON.stringify(pending)).toString('base64url'),
+      cookieOptions(PENDING_MS / 1000),
+    );
     return c.redirect(started.url, 302);
   });
 
