@@ -32,6 +32,8 @@ test('I6, I8: with no bwrap on PATH and no OZ0_BWRAP, the demo runs its sandboxe
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
+  // A demo that failed says why in its own words (its last lines), not only as the first expectation it misses.
+  if (run.code !== 0) throw new Error(`the demo exited ${run.code}:\n${run.stderr.split('\n').slice(-40).join('\n')}`);
   // The node's log, in the demo's state folder (the demo's own lines go to stderr).
   const logged = fs
     .readFileSync(path.join(state, 'node.log'), 'utf8')
