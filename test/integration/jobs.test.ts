@@ -172,15 +172,26 @@ const cli = findTemporalCli({ install: false });
     /** One shell line: the query leaves as soon as the start has answered; it prints the query's answer. */
     const startAndQuery = async (id: string) => {
       const input = JSON.stringify({ tenant: 'acme', steps: [{ call: 'probe.hang', args: { ms: 60_000 } }] });
+      const query = [cli!, 'workflow', 'query', ...address, '--workflow-id', id, '--name', 'status', '-o', 'json'];
       const line = [
         [cli!, 'workflow', 'start', ...address, '--task-queue', config.temporal.taskQueue, '--type', 'job'],
         ['--workflow-id', id, '--input', input, '-o', 'json', '>/dev/null'],
-        ['&&', cli!, 'workflow', 'query', ...address, '--workflow-id', id, '--name', 'status', '-o', 'json'],
+        ['&&', ...query],
       ]
         .flat()
         .map((a) => (/^[\w./:@=>&-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`))
         .join(' ');
-      const { stdout } = await run('bash', ['-c', line]);
+      // Temporal answers "Workflow is busy" (RESOURCE_EXHAUSTED) while its own lock on the run is taken a moment too
+      // long, as on a loaded machine; its SDK clients try again, the CLI does not: the query alone is sent again then.
+      const { stdout } = await run('bash', ['-c', line]).catch(async (err: Error) => {
+        for (let i = 0; ; i++) {
+          if (!/Workflow is busy/.test(String(err)) || i === 5) throw err;
+          await new Promise((r) => setTimeout(r, 500));
+          const again = await run(cli!, query.slice(1)).catch((e: Error) => e);
+          if (!(again instanceof Error)) return again;
+          err = again;
+        }
+      });
       // The CLI prints the answer sealed (D4: it has no key); oz0's client opens it.
       const { queryResult } = JSON.parse(stdout) as {
         queryResult: { payloads: Array<{ metadata: Record<string, string>; data: string }> };
