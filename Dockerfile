@@ -44,7 +44,7 @@ ENV NODE_ENV=production
 # A node's native memory (issue 36.3): glibc gives each thread that allocates an arena of its own, up to 8 a core, and
 # a node's threads (the Temporal core's, its workflow thread, V8's, libuv's) hold more in them than two arenas do, most
 # when many calls end at once. Measured at 500 running calls: 7-12 MiB less idle, 19 MiB less at the peak, no change
-# in a call's time (bench/README.md). The processes a node starts get only the environment their config names (SPEC
+# in a call's time (bench/HISTORY.md). The processes a node starts get only the environment their config names (SPEC
 # I5, H2), so this stays the node's.
 ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
