@@ -198,6 +198,8 @@ export function formatTenants(shown: readonly TenantShown[]): string {
       );
     }
   }
+  // N4: a limiter that is behind holds its tenant's calls back (they wait; none fails): said on a line of its own.
+  for (const t of shown) if (t.limiterBehind) out.push(`  ${t.tenant}: ${t.limiterBehind}; its calls wait meanwhile`);
   // A13: where each of its shares came from, grouped: `beta: weight set by a command; priority, cap from the config`.
   for (const t of shown) {
     const by = new Map<Source, string[]>();

@@ -13,6 +13,8 @@ import { ALL_TENANTS, POLICY_WORKFLOW, sharesOf } from '../model/policy-rules';
 import { Oz0Tenant, JOB_WORKFLOW } from '../model/job';
 import type { Limit, Shares } from '../model/shares';
 import type { LimiterStatus } from '../model/limiter';
+import { sharesWorkflowId } from '../model/shares';
+import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { shareSources } from '../model/origins';
 import type { Source } from '../model/origins';
 
@@ -40,6 +42,11 @@ export interface TenantShown {
   calls: { running: number; queued: number; jobsLooked: number };
   /** What its limiter counts, across every node: running and waiting in line, by scope; none without caps or rates. */
   limiter?: LimiterStatus;
+  /**
+   * N4: its limiter is behind, in words: its workflow task has waited (busy, or no node serves the policy queue), or it
+   * answered slowly. Its calls wait meanwhile (in their jobs, using no attempt); none fails for it.
+   */
+  limiterBehind?: string;
 }
 
 /** The tenants there are: those the config names, and those with a policy workflow. */
@@ -55,9 +62,9 @@ export async function knownTenants(client: Client, configured: readonly string[]
 
 export async function tenantStatus(client: Client, target: PolicyTarget, tenant: string): Promise<TenantShown> {
   const running = `WorkflowType = '${JOB_WORKFLOW}' AND ExecutionStatus = 'Running' AND ${Oz0Tenant.name} = '${tenant}'`;
-  const [{ state, origins }, counted, jobs, calls] = await Promise.all([
+  const [{ state, origins }, [counted, behind], jobs, calls] = await Promise.all([
     readOrigins(target, tenant),
-    limiterStatus(client, tenant),
+    limiterNow(client, tenant),
     client.workflow.count(running),
     callsInTemporal(client, running),
   ]);
@@ -73,7 +80,35 @@ export async function tenantStatus(client: Client, target: PolicyTarget, tenant:
     jobs: jobs.count,
     calls,
     ...(counted ? { limiter: counted } : {}),
+    ...(behind ? { limiterBehind: behind } : {}),
   };
+}
+
+/** N4: a limiter whose workflow task has waited this long, or that answers a query this slowly, is behind. */
+const BEHIND_MS = 2000;
+
+/** What a tenant's limiter counts, and whether it is behind (its pending workflow task's age, its answer's time). */
+async function limiterNow(client: Client, tenant: string): Promise<[LimiterStatus | undefined, string | undefined]> {
+  const asked = Date.now();
+  const [counted, described] = await Promise.all([
+    client.withDeadline(asked + 2 * BEHIND_MS, () => limiterStatus(client, tenant)).catch((err: Error) => err),
+    client.workflow
+      .getHandle(sharesWorkflowId(tenant))
+      .describe()
+      .catch(() => undefined),
+  ]);
+  const took = Date.now() - asked;
+  const task = described?.status.name === 'RUNNING' ? described.raw.pendingWorkflowTask : undefined;
+  const scheduled = optionalTsToMs(task?.scheduledTime);
+  const waited = scheduled !== undefined ? asked - scheduled : 0;
+  if (counted instanceof Error) {
+    if (!described) throw counted;
+    return [undefined, `its limiter did not answer (${counted.message})`];
+  }
+  if (waited >= BEHIND_MS)
+    return [counted, `its limiter's workflow task has waited ${Math.round(waited / 100) / 10} s for a node`];
+  if (took >= BEHIND_MS) return [counted, `its limiter took ${Math.round(took / 100) / 10} s to answer`];
+  return [counted, undefined];
 }
 
 /** The calls of the first running jobs: started on a node, or still in Temporal's queue. */

@@ -77,6 +77,16 @@ export function watchedQuestionProblem(q: unknown): string | undefined {
   return toolProblem(tool);
 }
 
+/** N4: the most asks of one kind a node's batch carries (common/update-batcher.ts MAX_BATCH, with room). */
+export const MAX_ASKS = 500;
+
+/** What is wrong with a batch of asks as a whole (each ask is checked on its own): a list of at most MAX_ASKS. */
+export function batchProblem(asks: unknown): string | undefined {
+  if (!Array.isArray(asks) || asks.length === 0 || asks.length > MAX_ASKS)
+    return `a batch is a list of 1 to ${MAX_ASKS} asks`;
+  return undefined;
+}
+
 /** Whether a tool pattern (`server.function`, `server.*` or `*`) covers a tool. */
 export function matches(pattern: string, tool: string): boolean {
   if (pattern === '*') return true;

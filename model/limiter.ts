@@ -67,7 +67,7 @@ export interface LimiterState {
 }
 
 /** How many gives and takes the limiter remembers by id: far more than a node sends again within its deadline. */
-const REMEMBERED = 256;
+export const REMEMBERED = 256;
 
 /** A node's ask for a call's permits (and its tokens, under a rate). */
 export interface TakeRequest {

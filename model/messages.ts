@@ -162,6 +162,8 @@ export const approveUpdate = defineUpdate<TenantState, [string, Approval]>('appr
 export const revokeUpdate = defineUpdate<TenantState, [string]>('revoke');
 /** A4: watch a call that waits for a person's yes; answers the state as of now (the node decides with it). */
 export const watchQuestionUpdate = defineUpdate<TenantState, [WatchedQuestion]>('watchQuestion');
+/** N4: the same for every question a node's calls asked since its last batch (common/update-batcher.ts): one Update. */
+export const watchQuestionsUpdate = defineUpdate<TenantState, [WatchedQuestion[]]>('watchQuestions');
 /** A4: the call's wait has ended (answered, timed out, withdrawn): nothing more to tell its job. */
 export const forgetQuestionSignal = defineSignal<[{ jobId: string; key: string }]>('forgetQuestion');
 /**
@@ -172,6 +174,11 @@ export const setSharesUpdate = defineUpdate<TenantState, [Shares, string[]?]>('s
 
 /** F3: a node asks its tenant's limiter for a call's permits; the call starts, or waits in line for its turn. */
 export const takeUpdate = defineUpdate<TakeResult, [TakeRequest]>('take');
+/**
+ * N4: the asks a node's calls made since its last batch, in one Update (common/update-batcher.ts), answered in order; an
+ * ask the limiter's checks refuse is answered `{ refused }`, the others as they would be alone.
+ */
+export const takeManyUpdate = defineUpdate<Array<TakeResult | { refused: string }>, [TakeRequest[]]>('takeMany');
 /** F3: a node gives back permits (its calls ended) and renews the ones it keeps; answers the calls in line, by scope. */
 export const giveUpdate = defineUpdate<Record<string, number>, [GiveInput]>('give');
 /** F3: the same, from a node that stops: a signal, which needs no worker to answer it (the node may be the last). */

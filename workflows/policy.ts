@@ -17,6 +17,7 @@ import {
 import type { PolicyInput, TenantState } from '../model/schemas';
 import {
   approvalProblem,
+  batchProblem,
   decisionProblem,
   matches,
   patternProblem,
@@ -35,6 +36,7 @@ import {
   setPolicyUpdate,
   setSharesUpdate,
   watchQuestionUpdate,
+  watchQuestionsUpdate,
 } from '../model/messages';
 import { emptyState } from '../model/policy-rules';
 import { defaultShares, sharesProblem } from '../model/shares';
@@ -160,9 +162,24 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
     },
   );
   setHandler(
+    watchQuestionsUpdate,
+    (questions) => {
+      for (const q of questions) waiting.set(questionId(q), q);
+      changes++;
+      return state;
+    },
+    {
+      // One bad question refuses the batch: a node's own questions are all well made (it checks what it sends).
+      validator: (questions) =>
+        check(batchProblem(questions), ...(Array.isArray(questions) ? questions.map(watchedQuestionProblem) : [])),
+      description: "N4: watches a node's waiting calls since its last batch, in one Update (as watchQuestion each)",
+    },
+  );
+  setHandler(
     forgetQuestionSignal,
     (q) => {
       waiting.delete(questionId(q));
+      changes++;
     },
     { description: "A4: a watched call's wait has ended" },
   );

@@ -21,6 +21,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { Limiter, emptyLimiter, giveProblem, takeProblem } from '../model/limiter';
+import { batchProblem } from '../model/checks';
 import type { Waiter } from '../model/limiter';
 import {
   giveSignal,
@@ -28,6 +29,7 @@ import {
   killsSignal,
   limiterStatusQuery,
   limitsSignal,
+  takeManyUpdate,
   takeUpdate,
   turnSignal,
   withdrawSignal,
@@ -64,6 +66,22 @@ export async function tenantShares(input: SharesInput): Promise<void> {
       return result;
     },
     { validator: (req) => check(takeProblem(req)), description: "F3: a node asks for a call's permits" },
+  );
+  setHandler(
+    takeManyUpdate,
+    (reqs) => {
+      const now = Date.now();
+      const results = reqs.map((req) => {
+        const refused = takeProblem(req);
+        return refused ? { refused } : limiter.take(req, now);
+      });
+      changed();
+      return results;
+    },
+    {
+      validator: (reqs) => check(batchProblem(reqs)),
+      description: "N4: a node's asks since its last batch, in one Update (as take each, answered in order)",
+    },
   );
   setHandler(
     giveUpdate,

@@ -12,7 +12,8 @@ import { changePolicy, readPolicy } from '../../common/policy-client';
 import { PolicyWatch } from './watch';
 import type { PolicyTarget } from '../../common/policy-client';
 import { ALL_TENANTS, killedBy, policyWorkflowId } from '../../model/policy-rules';
-import { forgetQuestionSignal, watchQuestionUpdate } from '../../model/messages';
+import { forgetQuestionSignal, watchQuestionUpdate, watchQuestionsUpdate } from '../../model/messages';
+import { UpdateBatcher } from '../../common/update-batcher';
 import type { Logger } from '../../common/logger';
 import type { TenantState, WatchedQuestion } from '../../model/schemas';
 
@@ -57,6 +58,8 @@ export class PolicyGate {
   private readonly watches = new Map<string, { watch: PolicyWatch; usedAt: number }>();
   private readonly listeners = new Set<(tenant: string, state: TenantState) => void>();
   private readonly timer: NodeJS.Timeout;
+  /** N4: the questions this node's calls ask, one Update in flight per policy workflow. */
+  readonly questions: UpdateBatcher<WatchedQuestion, TenantState>;
 
   constructor(
     /** The client, the policy queue (to start a tenant's workflow nobody changed yet) and the config's seeds. */
@@ -69,6 +72,14 @@ export class PolicyGate {
   ) {
     this.timer = setInterval(() => void this.refreshRunning(), refreshMs);
     this.timer.unref();
+    const tenantOf = (workflowId: string) => workflowId.slice(workflowId.indexOf('/') + 1);
+    this.questions = new UpdateBatcher(watchQuestionsUpdate.name, {
+      many: async (workflowId, questions) => {
+        const state = await changePolicy(this.target, tenantOf(workflowId), watchQuestionsUpdate, [questions]);
+        return questions.map(() => state);
+      },
+      one: (workflowId, question) => changePolicy(this.target, tenantOf(workflowId), watchQuestionUpdate, [question]),
+    });
   }
 
   /** Registers a running call, so a kill switch thrown from now on stops it. Call the result when it ends. */
@@ -115,7 +126,7 @@ export class PolicyGate {
   async watchQuestion(tenant: string, question: WatchedQuestion): Promise<PolicyRead> {
     const at = Date.now();
     const [state, all] = await Promise.all(
-      [tenant, ALL_TENANTS].map((t) => changePolicy(this.target, t, watchQuestionUpdate, [question])),
+      [tenant, ALL_TENANTS].map((t) => this.questions.submit(policyWorkflowId(t), question)),
     );
     this.learn(tenant, state, at);
     this.learn(ALL_TENANTS, all, at);

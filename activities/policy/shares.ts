@@ -9,13 +9,20 @@
  * once when calls wait in line, and a node renews what it keeps every second (a dead node's go back after
  * `node.permitHoldSeconds`). A rate asks the limiter for every call: it spaces calls across nodes.
  */
-import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
+import {
+  WithStartWorkflowOperation,
+  WorkflowNotFoundError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../../common/logger';
 import type { CallInput } from '../../model/activities';
 import type { GiveInput, TakeRequest, TakeResult } from '../../model/limiter';
+import { REMEMBERED } from '../../model/limiter';
 import { randomUUID } from 'node:crypto';
-import { giveSignal, giveUpdate, killsSignal, limitsSignal, takeUpdate } from '../../model/messages';
+import { giveSignal, giveUpdate, killsSignal, limitsSignal, takeManyUpdate, takeUpdate } from '../../model/messages';
+import { UpdateBatcher, notTaken } from '../../common/update-batcher';
+import { causesOf } from '../../common/causes';
 import type { TenantSharesWorkflow } from '../../model/messages';
 import { DEFAULT_PRIORITY, SHARES_WORKFLOW, limitsOf, mayTakeSlot, sharesWorkflowId } from '../../model/shares';
 import type { Shares } from '../../model/shares';
@@ -33,6 +40,17 @@ const LINGER_MS = 1000;
 export const SLOT_GIVE_BACK_MS = 250;
 /** F2: its job tries again after about this long (spread by half, so a flood's calls do not come back as one). */
 const SLOT_RETRY_MS = 1000;
+
+/** N4: a call whose limiter is behind asks again after about this long (spread by half). */
+const BEHIND_RETRY_MS = 2000;
+
+/**
+ * N4: the limiter did not take an ask (too many Updates in flight on it, its task failed before it took it) or did not
+ * answer it in time (it is busy, or no node serves the policy queue now).
+ */
+export function limiterBehind(err: unknown): boolean {
+  return notTaken(err) || [...causesOf(err)].some((e) => e instanceof WorkflowUpdateRPCTimeoutOrCancelledError);
+}
 
 /** A call may not go on now: it gives its slot back, and its job waits (model/activities.ts CallWaits). */
 export class MustWait extends Error {
@@ -118,8 +136,41 @@ export class ShareGate {
   private readonly weights = new Map<string, number>();
   private readonly timer: NodeJS.Timeout;
   private readonly unlisten: () => void;
+  /** N4: this node's asks of each limiter, one Update in flight per limiter (common/update-batcher.ts). */
+  readonly asks: UpdateBatcher<TakeRequest, TakeResult>;
+  /** N4: tenants whose limiter was last found behind by this node: when, and what Temporal said. */
+  readonly behind = new Map<string, { at: number; why: string }>();
 
   constructor(private readonly deps: ShareGateDeps) {
+    const startOf = (workflowId: string) => {
+      const tenant = workflowId.slice(workflowId.indexOf('/') + 1);
+      return new WithStartWorkflowOperation<TenantSharesWorkflow>(SHARES_WORKFLOW, {
+        workflowId,
+        taskQueue: deps.taskQueue,
+        args: [{ tenant }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        priority: { fairnessKey: tenant },
+      });
+    };
+    const { client } = deps;
+    this.asks = new UpdateBatcher(takeManyUpdate.name, {
+      many: async (workflowId, requests) => {
+        const results = await client.withDeadline(Date.now() + ASK_DEADLINE_MS, () =>
+          client.workflow.executeUpdateWithStart(takeManyUpdate, {
+            args: [requests],
+            startWorkflowOperation: startOf(workflowId),
+          }),
+        );
+        return results.map((r) => ('refused' in r ? new Error(r.refused) : r));
+      },
+      one: (workflowId, request) =>
+        client.withDeadline(Date.now() + ASK_DEADLINE_MS, () =>
+          client.workflow.executeUpdateWithStart(takeUpdate, {
+            args: [request],
+            startWorkflowOperation: startOf(workflowId),
+          }),
+        ),
+    });
     this.timer = setInterval(() => void this.renew(), RENEW_MS);
     this.timer.unref();
     // C5: a kill switch reaches the calls in line too: their limiter wakes the ones it covers (model/limiter.ts wake).
@@ -218,6 +269,13 @@ export class ShareGate {
     } catch (err) {
       // Its answer may have been lost after the limiter gave a permit: handed back by the ask's id.
       hold.abandoned.push(id);
+      // N4: a limiter that is behind (Temporal did not take the ask, or it was not answered in time) holds the call
+      // back, as a cap does: it waits in its job and asks again, using no attempt; it never fails for it.
+      if (limiterBehind(err)) {
+        this.behind.set(input.tenant, { at: Date.now(), why: messageOf(err) });
+        const why = `${input.tenant}'s limiter is behind (${messageOf(err)})`;
+        throw new MustWait('slot', why, Math.round(BEHIND_RETRY_MS * (0.5 + Math.random())));
+      }
       throw err;
     } finally {
       hold.asking--;
@@ -240,24 +298,16 @@ export class ShareGate {
     return { hold, caps: result.caps };
   }
 
-  /** One ask of the tenant's limiter, which starts it if need be. */
+  /** One ask of the tenant's limiter (which starts it if need be), in this node's next batch of asks of it. */
   private ask(
     id: string,
     input: CallInput,
     server: string,
     call: { shares: Shares; version: number },
   ): Promise<TakeResult> {
-    const { client, taskQueue, holder } = this.deps;
-    const start = new WithStartWorkflowOperation<TenantSharesWorkflow>(SHARES_WORKFLOW, {
-      workflowId: sharesWorkflowId(input.tenant),
-      taskQueue,
-      args: [{ tenant: input.tenant }],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      priority: { fairnessKey: input.tenant },
-    });
     const request: TakeRequest = {
       id,
-      holder,
+      holder: this.deps.holder,
       ttlMs: this.deps.holdMs,
       settings: { version: call.version, limits: call.shares.limits },
       call: {
@@ -268,9 +318,7 @@ export class ShareGate {
         priority: input.priority ?? DEFAULT_PRIORITY,
       },
     };
-    return client.withDeadline(Date.now() + ASK_DEADLINE_MS, () =>
-      client.workflow.executeUpdateWithStart(takeUpdate, { args: [request], startWorkflowOperation: start }),
-    );
+    return this.asks.submit(sharesWorkflowId(input.tenant), request);
   }
 
   /** A call's permits are the node's again: kept a moment for the tenant's next call, or given back now. */
@@ -331,7 +379,8 @@ export class ShareGate {
         }
         // Counted out before the message goes: a call that starts meanwhile asks the limiter, never a permit in flight.
         for (const [scope, n] of Object.entries(give)) hold.held[scope] -= n;
-        const abandoned = hold.abandoned.splice(0);
+        // At most what a limiter takes in one give (N4: a lost batch of asks may leave more): the rest go next time.
+        const abandoned = hold.abandoned.splice(0, REMEMBERED);
         hold.pending = {
           holder: this.deps.holder,
           caps: give,

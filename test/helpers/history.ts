@@ -3,6 +3,7 @@
  * UI's download holds), with every payload decoded from its base64 — where a plain search of the JSON would miss it.
  */
 import { execFileSync } from 'node:child_process';
+import { readReceived } from '../../examples/common';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import type { TemporalAt } from './temporal';
 
@@ -50,4 +51,22 @@ export function workflowJson(
 /** Every payload of a run's history, as `temporal workflow show` prints it. */
 export function historyPayloads(at: TemporalAt, workflowId: string, runId?: string): HistoryPayload[] {
   return payloadsIn(workflowJson(at, 'show', workflowId, runId));
+}
+
+/**
+ * The most calls the servers ran at once, from their own log of starts and ends (a request is known by its server
+ * process, `instance`, and its id there); `jobs`: only the calls of jobs whose id starts so.
+ */
+export function mostAtOnce(log: string, jobs?: string): number {
+  const events = readReceived(log).filter((e) => e.tool === 'hang' && (e.event === 'start' || e.event === 'end'));
+  const id = (e: Record<string, unknown>) => `${String(e.instance)}/${String(e.requestId)}`;
+  const mine = new Set(events.filter((e) => e.event === 'start' && (!jobs || String(e.key).startsWith(jobs))).map(id));
+  let now = 0;
+  let most = 0;
+  for (const e of events) {
+    if (!mine.has(id(e))) continue;
+    now += e.event === 'start' ? 1 : -1;
+    most = Math.max(most, now);
+  }
+  return most;
 }
