@@ -5,6 +5,7 @@
 import { toolSettings } from '../common/config';
 import type { LoadedConfig } from '../common/config';
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import { toolsOf } from '../model/job';
 import type {
   Activities,
@@ -48,7 +49,38 @@ export interface ActivityDeps extends CallDeps {
   owners: PayloadOwners;
 }
 
+/**
+ * N5: the sessions a node holds (their leases and harnesses, on its session queue), and the ones it said yes to that
+ * have not come for their lease yet (a session's lease is picked up within seconds of its opening, or never).
+ */
+export class SessionCount {
+  open = 0;
+  private promised: number[] = [];
+
+  constructor(readonly max: number) {}
+
+  /** A session asks to open here: refused (why) when the node holds its most, counting those on their way. */
+  admit(now = Date.now()): string | undefined {
+    this.promised = this.promised.filter((t) => now - t < PROMISE_MS);
+    if (this.open + this.promised.length >= this.max)
+      return `it holds its most sessions (node.maxSessions: ${this.max}, ${this.open} open)`;
+    this.promised.push(now);
+    return undefined;
+  }
+
+  /** A session's lease (or harness) runs here now; call the result when it ends. */
+  hold(): () => void {
+    this.promised.shift();
+    this.open++;
+    return () => void this.open--;
+  }
+}
+
+/** A session said yes to comes for its lease within this long (workflows/session.ts leasePickupSeconds, at least). */
+const PROMISE_MS = 15_000;
+
 export function createActivities(deps: ActivityDeps): Activities {
+  const sessions = new SessionCount(deps.config.node.maxSessions);
   return {
     /**
      * One attempt of one call (T1); or, for a call that waits for a person's yes, the question (A4); or, for one that
@@ -112,7 +144,11 @@ export function createActivities(deps: ActivityDeps): Activities {
      * (their keys, K3/K5), which may be made again (whether a lost session may start afresh), their settings, and
      * this node's own queue, where the session's calls then run. A tool it cannot describe is left out.
      */
-    async describeTools(jobId: string, tenant: string, tools: string[]): Promise<SessionPlan> {
+    async describeTools(jobId: string, tenant: string, tools: string[], opening = false): Promise<SessionPlan> {
+      // N5: a node that holds its most sessions says so as the session comes in; Temporal tries another node.
+      const full = opening ? sessions.admit() : undefined;
+      if (full)
+        throw ApplicationFailure.retryable(`node ${deps.node.id} takes no more sessions: ${full}`, 'SessionsFull');
       const idempotent: Record<string, boolean> = {};
       const mayRetry: Record<string, boolean> = {};
       const settings = Object.fromEntries(tools.map((tool) => [tool, toolSettings(deps.config, tool)]));
@@ -147,10 +183,12 @@ export function createActivities(deps: ActivityDeps): Activities {
     async holdSession(): Promise<void> {
       const ctx = Context.current();
       const pulse = new Pulse(ctx, deps.route.pace(ctx.info.heartbeatTimeoutMs));
+      const release = sessions.hold();
       try {
         ctx.heartbeat();
         await ctx.cancelled;
       } finally {
+        release();
         pulse.stop();
       }
     },
@@ -159,12 +197,14 @@ export function createActivities(deps: ActivityDeps): Activities {
     async runHarness(input: HarnessInput): Promise<HarnessOutcome> {
       // O1: a live session on this node while its harness runs.
       const ended = deps.metrics?.sessionStarted();
+      const release = sessions.hold();
       try {
         return await runHarness(
           { ...deps.harness, config: deps.config, logger: deps.logger, route: deps.route },
           input,
         );
       } finally {
+        release();
         ended?.();
       }
     },

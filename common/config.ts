@@ -360,6 +360,11 @@ const ConfigShape = z.strictObject({
     .strictObject({
       slots: z.number().int().min(1).max(10_000).default(100),
       /**
+       * N5: the live and scripted sessions a node holds open at once, apart from its slots (each session's lease or
+       * harness runs on a queue of its own): a session past them is refused as it opens, and opens on another node.
+       */
+      maxSessions: z.number().int().min(1).max(100_000).default(500),
+      /**
        * D1: the largest answer a tool may give (MiB, as its server sends it); past it the call's answer is an error
        * result naming its size and this bound. The node holds a few copies of an answer while it stores it.
        */

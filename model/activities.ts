@@ -98,7 +98,8 @@ export interface SessionPlan {
   mayRetry: Record<string, boolean>;
   /** The settings of each tool described (a live session's tools are not known when the job starts). */
   settings: Record<string, ToolSettings>;
-  node: { id: string; queue: string };
+  /** N5: `sessionQueue`, where the session's lease (or harness) runs; an older node names none (its own queue). */
+  node: { id: string; queue: string; sessionQueue?: string };
 }
 
 /** H2/H7: a harness run, as the workflow asks the session's node to start it. */
@@ -150,7 +151,8 @@ export interface Activities {
   /** Checks a job's input against the spec's schema and resolves the settings of the tools it names; or why not. */
   resolveJobSettings(input: unknown, priority?: Priority): Promise<JobSettings | { badSpec: string }>;
   /** Opens a session on the node (T4), or describes a live session's new tool: hints, settings, the node's queue. */
-  describeTools(jobId: string, tenant: string, tools: string[]): Promise<SessionPlan>;
+  /** `opening`: a session opens on the node that answers (N5: one that holds its most sessions refuses, retryably). */
+  describeTools(jobId: string, tenant: string, tools: string[], opening?: boolean): Promise<SessionPlan>;
   /** Holds a session's place on the node: it heartbeats until cancelled (T4). */
   holdSession(): Promise<void>;
   /** H2, H7: runs a harness on the node until it exits. */

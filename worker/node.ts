@@ -150,10 +150,9 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     if (why)
       logger.error({ node: name }, `the payload store refuses this node (${why}): big payloads and answers fail`);
   });
-  const identity: NodeIdentity = {
-    id: name,
-    queue: `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`,
-  };
+  const queue = `${config.temporal.taskQueue}/node/${name.replace(/[^A-Za-z0-9_.-]/g, '-')}-${randomBytes(3).toString('hex')}`;
+  // N5: its sessions' leases and harnesses run on a queue of their own, apart from the slots their calls take.
+  const identity: NodeIdentity = { id: name, queue, sessionQueue: `${queue}/sessions` };
   // S1: servers named by their package are installed before the node takes any call (once: later starts use it).
   await installPackages(config, { log: (line) => logger.info({ node: name }, line) });
   // O1: the node's series, served at /metrics when a port is configured.
@@ -342,6 +341,12 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       } as WorkerOptions)
     : await Worker.create({ ...common, taskQueue: config.temporal.taskQueue } as WorkerOptions);
   const own = await Worker.create({ ...common, taskQueue: identity.queue } as WorkerOptions);
+  // N5: as many sessions as `node.maxSessions`, each holding nothing but its lease (or its harness) while it is open.
+  const sessionsWorker = await Worker.create({
+    ...common,
+    taskQueue: identity.sessionQueue!,
+    maxConcurrentActivityTaskExecutions: config.node.maxSessions,
+  } as WorkerOptions);
   // Tenants' policy workflows, on the namespace-wide policy queue (no activities run there).
   const policy =
     config.temporal.policyTaskQueue === config.temporal.taskQueue || !workflows
@@ -356,7 +361,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
           stickyQueueScheduleToStartTimeout: '3s',
           sinks: tracingWorkerOptions().sinks,
         } as WorkerOptions);
-  const workers = [shared, own, ...(policy ? [policy] : [])];
+  const workers = [shared, own, sessionsWorker, ...(policy ? [policy] : [])];
   logger.info(
     {
       node: name,

@@ -45,7 +45,7 @@ import type {
 import type { HarnessOutcome, SessionPlan } from '../model/activities';
 import type { SessionTrace, StepTrace, ToolResult, TraceStep } from '../model/job';
 import { SessionKeys, defaultKey } from '../model/keys';
-import { MAX_SESSION_RUNS, describeOn, mayHaveRun, sessionLease } from './session';
+import { MAX_SESSION_RUNS, describeOn, mayHaveRun, sessionLease, sessionQueueOf } from './session';
 import { liveCallPriority } from '../model/shares';
 
 /** Calls a session step keeps in the trace; older ones are counted in `omitted`. */
@@ -80,7 +80,7 @@ class LiveRun {
     readonly ctx: JobContext,
     readonly n: number,
     readonly run: number,
-    readonly node: { id: string; queue: string },
+    readonly node: { id: string; queue: string; sessionQueue?: string },
     readonly trace: SessionTrace,
     /** A harness's tool patterns (H1); undefined for an external session (the tenant's policy alone decides). */
     readonly patterns: readonly string[] | undefined,
@@ -335,7 +335,11 @@ export class LiveSessions {
     const w = this.waiting!;
     w.opening = true;
     try {
-      const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, []);
+      // N5: every node asked may be full: the client hears why (the node's words), not that an activity failed.
+      const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, [], true).catch((err: unknown) => {
+        const why = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
+        throw ApplicationFailure.nonRetryable(`session s${w.n} could not open: ${why}`);
+      });
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, w.n, w.run, plan.node, w.trace, undefined);
       w.trace.runs.push({ run: w.run, node: plan.node.id, ...(input?.client ? { client: input.client } : {}) });
@@ -371,7 +375,7 @@ export class LiveSessions {
     const trace = sessionTrace(`s${n}`, 'harness', step.harness);
     record(trace);
     for (let run = 1; ; run++) {
-      const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, []);
+      const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, [], true);
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, n, run, plan.node, trace, ctx.settings.harnesses[step.harness]?.tools);
       trace.runs.push({ run, node: plan.node.id });
@@ -394,7 +398,7 @@ export class LiveSessions {
     const ctx = live.ctx;
     const limit = ctx.settings.harnesses[step.harness]?.timeoutSeconds ?? 600;
     const { runHarness } = proxyActivities<Activities>({
-      taskQueue: live.node.queue,
+      taskQueue: sessionQueueOf(live.node),
       priority: ctx.priority,
       summary: `harness ${step.harness} · ${live.session} run ${live.run}`,
       scheduleToStartTimeout: HARNESS_PICKUP,
@@ -462,7 +466,7 @@ export class LiveSessions {
       ctx.show();
       const lease = new CancellationScope();
       const leased = lease
-        .run(() => sessionLease(ctx, live.node.queue)())
+        .run(() => sessionLease(ctx, sessionQueueOf(live.node))())
         .catch((err) => {
           if (!isCancellation(err)) live.lost = `node ${live.node.id} was lost (its heartbeat stopped)`;
         });

@@ -35,6 +35,11 @@ export function leasePickupSeconds(ctx: JobContext): number {
   return Math.max(15, 3 * ctx.settings.heartbeatTimeoutSeconds);
 }
 
+/** N5: where a session's lease (or harness) runs on its node: its session queue, or an older node's own queue. */
+export function sessionQueueOf(node: { queue: string; sessionQueue?: string }): string {
+  return node.sessionQueue ?? node.queue;
+}
+
 /** The lease that pins a session to its node: it heartbeats until cancelled (T4). */
 export function sessionLease(ctx: JobContext, queue: string) {
   return proxyActivities<Activities>({
@@ -87,7 +92,7 @@ export async function runScriptedSession(
   const keys: (string | undefined)[] = [];
   let sessionKeys: SessionKeys | undefined;
   for (let sessionRun = 1; ; sessionRun++) {
-    const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, tools);
+    const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, tools, true);
     // The session's sandboxed servers live on its node; they stop when the job ends.
     ctx.sandboxQueues.add(plan.node.queue);
     sessionKeys ??= new SessionKeys(ctx.jobId, ctx.run, n);
@@ -95,7 +100,7 @@ export async function runScriptedSession(
     const scope = new CancellationScope();
     const lease = new CancellationScope();
     const leased = lease
-      .run(() => sessionLease(ctx, plan.node.queue)())
+      .run(() => sessionLease(ctx, sessionQueueOf(plan.node))())
       .catch((err) => {
         if (isCancellation(err)) return;
         lost = `node ${plan.node.id} was lost (${

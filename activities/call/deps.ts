@@ -12,8 +12,13 @@ import type { AnswerDeps } from './answer';
 export interface NodeIdentity {
   /** Human-readable name of this node, e.g. `host/1234`. */
   id: string;
-  /** This node's own task queue (sandbox clean-up, sessions). */
+  /** This node's own task queue (sandbox clean-up, sessions' calls). */
   queue: string;
+  /**
+   * N5: where its sessions' leases and harnesses run, with slots of their own (`node.maxSessions`): a session never
+   * holds a slot its calls need. Absent from an older node's plan: its sessions are held on its own queue.
+   */
+  sessionQueue?: string;
 }
 
 export interface CallDeps extends AnswerDeps {

@@ -16,6 +16,7 @@ import { waitingCallsQuery } from '../../model/messages';
 import { policyWorkflowId } from '../../model/policy-rules';
 import { SHARES_WORKFLOW, sharesWorkflowId } from '../../model/shares';
 import { tenantStatus } from '../../client/tenants';
+import { openSession } from '../../client/sessions';
 import { policyTargetOf } from '../../common/policy-client';
 import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
 import { mostAtOnce } from '../helpers/history';
@@ -169,3 +170,67 @@ test('N4: a limiter no node serves holds its calls back, and `oz0 tenant status`
   expect(new Set(starts.map((e) => e.key)).size).toBe(6);
   expect(starts).toHaveLength(6);
 }, 180_000);
+
+/** External sessions of one tenant, opened and each making `calls` calls one after another; their answers. */
+async function sessionsCalling(taskQueue: string, tenant: string, n: number, calls: number) {
+  const jobs = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      temporal.client.workflow.start('job', {
+        taskQueue,
+        workflowId: uniqueId(`live-${i}`),
+        args: [{ tenant, steps: [{ session: { external: true } }] }],
+      }),
+    ),
+  );
+  const sessions = await Promise.all(jobs.map((h) => openSession(temporal.client, h.workflowId)));
+  const answers = await Promise.all(
+    sessions.map(async (s) => {
+      const out = [];
+      for (let i = 0; i < calls; i++) out.push(await s.callTool('probe.hang', { ms: 20 }));
+      await s.close({ done: true });
+      return out;
+    }),
+  );
+  await Promise.all(jobs.map((h) => h.result()));
+  return answers.flat();
+}
+
+test('N5: 12 live sessions on a node of 4 slots: their leases hold none of the slots, every call is answered (control: 2 sessions)', async () => {
+  const tenant = uniqueId('live');
+  const { config, log } = setup({});
+  const small = { ...config, node: { ...config.node, slots: 4 } };
+  const node = await createNode({ config: small, logger });
+  await node.runUntil(async () => {
+    for (const n of [2, 12]) {
+      const answers = await sessionsCalling(small.temporal.taskQueue, tenant, n, 3);
+      expect(answers).toHaveLength(n * 3);
+      expect(answers.filter((a) => a.isError)).toEqual([]);
+    }
+  });
+  expect(readReceived(log).filter((e) => e.event === 'start')).toHaveLength(42);
+}, 180_000);
+
+test('N5: a node that holds its most sessions refuses the next as it opens, saying so; the sessions it holds go on', async () => {
+  const tenant = uniqueId('full');
+  const { config } = setup({});
+  const node = await createNode({ config: { ...config, node: { ...config.node, maxSessions: 2 } }, logger });
+  await node.runUntil(async () => {
+    const start = () =>
+      temporal.client.workflow.start('job', {
+        taskQueue: config.temporal.taskQueue,
+        workflowId: uniqueId('live'),
+        args: [{ tenant, steps: [{ session: { external: true } }] }],
+      });
+    const held = await Promise.all([start(), start()]);
+    const sessions = await Promise.all(held.map((h) => openSession(temporal.client, h.workflowId)));
+    const third = await start();
+    await expect(openSession(temporal.client, third.workflowId)).rejects.toThrow(
+      /takes no more sessions: it holds its most sessions \(node.maxSessions: 2/,
+    );
+    // The two it holds still answer.
+    for (const s of sessions) expect((await s.callTool('probe.hang', { ms: 10 })).isError).toBeFalsy();
+    await Promise.all(sessions.map((s) => s.close({ done: true })));
+    await Promise.all(held.map((h) => h.result()));
+    await third.terminate('test done');
+  });
+}, 120_000);
