@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,scale,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -25,6 +25,7 @@ import { measureCli } from './measures/cli';
 import { measurePayloads } from './measures/payloads';
 import { measureFairness } from './measures/fairness';
 import { measureAnswers } from './measures/answers';
+import { measureScale } from './measures/scale';
 
 const MEASURES = [
   'cost',
@@ -39,6 +40,7 @@ const MEASURES = [
   'observability',
   'cli',
   'fairness',
+  'scale',
   'default',
 ] as const;
 
@@ -143,6 +145,19 @@ async function main(): Promise<void> {
         : { flood: 1000, rounds: 3, share: 200, capJobs: 40, costCalls: 200, costRounds: 10 }),
       cluster: temporal !== undefined,
     },
+    scale: quick
+      ? {
+          waiting: [100, 1000] as [number, number],
+          capped: 500,
+          sessions: [1, 20] as [number, number],
+          sessionCalls: 10,
+        }
+      : {
+          waiting: [100, 1000] as [number, number],
+          capped: 2000,
+          sessions: [1, 50] as [number, number],
+          sessionCalls: 10,
+        },
   };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
@@ -176,9 +191,11 @@ async function main(): Promise<void> {
                             ? await measureCli(env, settings.cli)
                             : name === 'fairness'
                               ? await measureFairness(env, settings.fairness)
-                              : name === 'default'
-                                ? await onDefaultServer(settings.cost)
-                                : await measureMemory(env, settings.memory);
+                              : name === 'scale'
+                                ? await measureScale(env, settings.scale)
+                                : name === 'default'
+                                  ? await onDefaultServer(settings.cost)
+                                  : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -92,7 +92,7 @@ function starts(log: string): Array<{ t: number; job: string }> {
 }
 
 /** The most requests the servers ran at once, by their own starts and ends. */
-function mostAtOnce(log: string): number {
+export function mostAtOnce(log: string): number {
   let now = 0;
   let most = 0;
   for (const e of readReceived(log)) {
