@@ -11,20 +11,27 @@ const TYPE = {
 } as const;
 
 /** Adds whichever of oz0's search attributes the namespace lacks; waits until all are there. */
+/** How long one request about search attributes may take. */
+const RPC_DEADLINE_MS = 15_000;
+
 export async function ensureSearchAttributes(
-  connection: Pick<Connection, 'operatorService'>,
+  connection: Pick<Connection, 'operatorService' | 'withDeadline'>,
   namespace: string,
 ): Promise<void> {
+  // Each request bounded: a server that never answers fails the node's start, naming why, instead of holding it.
+  const bounded = <T>(fn: () => Promise<T>) => connection.withDeadline(Date.now() + RPC_DEADLINE_MS, fn);
   for (let round = 0; round < 40; round++) {
-    const existing = await connection.operatorService.listSearchAttributes({ namespace });
+    const existing = await bounded(() => connection.operatorService.listSearchAttributes({ namespace }));
     const known = { ...existing.customAttributes, ...existing.systemAttributes };
     const missing = KEYS.filter((key) => !(key.name in known));
     if (missing.length === 0) return;
     try {
-      await connection.operatorService.addSearchAttributes({
-        namespace,
-        searchAttributes: Object.fromEntries(missing.map((key) => [key.name, TYPE[key.type as keyof typeof TYPE]])),
-      });
+      await bounded(() =>
+        connection.operatorService.addSearchAttributes({
+          namespace,
+          searchAttributes: Object.fromEntries(missing.map((key) => [key.name, TYPE[key.type as keyof typeof TYPE]])),
+        }),
+      );
     } catch (err) {
       const code = (err as { code?: number }).code;
       // Another node registering at the same moment is fine.
