@@ -178,8 +178,9 @@ export async function tenantPolicy(input: PolicyInput): Promise<void> {
   setHandler(
     forgetQuestionSignal,
     (q) => {
+      // Not counted as a change: a run recorded before this counted none, and its replay must continue as new where
+      // it did (Temporal's continueAsNewSuggested bounds a history that signals grow).
       waiting.delete(questionId(q));
-      changes++;
     },
     { description: "A4: a watched call's wait has ended" },
   );

@@ -138,8 +138,6 @@ export class ShareGate {
   private readonly unlisten: () => void;
   /** N4: this node's asks of each limiter, one Update in flight per limiter (common/update-batcher.ts). */
   readonly asks: UpdateBatcher<TakeRequest, TakeResult>;
-  /** N4: tenants whose limiter was last found behind by this node: when, and what Temporal said. */
-  readonly behind = new Map<string, { at: number; why: string }>();
 
   constructor(private readonly deps: ShareGateDeps) {
     const startOf = (workflowId: string) => {
@@ -272,7 +270,6 @@ export class ShareGate {
       // N4: a limiter that is behind (Temporal did not take the ask, or it was not answered in time) holds the call
       // back, as a cap does: it waits in its job and asks again, using no attempt; it never fails for it.
       if (limiterBehind(err)) {
-        this.behind.set(input.tenant, { at: Date.now(), why: messageOf(err) });
         const why = `${input.tenant}'s limiter is behind (${messageOf(err)})`;
         throw new MustWait('slot', why, Math.round(BEHIND_RETRY_MS * (0.5 + Math.random())));
       }
