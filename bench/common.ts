@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { projectRoot } from '../common/paths';
+import { readReceived } from '../examples/common';
 
 /** The machine a figure came from, so a number is never quoted without it. */
 export interface Machine {
@@ -217,4 +218,16 @@ export function listOption<T extends string>(what: string, names: readonly T[]) 
           ctx.addIssue({ code: 'custom', message: `unknown ${what} "${n}" (one of ${names.join(', ')})` });
       return picked as T[];
     });
+}
+
+/** The most `hang` requests the probe servers ran at once, by their own log of starts and ends. */
+export function mostAtOnce(log: string): number {
+  let now = 0;
+  let most = 0;
+  for (const e of readReceived(log)) {
+    if (e.tool !== 'hang' || (e.event !== 'start' && e.event !== 'end')) continue;
+    now += e.event === 'start' ? 1 : -1;
+    most = Math.max(most, now);
+  }
+  return most;
 }

@@ -12,11 +12,12 @@
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { causesOf } from './causes';
 
+/** `target` names one workflow as its sender knows it (for the policy and the limiter: the tenant). */
 export interface BatchSender<Item, Result> {
   /** One Update carrying every item, answered with one result per item, in order (an Error: that item was refused). */
-  many(workflowId: string, items: Item[]): Promise<Array<Result | Error>>;
+  many(target: string, items: Item[]): Promise<Array<Result | Error>>;
   /** The Update an older oz0 takes: one item. */
-  one(workflowId: string, item: Item): Promise<Result>;
+  one(target: string, item: Item): Promise<Result>;
 }
 
 interface Waiting<Item, Result> {
@@ -72,11 +73,11 @@ export class UpdateBatcher<Item, Result> {
   ) {}
 
   /** Sends `item` to the workflow in the next batch; its own result comes back. */
-  submit(workflowId: string, item: Item): Promise<Result> {
-    let line = this.lines.get(workflowId);
-    if (!line) this.lines.set(workflowId, (line = { queue: [], sending: false, singlesUntil: 0 }));
+  submit(target: string, item: Item): Promise<Result> {
+    let line = this.lines.get(target);
+    if (!line) this.lines.set(target, (line = { queue: [], sending: false, singlesUntil: 0 }));
     const queued = new Promise<Result>((resolve, reject) => line.queue.push({ item, resolve, reject }));
-    if (!line.sending) void this.drain(workflowId, line);
+    if (!line.sending) void this.drain(target, line);
     return queued;
   }
 
@@ -87,41 +88,41 @@ export class UpdateBatcher<Item, Result> {
     return n;
   }
 
-  private async drain(workflowId: string, line: Line<Item, Result>): Promise<void> {
+  private async drain(target: string, line: Line<Item, Result>): Promise<void> {
     line.sending = true;
     try {
       while (line.queue.length > 0) {
         const batch = line.queue.splice(0, MAX_BATCH);
-        if (Date.now() < line.singlesUntil) await this.singly(workflowId, batch);
-        else await this.batched(workflowId, line, batch);
+        if (Date.now() < line.singlesUntil) await this.singly(target, batch);
+        else await this.batched(target, line, batch);
       }
     } finally {
       line.sending = false;
-      if (line.queue.length === 0) this.lines.delete(workflowId);
+      if (line.queue.length === 0) this.lines.delete(target);
     }
   }
 
-  private async batched(workflowId: string, line: Line<Item, Result>, batch: Waiting<Item, Result>[]): Promise<void> {
+  private async batched(target: string, line: Line<Item, Result>, batch: Waiting<Item, Result>[]): Promise<void> {
     this.sent.updates++;
     this.sent.asks += batch.length;
     let results: Array<Result | Error>;
     try {
       results = await this.retried(() =>
         this.sender.many(
-          workflowId,
+          target,
           batch.map((w) => w.item),
         ),
       );
     } catch (err) {
       if (refusedByName(err, this.name)) {
         line.singlesUntil = Date.now() + SINGLES_FOR_MS;
-        return this.singly(workflowId, batch);
+        return this.singly(target, batch);
       }
       for (const w of batch) w.reject(err);
       return;
     }
     if (results.length !== batch.length) {
-      const err = new Error(`${workflowId} answered ${results.length} of ${batch.length} asks`);
+      const err = new Error(`the workflow of ${target} answered ${results.length} of ${batch.length} asks`);
       for (const w of batch) w.reject(err);
       return;
     }
@@ -146,13 +147,13 @@ export class UpdateBatcher<Item, Result> {
     }
   }
 
-  private async singly(workflowId: string, batch: Waiting<Item, Result>[]): Promise<void> {
+  private async singly(target: string, batch: Waiting<Item, Result>[]): Promise<void> {
     const next = [...batch];
     const worker = async () => {
       for (let w = next.shift(); w; w = next.shift()) {
         this.sent.updates++;
         this.sent.asks++;
-        await this.retried(() => this.sender.one(workflowId, w.item)).then(w.resolve, w.reject);
+        await this.retried(() => this.sender.one(target, w.item)).then(w.resolve, w.reject);
       }
     };
     await Promise.all(Array.from({ length: Math.min(SINGLES_AT_ONCE, batch.length) }, worker));

@@ -337,7 +337,7 @@ export class LiveSessions {
     try {
       // N5: every node asked may be full: the client hears why (the node's words), not that an activity failed.
       const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, [], true).catch((err: unknown) => {
-        const why = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
+        const why = activityWords(err);
         throw ApplicationFailure.nonRetryable(`session s${w.n} could not open: ${why}`);
       });
       ctx.sandboxQueues.add(plan.node.queue);
@@ -438,7 +438,7 @@ export class LiveSessions {
         for (const call of live.calls.values()) call.scope.cancel();
         return { lost };
       }
-      const message = err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
+      const message = activityWords(err);
       return { result: errorResult(`oz0: the harness failed: ${message}`), ended: `failed: ${message}` };
     }
   }
@@ -544,6 +544,11 @@ async function waitFor(ready: () => boolean, ms: number | undefined): Promise<bo
 }
 
 /** The node of a session's activity is lost: its heartbeat stopped, or nobody picked the activity up. */
+/** What an activity's failure says (its cause's words), not that an activity failed. */
+function activityWords(err: unknown): string {
+  return err instanceof ActivityFailure && err.cause ? err.cause.message : String(err);
+}
+
 function nodeLost(err: unknown, node: string): string | undefined {
   if (!(err instanceof ActivityFailure) || !(err.cause instanceof TimeoutFailure)) return undefined;
   const why = {

@@ -58,7 +58,7 @@ export class PolicyGate {
   private readonly watches = new Map<string, { watch: PolicyWatch; usedAt: number }>();
   private readonly listeners = new Set<(tenant: string, state: TenantState) => void>();
   private readonly timer: NodeJS.Timeout;
-  /** N4: the questions this node's calls ask, one Update in flight per policy workflow. */
+  /** N4: the questions this node's calls ask, one Update in flight per policy workflow (by its tenant, or `*`). */
   readonly questions: UpdateBatcher<WatchedQuestion, TenantState>;
 
   constructor(
@@ -72,13 +72,12 @@ export class PolicyGate {
   ) {
     this.timer = setInterval(() => void this.refreshRunning(), refreshMs);
     this.timer.unref();
-    const tenantOf = (workflowId: string) => workflowId.slice(workflowId.indexOf('/') + 1);
     this.questions = new UpdateBatcher(watchQuestionsUpdate.name, {
-      many: async (workflowId, questions) => {
-        const state = await changePolicy(this.target, tenantOf(workflowId), watchQuestionsUpdate, [questions]);
+      many: async (tenant, questions) => {
+        const state = await changePolicy(this.target, tenant, watchQuestionsUpdate, [questions]);
         return questions.map(() => state);
       },
-      one: (workflowId, question) => changePolicy(this.target, tenantOf(workflowId), watchQuestionUpdate, [question]),
+      one: (tenant, question) => changePolicy(this.target, tenant, watchQuestionUpdate, [question]),
     });
   }
 
@@ -125,9 +124,7 @@ export class PolicyGate {
    */
   async watchQuestion(tenant: string, question: WatchedQuestion): Promise<PolicyRead> {
     const at = Date.now();
-    const [state, all] = await Promise.all(
-      [tenant, ALL_TENANTS].map((t) => this.questions.submit(policyWorkflowId(t), question)),
-    );
+    const [state, all] = await Promise.all([tenant, ALL_TENANTS].map((t) => this.questions.submit(t, question)));
     this.learn(tenant, state, at);
     this.learn(ALL_TENANTS, all, at);
     return { state, globalKills: all.kills, watched: false };

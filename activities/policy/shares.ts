@@ -136,36 +136,34 @@ export class ShareGate {
   private readonly weights = new Map<string, number>();
   private readonly timer: NodeJS.Timeout;
   private readonly unlisten: () => void;
-  /** N4: this node's asks of each limiter, one Update in flight per limiter (common/update-batcher.ts). */
+  /** N4: this node's asks of each tenant's limiter, one Update in flight per limiter (common/update-batcher.ts). */
   readonly asks: UpdateBatcher<TakeRequest, TakeResult>;
 
   constructor(private readonly deps: ShareGateDeps) {
-    const startOf = (workflowId: string) => {
-      const tenant = workflowId.slice(workflowId.indexOf('/') + 1);
-      return new WithStartWorkflowOperation<TenantSharesWorkflow>(SHARES_WORKFLOW, {
-        workflowId,
+    const startOf = (tenant: string) =>
+      new WithStartWorkflowOperation<TenantSharesWorkflow>(SHARES_WORKFLOW, {
+        workflowId: sharesWorkflowId(tenant),
         taskQueue: deps.taskQueue,
         args: [{ tenant }],
         workflowIdConflictPolicy: 'USE_EXISTING',
         priority: { fairnessKey: tenant },
       });
-    };
     const { client } = deps;
     this.asks = new UpdateBatcher(takeManyUpdate.name, {
-      many: async (workflowId, requests) => {
+      many: async (tenant, requests) => {
         const results = await client.withDeadline(Date.now() + ASK_DEADLINE_MS, () =>
           client.workflow.executeUpdateWithStart(takeManyUpdate, {
             args: [requests],
-            startWorkflowOperation: startOf(workflowId),
+            startWorkflowOperation: startOf(tenant),
           }),
         );
         return results.map((r) => ('refused' in r ? new Error(r.refused) : r));
       },
-      one: (workflowId, request) =>
+      one: (tenant, request) =>
         client.withDeadline(Date.now() + ASK_DEADLINE_MS, () =>
           client.workflow.executeUpdateWithStart(takeUpdate, {
             args: [request],
-            startWorkflowOperation: startOf(workflowId),
+            startWorkflowOperation: startOf(tenant),
           }),
         ),
     });
@@ -315,7 +313,7 @@ export class ShareGate {
         priority: input.priority ?? DEFAULT_PRIORITY,
       },
     };
-    return this.asks.submit(sharesWorkflowId(input.tenant), request);
+    return this.asks.submit(input.tenant, request);
   }
 
   /** A call's permits are the node's again: kept a moment for the tenant's next call, or given back now. */

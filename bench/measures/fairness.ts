@@ -20,7 +20,7 @@ import { policyTargetOf } from '../../common/policy-client';
 import { setShares } from '../../client/tenants';
 import { jobPriority } from '../../model/shares';
 import type { JobSpec } from '../../model/schemas';
-import { fixed, mean, percentile, until } from '../common';
+import { fixed, mean, mostAtOnce, percentile, until } from '../common';
 import type { Row } from '../common';
 import { benchConfig, openBenchEnv, withNode } from '../env';
 import { addTaskParts, noTaskParts } from '../task-parts';
@@ -89,18 +89,6 @@ function starts(log: string): Array<{ t: number; job: string }> {
   return readReceived(log)
     .filter((e) => e.event === 'start' && e.tool === 'hang')
     .map((e) => ({ t: e.t as number, job: String(e.key).split('/')[0] }));
-}
-
-/** The most requests the servers ran at once, by their own starts and ends. */
-export function mostAtOnce(log: string): number {
-  let now = 0;
-  let most = 0;
-  for (const e of readReceived(log)) {
-    if (e.tool !== 'hang' || (e.event !== 'start' && e.event !== 'end')) continue;
-    now += e.event === 'start' ? 1 : -1;
-    most = Math.max(most, now);
-  }
-  return most;
 }
 
 /** F1: beta's one call under acme's flood; how long it waited after its job started, and who went first. */

@@ -17,11 +17,10 @@ import { openSession } from '../../client/sessions';
 import { Oz0Status, Oz0Tenant } from '../../model/job';
 import { policyWorkflowId } from '../../model/policy-rules';
 import { sharesWorkflowId } from '../../model/shares';
-import { fixed, percentile, sleep } from '../common';
+import { fixed, mostAtOnce, percentile, sleep } from '../common';
 import type { Row } from '../common';
 import { benchConfig, withNode } from '../env';
 import type { BenchEnv } from '../env';
-import { mostAtOnce } from './fairness';
 
 export interface ScaleOptions {
   /** Calls waiting for a person: the control's count, then the load's. */
