@@ -11,8 +11,13 @@
 import os from 'node:os';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
+import { decodeTypedSearchAttributes } from '@temporalio/common/lib/converter/payload-search-attributes';
+import type { LoadedDataConverter, Payload, SerializationContext } from '@temporalio/common';
+import { z } from 'zod';
+import { openedWith } from '../data';
 import { tenantNameProblem } from '../model/checks';
-import { Oz0Status, Oz0Tenant } from '../model/job';
+import { Oz0Status, Oz0Tenant, WAITING_MEMO } from '../model/job';
+import { WaitingCallSchema } from '../model/schemas';
 import { answerCallUpdate, waitingCallsQuery } from '../model/messages';
 import type { AnswerCallInput, CallAnswered, WaitingCall } from '../model/messages';
 
@@ -38,9 +43,16 @@ export function osUser(): string {
   }
 }
 
+const WaitingCallsSchema = z.array(WaitingCallSchema);
+
+/** N3: the waiting jobs a visibility page holds: one request per this many, never one per job. */
+const LIST_PAGE = 1000;
+
 /**
- * Every call that waits for a person's yes, oldest first (of one tenant with `tenant`). A job that does not answer
- * its query (no node is up to run it) is named in `unreachable`.
+ * Every call that waits for a person's yes, oldest first (of one tenant with `tenant`). N3: one visibility list of the
+ * waiting jobs, each job's calls read from its memo ({@link WAITING_MEMO}, sealed: opened with the client's codecs);
+ * only a job without one (begun waiting on an older oz0) or whose memo cannot be read is asked with its query. A job
+ * that does not answer that query (no node is up to run it) is named in `unreachable`.
  */
 export async function listWaitingCalls(
   client: Client,
@@ -50,16 +62,36 @@ export async function listWaitingCalls(
   const problem = opts.tenant === undefined ? undefined : tenantNameProblem(opts.tenant);
   if (problem) throw new Error(problem);
   const tenant = opts.tenant ? ` AND ${Oz0Tenant.name} = "${opts.tenant}"` : '';
-  const jobs: { jobId: string; tenant?: string }[] = [];
-  for await (const run of client.workflow.list({ query: `${Oz0Status.name} = "waiting"${tenant}` })) {
-    jobs.push({ jobId: run.workflowId, tenant: run.typedSearchAttributes.get(Oz0Tenant) });
-  }
+  const query = `${Oz0Status.name} = "waiting"${tenant}`;
+  const { namespace, loadedDataConverter } = client.options;
+  const jobs: { jobId: string; tenant?: string; memo?: Payload }[] = [];
+  let nextPageToken: Uint8Array | undefined;
+  do {
+    const page = await client.workflowService.listWorkflowExecutions({
+      namespace,
+      query,
+      pageSize: LIST_PAGE,
+      nextPageToken,
+    });
+    for (const run of page.executions ?? []) {
+      jobs.push({
+        jobId: run.execution?.workflowId ?? '',
+        tenant: decodeTypedSearchAttributes(run.searchAttributes?.indexedFields).get(Oz0Tenant),
+        memo: run.memo?.fields?.[WAITING_MEMO] ?? undefined,
+      });
+    }
+    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+  } while (nextPageToken);
+
   const now = Date.now();
   const unreachable: string[] = [];
   const found = await Promise.all(
-    jobs.map(async (job) => {
+    jobs.map(async ({ memo, ...job }) => {
+      const context = { type: 'workflow' as const, namespace, workflowId: job.jobId };
+      const kept = memo ? await memoOf(loadedDataConverter, memo, context) : undefined;
       try {
-        const waiting = await client.workflow.getHandle(job.jobId).query(waitingCallsQuery);
+        const waiting =
+          kept ?? WaitingCallsSchema.parse(await client.workflow.getHandle(job.jobId).query(waitingCallsQuery));
         return waiting.map((call) => ({ ...call, ...job, waitedMs: now - Date.parse(call.askedAt) }));
       } catch {
         unreachable.push(job.jobId);
@@ -69,6 +101,21 @@ export async function listWaitingCalls(
   );
   const calls = found.flat().sort((a, b) => a.askedAt.localeCompare(b.askedAt));
   return { calls, unreachable };
+}
+
+/** A job's waiting calls as its memo keeps them; none when it cannot be opened or is not such a list (then it is asked). */
+async function memoOf(
+  converter: LoadedDataConverter,
+  payload: Payload,
+  context: SerializationContext,
+): Promise<WaitingCall[] | undefined> {
+  try {
+    const [opened] = await openedWith(converter, [payload], context);
+    const read = WaitingCallsSchema.safeParse(converter.payloadConverter.fromPayload(opened!));
+    return read.success ? read.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

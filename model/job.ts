@@ -206,6 +206,15 @@ export const Oz0Status = defineSearchAttributeKey('Oz0Status', SearchAttributeTy
 export const Oz0Tenant = defineSearchAttributeKey('Oz0Tenant', SearchAttributeType.KEYWORD);
 export const Oz0Tools = defineSearchAttributeKey('Oz0Tools', SearchAttributeType.KEYWORD_LIST);
 
+/**
+ * N3: the memo field in which a job keeps its calls that wait for a person (`WaitingCall[]`, sealed with its tenant's
+ * key as all it carries), so that one visibility list of the waiting jobs shows every waiting call: no query per job.
+ * Absent while none waits, and from jobs of an older oz0 (those are asked with `waitingCalls`).
+ */
+export const WAITING_MEMO = 'oz0.waiting';
+/** N3: the marker of jobs that keep {@link WAITING_MEMO} (workflow versioning: a run that began waiting before never did). */
+export const WAITING_MEMO_PATCH = 'oz0-waiting-memo';
+
 /** What a job carries into its next run when it continues as new (T2). */
 export interface JobCarry {
   run: number;

@@ -303,6 +303,23 @@ export const CallProgressStateSchema = z.object({
 });
 export type CallProgressState = z.infer<typeof CallProgressStateSchema>;
 
+/**
+ * N3: a waiting call as a job's memo keeps it (read from visibility by `oz0 call list` and the inbox): checked, since
+ * whoever can start a workflow can write a memo. Fields a later oz0 adds are dropped, not refused.
+ */
+export const WaitingCallSchema = z.object({
+  n: z.number().int().positive(),
+  activityId: z.string().min(1),
+  tool: z.string().min(1),
+  key: z.string().min(1),
+  session: z.string().nullable(),
+  sessionRun: z.number().int().positive().optional(),
+  args: z.string(),
+  pattern: z.string(),
+  askedAt: z.iso.datetime(),
+  until: z.iso.datetime(),
+});
+
 export type Decision = z.infer<typeof DecisionSchema>;
 
 /** An approval pins a server's listing: its digest, and each tool's own digest to say what changed. */

@@ -13,10 +13,12 @@ import {
   proxyActivities,
   setHandler,
   sleep,
+  upsertMemo,
   workflowInfo,
 } from '@temporalio/workflow';
 import { answerProblem } from '../model/checks';
 import { answerCallUpdate, policyChangedSignal, waitingCallsQuery } from '../model/messages';
+import { WAITING_MEMO, WAITING_MEMO_PATCH } from '../model/job';
 import type { Answer, QuestionTrace } from '../model/job';
 import type { AnswerCallInput, CallAnswered, PolicyNews, WaitingCall } from '../model/messages';
 import type { Activities, ApprovalNotice, CallAsks } from '../model/activities';
@@ -126,6 +128,17 @@ export class Questions {
     );
   }
 
+  /**
+   * A call started or stopped waiting: the job's status follows, and (N3) the memo that lists its waiting calls, which
+   * `oz0 call list` and the inbox read from visibility. A run that began waiting on an older oz0 writes it from its
+   * first change on this one; until then, it is asked.
+   */
+  private moved(): void {
+    this.changed();
+    if (!patched(WAITING_MEMO_PATCH)) return;
+    upsertMemo({ [WAITING_MEMO]: this.waiting.size ? this.list() : null });
+  }
+
   get size(): number {
     return this.waiting.size;
   }
@@ -172,7 +185,7 @@ export class Questions {
     q.news = this.early.get(asking.key);
     this.early.delete(asking.key);
     this.waiting.set(asking.key, q);
-    this.changed();
+    this.moved();
     this.notice(asking, { event: 'waiting', until: q.call.until });
     let ended: Omit<ApprovalNotice, 'tenant' | 'jobId' | 'tool' | 'call' | 'key'> = {
       event: 'withdrawn',
@@ -208,7 +221,7 @@ export class Questions {
       throw new Error('a question ended without a reason');
     } finally {
       this.waiting.delete(asking.key);
-      this.changed();
+      this.moved();
       this.notice(asking, ended);
       await forget(asking.tenant, asking.key);
     }

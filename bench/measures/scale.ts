@@ -14,6 +14,8 @@ import type { Client } from '@temporalio/client';
 import { readReceived } from '../../examples/common';
 import { listWaitingCalls } from '../../client/calls';
 import { openSession } from '../../client/sessions';
+import { tenantStatus } from '../../client/tenants';
+import { policyTargetOf } from '../../common/policy-client';
 import { Oz0Status, Oz0Tenant } from '../../model/job';
 import { policyWorkflowId } from '../../model/policy-rules';
 import { sharesWorkflowId } from '../../model/shares';
@@ -102,6 +104,9 @@ async function waitingCalls(env: BenchEnv, n: number, round: string) {
     const l0 = performance.now();
     const listed = await listWaitingCalls(env.client, { tenant });
     const listMs = performance.now() - l0;
+    const s0 = performance.now();
+    await tenantStatus(env.client, policyTargetOf(config, env.client), tenant);
+    const statusMs = performance.now() - s0;
     const rss = rssMiB() - before;
     const own = await updatesOf(env.client, policyWorkflowId(tenant));
     await Promise.all(ids.map((id) => env.client.workflow.getHandle(id).terminate('bench: measured')));
@@ -112,6 +117,8 @@ async function waitingCalls(env: BenchEnv, n: number, round: string) {
       seconds: tookMs / 1000,
       listMs,
       listed: listed.calls.length,
+      unreachable: listed.unreachable.length,
+      statusMs,
       rssMiB: rss,
       updates: own.watchQuestions ?? 0,
       singles: own.watchQuestion ?? 0,
@@ -202,6 +209,12 @@ export async function measureScale(env: BenchEnv, opts: ScaleOptions): Promise<{
       ...(w === big
         ? { target: 'all wait, none failed', met: w.waiting >= w.n && w.failed === 0 && w.sent === 0 }
         : {}),
+    })),
+    ...waits.map((w) => ({
+      measure: `(N3) \`oz0 call list\` and \`oz0 tenant status\` with ${w.n} calls waiting for a person`,
+      figure: `list ${fixed(w.listMs, 0)} ms (${w.listed} listed, ${w.unreachable} asked in vain); status ${fixed(w.statusMs, 0)} ms`,
+      target: 'each ≤ 2 s, every call listed',
+      met: w.listMs <= 2000 && w.statusMs <= 2000 && w.listed >= w.n,
     })),
     {
       measure: `(N4) a cap of 40: ${opts.capped} calls of 100 ms on 50 slots, against uncapped on 40 slots`,

@@ -16,7 +16,7 @@ import type { PolicyTarget } from '../../common/policy-client';
 import type { JobSpec } from '../../model/schemas';
 import type { LoadedConfig } from '../../common/config';
 import { createNode } from '../../worker/node';
-import { callsOf } from '../../model/job';
+import { WAITING_MEMO, callsOf } from '../../model/job';
 import { statusQuery, waitingCallsQuery } from '../../model/messages';
 import type { JobTrace } from '../../model/job';
 import type { WaitingCall } from '../../model/messages';
@@ -120,6 +120,16 @@ test('A4/A5: a confirm call waits before its first attempt (Oz0Status, status, d
       return undefined;
     });
     expect(attributesOf(found)).toMatchObject({ Oz0Status: 'waiting', Oz0Tenant: tenant });
+    // N3: the job's memo lists what waits, as its query does, for one visibility read to show every waiting call;
+    // sealed with the tenant's key in Temporal (its raw bytes hold no argument), opened by the client's codec.
+    expect(found.memo?.[WAITING_MEMO]).toEqual([asked]);
+    const raw = await temporal.client.workflowService.describeWorkflowExecution({
+      namespace: config.temporal.namespace,
+      execution: { workflowId: id },
+    });
+    const sealed = raw.workflowExecutionInfo?.memo?.fields?.[WAITING_MEMO];
+    expect(sealed?.data?.length).toBeGreaterThan(0);
+    expect(Buffer.from(sealed!.data!).toString('latin1')).not.toContain('o-1');
     const { currentDetails } = await handle.query<{ currentDetails: string }>(METADATA_QUERY);
     expect(currentDetails).toMatch(/^\*\*waiting\*\*/);
     expect(currentDetails).toContain(`\`ledger.refund\` · call \`c2\` · key \`${id}/c2\``);
@@ -154,6 +164,8 @@ test('A4/A5: a confirm call waits before its first attempt (Oz0Status, status, d
       answer: { approved: true, by: 'cli:alice', at: expect.any(String) },
     });
     expect(refunds()).toEqual([expect.objectContaining({ key: `${id}/c2` })]);
+    // Its wait over, the memo no longer lists it.
+    expect((await handle.describe()).memo?.[WAITING_MEMO]).toBeUndefined();
     // The step that did not ask has no question.
     expect(callsOf(trace)[0].question).toBeUndefined();
     const shown = await oz0(['job', 'trace', id, '--config', file]);

@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { Client } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
-import { answerCall } from '../../client/calls';
+import { answerCall, listWaitingCalls } from '../../client/calls';
 import { answerCallUpdate } from '../../model/messages';
 import { callsOf } from '../../model/job';
 import type { JobTrace } from '../../model/job';
@@ -81,6 +81,10 @@ withPrevious(
   async () => {
     const identity = { issuer: 'https://id.example', subject: 'ann', email: 'ann@acme.test' };
     const job = await waitingJob('approve me');
+    // N3: its bundle keeps no memo of what waits: the list asks the job, and shows it as this release's jobs.
+    const { calls, unreachable } = await listWaitingCalls(client, { tenant });
+    expect(unreachable).toEqual([]);
+    expect(calls).toEqual([expect.objectContaining({ jobId: job.workflowId, tool: 'probe.probe', activityId: 'c1' })]);
     // The control: this release's shape, sent as is, is refused by the older bundle's validator.
     const refused = await client.workflow
       .getHandle(job.workflowId)

@@ -16,6 +16,7 @@ import { waitingCallsQuery } from '../../model/messages';
 import { policyWorkflowId } from '../../model/policy-rules';
 import { SHARES_WORKFLOW, sharesWorkflowId } from '../../model/shares';
 import { tenantStatus } from '../../client/tenants';
+import { listWaitingCalls } from '../../client/calls';
 import { openSession } from '../../client/sessions';
 import { policyTargetOf } from '../../common/policy-client';
 import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
@@ -72,11 +73,12 @@ async function allWaiting(tenant: string, handles: WorkflowHandle[], what: strin
   for (const h of handles) expect(await h.query(waitingCallsQuery)).toHaveLength(1);
 }
 
-test('N4: 300 calls of one tenant asking a person at once all wait, none failed; the policy workflows took a batch per round trip, not an Update per call (control: 30)', async () => {
+test('N4: 300 calls of one tenant asking a person at once all wait, none failed; the policy workflows took a batch per round trip, not an Update per call (control: 30); N3: all 330 are listed from visibility alone, no job asked', async () => {
   const tenant = uniqueId('many');
   const { config } = setup({ [tenant]: { policy: { 'probe.*': 'confirm' } } });
   const node = await createNode({ config, logger });
-  await node.runUntil(async () => {
+  const all = await node.runUntil(async () => {
+    const started: WorkflowHandle[] = [];
     for (const [n, prefix] of [
       [30, 'control'],
       [300, 'load'],
@@ -85,9 +87,19 @@ test('N4: 300 calls of one tenant asking a person at once all wait, none failed;
       await allWaiting(tenant, handles, `${n} calls to wait for a person`);
       // Nothing was sent, and no job failed on the way there.
       for (const h of handles) expect((await h.describe()).status.name).toBe('RUNNING');
-      await Promise.all(handles.map((h) => h.terminate('test done')));
+      started.push(...handles);
     }
+    return started;
   });
+  // N3: with no node up, no job could answer a query: the list is read from the jobs' memos, in one visibility read.
+  const { calls, unreachable } = await listWaitingCalls(temporal.client, { tenant });
+  expect(unreachable).toEqual([]);
+  expect(calls.map((c) => c.jobId).sort()).toEqual(all.map((h) => h.workflowId).sort());
+  for (const c of calls) {
+    expect(c).toMatchObject({ tenant, tool: 'probe.hang', pattern: 'probe.*', n: 1, activityId: 'c1', session: null });
+    expect(JSON.parse(c.args)).toEqual({ ms: 10 });
+  }
+  await Promise.all(all.map((h) => h.terminate('test done')));
   // The questions reached both policy workflows in batches: far fewer Updates than questions (330 of each).
   for (const id of [policyWorkflowId(tenant), policyWorkflowId('*')]) {
     const counts = await updatesOf(id);
