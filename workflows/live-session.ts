@@ -400,6 +400,8 @@ export class LiveSessions {
     const trace = sessionTrace(`s${n}`, 'harness', step.harness);
     record(trace);
     let earlier: LiveRun['earlier'];
+    /** Runs lost (not handed on): MAX_SESSION_RUNS bounds them; a deploy's hand-overs are not counted. */
+    let lostRuns = 0;
     for (let run = 1; ; run++) {
       const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, [], true);
       ctx.sandboxQueues.add(plan.node.queue);
@@ -414,7 +416,8 @@ export class LiveSessions {
           await live.stopCalls('the harness exited');
           return end(trace, outcome.result, outcome.ended);
         }
-        earlier = this.afterLost(live, outcome.lost, run, outcome.handed);
+        if (!outcome.handed) lostRuns++;
+        earlier = this.afterLost(live, outcome.lost, lostRuns, outcome.handed);
       } finally {
         this.current = undefined;
       }
@@ -486,6 +489,7 @@ export class LiveSessions {
     if (at >= 0) this.ahead.splice(at, 1);
     let earlier: LiveRun['earlier'];
     let handed = false;
+    let lostRuns = 0;
     for (let run = 1; ; run++) {
       const w: Waiting = {
         n,
@@ -524,7 +528,8 @@ export class LiveSessions {
           );
         }
         for (const call of live.calls.values()) call.scope.cancel();
-        earlier = this.afterLost(live, live.lost!, run, handed);
+        if (!handed) lostRuns++;
+        earlier = this.afterLost(live, live.lost!, lostRuns, handed);
         trace.status = 'waiting';
       } finally {
         lease.cancel();
@@ -539,15 +544,18 @@ export class LiveSessions {
    * T4/H8: after a lost run, the job stops unless every call it made may be made again, and the next run starts.
    * Issue 56.4: a run its node handed on at shutdown had no call running; the next one answers the calls it finished.
    */
-  private afterLost(live: LiveRun, why: string, run: number, handed: boolean): LiveRun['earlier'] {
+  private afterLost(live: LiveRun, why: string, lostRuns: number, handed: boolean): LiveRun['earlier'] {
     live.trace.runs[live.trace.runs.length - 1].ended = `${handed ? 'handed on' : 'lost'}: ${why}`;
     forgetLostNode(live.ctx, live.node.queue);
     // A call still waiting for a person's yes has sent nothing: it is withdrawn, not lost.
-    const risky = live.made.find((c) => !live.mayRetry(c.tool) && !live.ctx.questions.waits(c.key));
-    if (risky && !handed) throw mayHaveRun(live.session, why, risky);
-    if (run >= MAX_SESSION_RUNS) {
+    // A handed-on run's finished calls are answered from the record, never made again; one that had not finished when
+    // its node handed it on (cancelled as it was placed) may still have been sent, as on a lost node.
+    const done = new Set(handed ? [...live.finished.values()].map((o) => o.key) : []);
+    const risky = live.made.find((c) => !live.mayRetry(c.tool) && !live.ctx.questions.waits(c.key) && !done.has(c.key));
+    if (risky) throw mayHaveRun(live.session, why, risky);
+    if (lostRuns >= MAX_SESSION_RUNS) {
       throw ApplicationFailure.nonRetryable(
-        `session ${live.session}: ${why}, ${run} times; giving up`,
+        `session ${live.session}: ${why}, ${lostRuns} times; giving up`,
         FailureType.mayHaveRun,
       );
     }

@@ -117,6 +117,8 @@ export async function runScriptedSession(
   // Issue 56.4: the calls that ended in a run its node handed on at shutdown: not made again.
   const finished = new Set<number>();
   let sessionKeys: SessionKeys | undefined;
+  /** Runs lost (not handed on): MAX_SESSION_RUNS bounds them; a deploy's hand-overs are not counted. */
+  let lostRuns = 0;
   for (let sessionRun = 1; ; sessionRun++) {
     const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, tools, true);
     // The session's sandboxed servers live on its node; they stop when the job ends.
@@ -180,18 +182,16 @@ export async function runScriptedSession(
     const why = lost ?? (lostCall ? `node ${plan.node.id} was lost (${lostCall})` : undefined);
     if (!why) return;
     forgetLostNode(ctx, plan.node.queue);
-    if (handed) {
-      // Its node handed it on only once its calls had ended: a call that had not was never sent, or may be made again.
-      for (const i of ended) finished.add(i);
-      if (finished.size === calls.length) return;
-    } else {
-      // T4: a fresh session only if every call the lost one made may be made again.
-      const risky = made.find((i) => !plan.mayRetry[calls[i].call]);
-      if (risky !== undefined) throw mayHaveRun(session, why, { tool: calls[risky].call, key: keys[risky] });
-    }
-    if (sessionRun >= MAX_SESSION_RUNS) {
+    // Issue 56.4: its node handed it on once its calls had ended: those are not made again.
+    if (handed) for (const i of ended) finished.add(i);
+    else lostRuns++;
+    if (finished.size === calls.length) return;
+    // T4: a fresh session only if every call the run made (and did not finish, when handed on) may be made again.
+    const risky = made.find((i) => !finished.has(i) && !plan.mayRetry[calls[i].call]);
+    if (risky !== undefined) throw mayHaveRun(session, why, { tool: calls[risky].call, key: keys[risky] });
+    if (lostRuns >= MAX_SESSION_RUNS) {
       throw ApplicationFailure.nonRetryable(
-        `session ${session}: ${why}, ${sessionRun} times; giving up`,
+        `session ${session}: ${why}, ${lostRuns} times; giving up`,
         FailureType.mayHaveRun,
       );
     }
