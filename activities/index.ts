@@ -29,7 +29,7 @@ import { mayBeMadeAgain } from './call/verdicts';
 import { callToolAttempt } from './call/attempt';
 import { completeDurably } from './call/durable';
 import type { Client } from '@temporalio/client';
-import { runHarness } from './harness/run';
+import { handedOn, runHarness } from './harness/run';
 import { Pulse } from './heartbeats';
 import type { HarnessDeps } from './harness/run';
 import type { CallDeps } from './call/deps';
@@ -178,16 +178,27 @@ export function createActivities(deps: ActivityDeps): Activities {
 
     /**
      * Holds a session's place on this node: it heartbeats until cancelled, so when the node dies its heartbeat
-     * stops and the job learns within the heartbeat timeout that the session was lost (T4).
+     * stops and the job learns within the heartbeat timeout that the session was lost (T4). A node shutting down
+     * ends it as a shutdown once its calls have ended (issue 56.4): the job hands the session on at once.
      */
     async holdSession(): Promise<void> {
       const ctx = Context.current();
       const pulse = new Pulse(ctx, deps.route.pace(ctx.info.heartbeatTimeoutMs));
       const release = sessions.hold();
+      const handOver = deps.harness.handOver;
+      let onHandOver: (() => void) | undefined;
       try {
         ctx.heartbeat();
-        await ctx.cancelled;
+        await Promise.race([
+          ctx.cancelled,
+          new Promise<never>((_, reject) => {
+            onHandOver = () => reject(handedOn(deps.node.id));
+            if (handOver?.aborted) onHandOver();
+            else handOver?.addEventListener('abort', onHandOver, { once: true });
+          }),
+        ]);
       } finally {
+        if (onHandOver) handOver?.removeEventListener('abort', onHandOver);
         release();
         pulse.stop();
       }

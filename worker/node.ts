@@ -283,6 +283,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     logger.child({ node: name }),
     config.node.sandboxCheckSeconds * 1000,
   );
+  // Issue 56.4: aborted on shutdown once the node's calls have ended: its sessions are handed on then.
+  const handOver = new AbortController();
   const activities = createActivities({
     config,
     pool,
@@ -300,6 +302,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     answerBound: answerBoundOf(config.node.maxResultMiB, data.store !== undefined),
     owners: data.owners,
     harness: {
+      handOver: handOver.signal,
       gateway,
       isolation,
       harnesses,
@@ -361,7 +364,10 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
           stickyQueueScheduleToStartTimeout: '3s',
           sinks: tracingWorkerOptions().sinks,
         } as WorkerOptions);
-  const workers = [shared, own, sessionsWorker, ...(policy ? [policy] : [])];
+  /** The workers that run calls and workflows: on shutdown they stop first, the sessions' after them. */
+  const callWorkers = [shared, own, ...(policy ? [policy] : [])];
+  const workers = [...callWorkers, sessionsWorker];
+  const runs = new Map<Worker, Promise<void>>();
   logger.info(
     {
       node: name,
@@ -382,7 +388,12 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     stopping ??= (async () => {
       probing.abort();
       follows.close();
-      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      for (const w of callWorkers) if (w.getState() === 'RUNNING') w.shutdown();
+      // Issue 56.4: a session's lease ends only after its calls did (within the grace time), and then at once, as a
+      // shutdown: the job hands the session on without waiting out a heartbeat, and makes no finished call again.
+      await Promise.allSettled(callWorkers.map((w) => runs.get(w)));
+      handOver.abort();
+      if (sessionsWorker.getState() === 'RUNNING') sessionsWorker.shutdown();
     })();
     return stopping;
   };
@@ -402,7 +413,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     void checkFairness();
     try {
       // When one worker ends, for whatever reason, the others go down with it.
-      const results = await Promise.allSettled(workers.map((w) => w.run().finally(shutdown)));
+      for (const w of workers) runs.set(w, w.run());
+      const results = await Promise.allSettled(workers.map((w) => runs.get(w)!.finally(shutdown)));
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
     } finally {

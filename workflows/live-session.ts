@@ -13,6 +13,7 @@ import {
   TimeoutFailure,
   condition,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -45,7 +46,16 @@ import type {
 import type { HarnessOutcome, SessionPlan } from '../model/activities';
 import type { SessionTrace, StepTrace, ToolResult, TraceStep } from '../model/job';
 import { SessionKeys, defaultKey } from '../model/keys';
-import { MAX_SESSION_RUNS, describeOn, mayHaveRun, sessionLease, sessionQueueOf } from './session';
+import {
+  MAX_SESSION_RUNS,
+  SESSIONS_HANDED_ON,
+  describeOn,
+  handedOn,
+  mayHaveRun,
+  sessionLease,
+  sessionQueueOf,
+  shutDownWords,
+} from './session';
 import { liveCallPriority } from '../model/shares';
 
 /** Calls a session step keeps in the trace; older ones are counted in `omitted`. */
@@ -71,6 +81,10 @@ class LiveRun {
   /** How many calls this run accepted (H10). */
   accepted = 0;
   lost?: string;
+  /** Issue 56.4: the calls this run finished, by tool and K3 content key, for a run its node hands on. */
+  readonly finished = new Map<string, SessionCallOutput>();
+  /** Issue 56.4: what the run before it finished, when its node handed it on: those calls are answered from here. */
+  earlier?: ReadonlyMap<string, SessionCallOutput>;
   closed?: ToolResult;
   private readonly keys: SessionKeys;
   private readonly plans = new Map<string, Promise<SessionPlan>>();
@@ -164,6 +178,8 @@ interface Waiting {
   trace: SessionTrace;
   opening: boolean;
   opened?: LiveRun;
+  /** Issue 56.4: what the run before it finished, when its node handed the session on. */
+  earlier?: LiveRun['earlier'];
 }
 
 /**
@@ -259,10 +275,16 @@ export class LiveSessions {
       const text = `oz0: refused: ${tool} is not one of this harness's tools (${live.patterns.join(', ')})`;
       return { result: errorResult(text) };
     }
-    // Placed and counted now, in the order the workflow accepted the calls (H4, K4); the key is known once the node
+    // Counted and placed now, in the order the workflow accepted the calls (H4, K4); the key is known once the node
     // has said whether the function is idempotent.
-    const placed = placeCall(ctx);
     const contentKey = live.contentKey(tool, input.args);
+    // Issue 56.4: the same call, counted the same way, ended in the run its node handed on: it is not made again.
+    const earlier = live.earlier?.get(`${tool} ${contentKey}`);
+    if (earlier) {
+      live.finished.set(`${tool} ${contentKey}`, earlier);
+      return earlier;
+    }
+    const placed = placeCall(ctx);
     const pending: StepTrace = {
       n: placed.n,
       tool,
@@ -300,7 +322,9 @@ export class LiveSessions {
         });
         // A call that ended while it waited for a person sent nothing: it counts as not made (H8).
         if (end.unsent) live.made.splice(live.made.indexOf(made), 1);
-        return { result: { ...end.step.result, ...(end.meta ? { _meta: end.meta } : {}) }, key, n: placed.n };
+        const output = { result: { ...end.step.result, ...(end.meta ? { _meta: end.meta } : {}) }, key, n: placed.n };
+        if (!end.lost && !running.cancelledBy) live.finished.set(`${tool} ${contentKey}`, output);
+        return output;
       });
     } catch (err) {
       // Stopped before its activity ran (or the node could not describe it): the step says why.
@@ -342,6 +366,7 @@ export class LiveSessions {
       });
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, w.n, w.run, plan.node, w.trace, undefined);
+      live.earlier = w.earlier;
       w.trace.runs.push({ run: w.run, node: plan.node.id, ...(input?.client ? { client: input.client } : {}) });
       ctx.show();
       this.current = live;
@@ -374,10 +399,14 @@ export class LiveSessions {
     const ctx = this.ctx!;
     const trace = sessionTrace(`s${n}`, 'harness', step.harness);
     record(trace);
+    let earlier: LiveRun['earlier'];
+    /** Runs lost (not handed on): MAX_SESSION_RUNS bounds them; a deploy's hand-overs are not counted. */
+    let lostRuns = 0;
     for (let run = 1; ; run++) {
       const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, [], true);
       ctx.sandboxQueues.add(plan.node.queue);
       const live = new LiveRun(ctx, n, run, plan.node, trace, ctx.settings.harnesses[step.harness]?.tools);
+      live.earlier = earlier;
       trace.runs.push({ run, node: plan.node.id });
       ctx.show();
       this.current = live;
@@ -387,14 +416,18 @@ export class LiveSessions {
           await live.stopCalls('the harness exited');
           return end(trace, outcome.result, outcome.ended);
         }
-        this.afterLost(live, outcome.lost, run);
+        if (!outcome.handed) lostRuns++;
+        earlier = this.afterLost(live, outcome.lost, lostRuns, outcome.handed);
       } finally {
         this.current = undefined;
       }
     }
   }
 
-  private async harnessRun(live: LiveRun, step: HarnessSession): Promise<HarnessOutcome | { lost: string }> {
+  private async harnessRun(
+    live: LiveRun,
+    step: HarnessSession,
+  ): Promise<HarnessOutcome | { lost: string; handed: boolean }> {
     const ctx = live.ctx;
     const limit = ctx.settings.harnesses[step.harness]?.timeoutSeconds ?? 600;
     const { runHarness } = proxyActivities<Activities>({
@@ -432,11 +465,12 @@ export class LiveSessions {
       return await done;
     } catch (err) {
       if (isCancellation(err)) throw err;
-      const lost = nodeLost(err, live.node.id);
+      const handed = handedOn(err) && patched(SESSIONS_HANDED_ON);
+      const lost = handed ? shutDownWords(live.node.id) : nodeLost(err, live.node.id);
       if (lost) {
         live.lost = lost;
         for (const call of live.calls.values()) call.scope.cancel();
-        return { lost };
+        return { lost, handed };
       }
       const message = activityWords(err);
       return { result: errorResult(`oz0: the harness failed: ${message}`), ended: `failed: ${message}` };
@@ -453,8 +487,18 @@ export class LiveSessions {
     const left = () => (deadline === undefined ? undefined : Math.max(0, deadline - Date.now()));
     const at = step.tokenDigest ? this.ahead.indexOf(step.tokenDigest) : -1;
     if (at >= 0) this.ahead.splice(at, 1);
+    let earlier: LiveRun['earlier'];
+    let handed = false;
+    let lostRuns = 0;
     for (let run = 1; ; run++) {
-      const w: Waiting = { n, run, trace, opening: false, ...(step.tokenDigest && { digest: step.tokenDigest }) };
+      const w: Waiting = {
+        n,
+        run,
+        trace,
+        opening: false,
+        earlier,
+        ...(step.tokenDigest && { digest: step.tokenDigest }),
+      };
       this.waiting = w;
       const opened = await waitFor(() => w.opened !== undefined, left());
       if (!opened) {
@@ -468,7 +512,9 @@ export class LiveSessions {
       const leased = lease
         .run(() => sessionLease(ctx, sessionQueueOf(live.node))())
         .catch((err) => {
-          if (!isCancellation(err)) live.lost = `node ${live.node.id} was lost (its heartbeat stopped)`;
+          if (isCancellation(err)) return;
+          handed = handedOn(err) && patched(SESSIONS_HANDED_ON);
+          live.lost = handed ? shutDownWords(live.node.id) : `node ${live.node.id} was lost (its heartbeat stopped)`;
         });
       try {
         const settled = await waitFor(() => live.closed !== undefined || live.lost !== undefined, left());
@@ -482,7 +528,8 @@ export class LiveSessions {
           );
         }
         for (const call of live.calls.values()) call.scope.cancel();
-        this.afterLost(live, live.lost!, run);
+        if (!handed) lostRuns++;
+        earlier = this.afterLost(live, live.lost!, lostRuns, handed);
         trace.status = 'waiting';
       } finally {
         lease.cancel();
@@ -493,19 +540,26 @@ export class LiveSessions {
     }
   }
 
-  /** T4/H8: after a lost run, the job stops unless every call it made may be made again, and the next run starts. */
-  private afterLost(live: LiveRun, why: string, run: number): void {
-    live.trace.runs[live.trace.runs.length - 1].ended = `lost: ${why}`;
+  /**
+   * T4/H8: after a lost run, the job stops unless every call it made may be made again, and the next run starts.
+   * Issue 56.4: a run its node handed on at shutdown had no call running; the next one answers the calls it finished.
+   */
+  private afterLost(live: LiveRun, why: string, lostRuns: number, handed: boolean): LiveRun['earlier'] {
+    live.trace.runs[live.trace.runs.length - 1].ended = `${handed ? 'handed on' : 'lost'}: ${why}`;
     forgetLostNode(live.ctx, live.node.queue);
     // A call still waiting for a person's yes has sent nothing: it is withdrawn, not lost.
-    const risky = live.made.find((c) => !live.mayRetry(c.tool) && !live.ctx.questions.waits(c.key));
+    // A handed-on run's finished calls are answered from the record, never made again; one that had not finished when
+    // its node handed it on (cancelled as it was placed) may still have been sent, as on a lost node.
+    const done = new Set(handed ? [...live.finished.values()].map((o) => o.key) : []);
+    const risky = live.made.find((c) => !live.mayRetry(c.tool) && !live.ctx.questions.waits(c.key) && !done.has(c.key));
     if (risky) throw mayHaveRun(live.session, why, risky);
-    if (run >= MAX_SESSION_RUNS) {
+    if (lostRuns >= MAX_SESSION_RUNS) {
       throw ApplicationFailure.nonRetryable(
-        `session ${live.session}: ${why}, ${run} times; giving up`,
+        `session ${live.session}: ${why}, ${lostRuns} times; giving up`,
         FailureType.mayHaveRun,
       );
     }
+    return handed ? live.finished : undefined;
   }
 }
 

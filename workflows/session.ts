@@ -10,6 +10,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   isCancellation,
+  patched,
   proxyActivities,
   TimeoutFailure,
 } from '@temporalio/workflow';
@@ -72,6 +73,29 @@ export function mayHaveRun(session: string, why: string, call: { tool: string; k
   );
 }
 
+/**
+ * Issue 56.4: the session's node shut down and handed it on, once the calls it ran had ended (its lease, or its
+ * harness, failed so): a fresh session goes on where it left, and makes none of its finished calls again.
+ */
+export function handedOn(err: unknown): boolean {
+  return (
+    err instanceof ActivityFailure &&
+    err.cause instanceof ApplicationFailure &&
+    err.cause.type === FailureType.nodeShutdown
+  );
+}
+
+/** How the trace says a node handed its session on (issue 56.4), where a lost node says why it was taken for lost. */
+export function shutDownWords(node: string): string {
+  return `node ${node} shut down (its calls had ended; the session was handed on)`;
+}
+
+/**
+ * The patch (Temporal's versioning) under which a session handed on by its node's shutdown goes on where it left:
+ * a history recorded before it made the finished calls again, and its replay must issue the same commands.
+ */
+export const SESSIONS_HANDED_ON = 'sessions-handed-on';
+
 function notPickedUp(err: unknown): boolean {
   return (
     err instanceof ActivityFailure &&
@@ -90,31 +114,41 @@ export async function runScriptedSession(
   const tools = [...new Set(calls.map((c) => c.call))];
   // Keys are decided on the session's first run and kept: a fresh session makes the same calls under them (K4).
   const keys: (string | undefined)[] = [];
+  // Issue 56.4: the calls that ended in a run its node handed on at shutdown: not made again.
+  const finished = new Set<number>();
   let sessionKeys: SessionKeys | undefined;
+  /** Runs lost (not handed on): MAX_SESSION_RUNS bounds them; a deploy's hand-overs are not counted. */
+  let lostRuns = 0;
   for (let sessionRun = 1; ; sessionRun++) {
     const plan = await describeOn(ctx)(ctx.jobId, ctx.tenant, tools, true);
     // The session's sandboxed servers live on its node; they stop when the job ends.
     ctx.sandboxQueues.add(plan.node.queue);
     sessionKeys ??= new SessionKeys(ctx.jobId, ctx.run, n);
     let lost: string | undefined;
+    let handed = false;
     const scope = new CancellationScope();
     const lease = new CancellationScope();
     const leased = lease
       .run(() => sessionLease(ctx, sessionQueueOf(plan.node))())
       .catch((err) => {
         if (isCancellation(err)) return;
-        lost = `node ${plan.node.id} was lost (${
-          notPickedUp(err)
-            ? `it did not pick up the session within ${leasePickupSeconds(ctx)} s`
-            : 'its heartbeat stopped'
-        })`;
+        handed = handedOn(err) && patched(SESSIONS_HANDED_ON);
+        lost = handed
+          ? shutDownWords(plan.node.id)
+          : `node ${plan.node.id} was lost (${
+              notPickedUp(err)
+                ? `it did not pick up the session within ${leasePickupSeconds(ctx)} s`
+                : 'its heartbeat stopped'
+            })`;
         scope.cancel();
       });
     const made: number[] = [];
+    const ended: number[] = [];
     let lostCall: string | undefined;
     try {
       await scope.run(async () => {
         for (const [i, call] of calls.entries()) {
+          if (finished.has(i)) continue;
           // K3 for functions that say idempotentHint; K5: every other call keeps its K2 key.
           keys[i] ??= plan.idempotent[call.call] ? sessionKeys!.next(splitTool(call.call).fn, call.args) : undefined;
           made.push(i);
@@ -133,6 +167,7 @@ export async function runScriptedSession(
             lostCall = end.lost;
             return;
           }
+          ended.push(i);
         }
       });
     } catch (err) {
@@ -147,12 +182,16 @@ export async function runScriptedSession(
     const why = lost ?? (lostCall ? `node ${plan.node.id} was lost (${lostCall})` : undefined);
     if (!why) return;
     forgetLostNode(ctx, plan.node.queue);
-    // T4: a fresh session only if every call the lost one made may be made again.
-    const risky = made.find((i) => !plan.mayRetry[calls[i].call]);
+    // Issue 56.4: its node handed it on once its calls had ended: those are not made again.
+    if (handed) for (const i of ended) finished.add(i);
+    else lostRuns++;
+    if (finished.size === calls.length) return;
+    // T4: a fresh session only if every call the run made (and did not finish, when handed on) may be made again.
+    const risky = made.find((i) => !finished.has(i) && !plan.mayRetry[calls[i].call]);
     if (risky !== undefined) throw mayHaveRun(session, why, { tool: calls[risky].call, key: keys[risky] });
-    if (sessionRun >= MAX_SESSION_RUNS) {
+    if (lostRuns >= MAX_SESSION_RUNS) {
       throw ApplicationFailure.nonRetryable(
-        `session ${session}: ${why}, ${sessionRun} times; giving up`,
+        `session ${session}: ${why}, ${lostRuns} times; giving up`,
         FailureType.mayHaveRun,
       );
     }

@@ -40,6 +40,19 @@ export interface HarnessDeps {
   isolation: Isolation;
   /** I9: the harnesses running on this node, which the node stops when their job ended (../ended-jobs.ts). */
   harnesses: RunningHarnesses;
+  /**
+   * Issue 56.4: aborted when the node, shutting down, has let its calls end: its sessions are then handed on (each
+   * lease ends as a shutdown, {@link handedOn}) instead of waiting out the grace time.
+   */
+  handOver?: AbortSignal;
+}
+
+/** Issue 56.4: the failure with which a session's lease (or harness) ends when its node hands the session on. */
+export function handedOn(node: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(
+    `node ${node} shut down once its calls had ended: its session goes on elsewhere`,
+    FailureType.nodeShutdown,
+  );
 }
 
 /** The last stdout line is the result; a longer one is cut here (it would not fit the job's history anyway). */
@@ -161,6 +174,7 @@ async function endOf(
   const timers: NodeJS.Timeout[] = [];
   let pulse: Pulse | undefined;
   let unlist: (() => void) | undefined;
+  let onHandOver: (() => void) | undefined;
   try {
     return await new Promise<End>((resolve) => {
       // I9: a job terminated or timed out runs no code to stop it: the node finds out and stops it.
@@ -190,11 +204,16 @@ async function endOf(
       };
       if (ctx.cancellationSignal.aborted) onCancel();
       else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+      // Issue 56.4: the node's calls have ended: its session goes on elsewhere (the workflow hands it on).
+      onHandOver = () => resolve({ cause: 'shutdown', why: 'its node is shutting down' });
+      if (deps.handOver?.aborted) onHandOver();
+      else deps.handOver?.addEventListener('abort', onHandOver, { once: true });
     });
   } finally {
     for (const t of timers) clearInterval(t);
     pulse?.stop();
     unlist?.();
+    if (onHandOver) deps.handOver?.removeEventListener('abort', onHandOver);
   }
 }
 

@@ -263,6 +263,17 @@ export function testConfig(at: string | TemporalAt, input: Record<string, unknow
   return { ...config, baseDir: ROOT, source: 'test' };
 }
 
+/**
+ * The file an `oz0 worker` process reads for a test's config (as `config`, made from `input`): the same Temporal and
+ * task queue as the test's in-process nodes, and a state folder of its own in `dir`.
+ */
+export function configFile(dir: string, config: LoadedConfig, input: Record<string, unknown>): string {
+  const file = path.join(dir, 'oz0.config.json');
+  const node = { ...(input.node as object | undefined), stateDir: path.join(dir, 'state') };
+  fs.writeFileSync(file, JSON.stringify({ ...input, temporal: config.temporal, node }));
+  return file;
+}
+
 /** Path of a test fixture server. */
 export function fixture(name: string): string {
   return path.join(ROOT, 'test', 'fixtures', name);
