@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,scale,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,scale,ceiling,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -41,6 +41,7 @@ const MEASURES = [
   'cli',
   'fairness',
   'scale',
+  'ceiling',
   'default',
 ] as const;
 
@@ -115,6 +116,8 @@ async function main(): Promise<void> {
   const settings = {
     cost: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 16, rounds: 5 },
+    // N2: enough one-call jobs to fill 50 slots, and ten times as many.
+    ceiling: { jobs: quick ? [100, 1000] : [200, 2000], calls: 1, rounds: 2, ceiling: { slots: 50 } },
     cancel: {
       ...(quick
         ? { cancels: 20, calls: 100, tenants: 20, longCalls: 200 }
@@ -148,13 +151,19 @@ async function main(): Promise<void> {
     scale: quick
       ? {
           waiting: [100, 1000] as [number, number],
-          capped: 500,
+          capped: [
+            { calls: 500, ms: 100 },
+            { calls: 400, ms: 2000 },
+          ],
           sessions: [1, 20] as [number, number],
           sessionCalls: 10,
         }
       : {
           waiting: [100, 1000] as [number, number],
-          capped: 2000,
+          capped: [
+            { calls: 2000, ms: 100 },
+            { calls: 2000, ms: 2000 },
+          ],
           sessions: [1, 50] as [number, number],
           sessionCalls: 10,
         },
@@ -193,9 +202,11 @@ async function main(): Promise<void> {
                               ? await measureFairness(env, settings.fairness)
                               : name === 'scale'
                                 ? await measureScale(env, settings.scale)
-                                : name === 'default'
-                                  ? await onDefaultServer(settings.cost)
-                                  : await measureMemory(env, settings.memory);
+                                : name === 'ceiling'
+                                  ? await measureThroughput(env, settings.ceiling)
+                                  : name === 'default'
+                                    ? await onDefaultServer(settings.cost)
+                                    : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -1,5 +1,5 @@
 /**
- * (b) Throughput: 1, 10 and 100 jobs at once, each making `calls` sequential echo calls, on an oz0 node and on a
+ * (b) Throughput, and with `ceiling` N2's node ceiling (`--only ceiling`): 1, 10 and 100 jobs at once, each making `calls` sequential echo calls, on an oz0 node and on a
  * bare worker with the same slots; calls per second over the wall time of the whole batch, interleaved rounds; the share is the median of the
  * rounds' oz0 / bare ratios.
  */
@@ -20,12 +20,17 @@ export interface ThroughputOptions {
   jobs: number[];
   calls: number;
   rounds: number;
+  /**
+   * N2, a node's ceiling: the slots of both (fewer than the jobs, so they fill), and the rows it asks for — each size
+   * against bare (≥ 90 %), and a call at the largest size against one at the smallest (≤ 1.1 ×).
+   */
+  ceiling?: { slots: number };
 }
 
 export async function measureThroughput(env: BenchEnv, opts: ThroughputOptions) {
-  const slots = Math.max(100, ...opts.jobs);
+  const slots = opts.ceiling?.slots ?? Math.max(100, ...opts.jobs);
   const config = benchConfig(env, 'oz0-tput', {
-    node: { slots },
+    node: opts.ceiling ? { slots, reserveSlots: 0 } : { slots },
   });
   const bare = await startBareWorker(env, 'bare-tput', slots);
   const perSecond: Record<string, { oz0: number[]; bare: number[] }> = {};
@@ -93,6 +98,16 @@ export async function measureThroughput(env: BenchEnv, opts: ThroughputOptions) 
     );
     const c = cpu[jobs];
     const cpuRatio = mean(c.oz0.all) / mean(c.bare.all);
+    if (opts.ceiling)
+      return {
+        measure: `(N2) a node's ceiling: ${jobs} jobs of ${opts.calls} call${opts.calls === 1 ? '' : 's'} on ${slots} slots`,
+        figure:
+          `${fixed(share * 100, 0)} % of bare (${fixed(oz0, 1)} / ${fixed(bareRate, 1)} calls/s; ` +
+          `CPU ms per call ${fixed(mean(c.oz0.all))} / ${fixed(mean(c.bare.all))}, ` +
+          `server ${fixed(mean(c.oz0.server))} / ${fixed(mean(c.bare.server))})`,
+        target: '≥ 90 % of bare',
+        met: share >= 0.9,
+      };
     return {
       measure: `(b) throughput, ${jobs} job${jobs === 1 ? '' : 's'} at once`,
       figure:
@@ -103,5 +118,16 @@ export async function measureThroughput(env: BenchEnv, opts: ThroughputOptions) 
       met: share >= 0.95 && cpuRatio <= 1.1,
     };
   });
+  if (opts.ceiling) {
+    // The same work as many more jobs: what a call costs at the largest size against the smallest.
+    const [small, big] = [Math.min(...opts.jobs), Math.max(...opts.jobs)];
+    const perCall = mean(perSecond[small].oz0) / mean(perSecond[big].oz0);
+    rows.push({
+      measure: `(N2) a call among ${big} jobs against among ${small}, on ${slots} slots`,
+      figure: `${fixed(perCall, 2)} × (${fixed(mean(perSecond[big].oz0), 1)} against ${fixed(mean(perSecond[small].oz0), 1)} calls/s)`,
+      target: '≤ 1.1 ×',
+      met: perCall <= 1.1,
+    });
+  }
   return { rows, data: { ...opts, slots, callsPerSecond: perSecond, cpuMsPerCall: cpu } };
 }
