@@ -24,6 +24,9 @@ RUN npm rebuild better-sqlite3
 
 # .dockerignore keeps node_modules, dist, .tools, .oz0, .git and test/ out of this copy.
 COPY . .
+# Without .git the build cannot read its commit: `docker build --build-arg OZ0_COMMIT=$(git rev-parse HEAD) .` names
+# it, and a node says it with its release (common/release.ts); left empty, the node says its commit is unknown.
+ARG OZ0_COMMIT=
 RUN npm run build
 
 # The native forwarder a sandbox with a network of its own runs before its program (docs/isolation.md#network):

@@ -16,6 +16,9 @@ export const SpanAttr = {
   approvedBy: 'oz0.approval.by',
   approvedIssuer: 'oz0.approval.issuer',
   approvedSubject: 'oz0.approval.subject',
+  /** Issue 56: the release and the build id of the node an attempt ran on (common/release.ts). */
+  release: 'oz0.release',
+  buildId: 'oz0.build_id',
   genAiToolName: 'gen_ai.tool.name',
   genAiOperation: 'gen_ai.operation.name',
 } as const;

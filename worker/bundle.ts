@@ -5,9 +5,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleOption } from '@temporalio/worker';
-import { createLogger, TemporalPinoLogger } from '../common/logger';
+import type * as TemporalWorker from '@temporalio/worker';
+import type * as Logging from '../common/logger';
+import { buildIdOf, codeDigest } from '../common/release';
 
 /**
  * This module running from its TypeScript sources (the tests, under ts-jest) rather than from dist/: it still loads
@@ -25,9 +26,6 @@ export const TRACED_BUNDLE_FILE = path.join(OUT_DIR, 'workflow-bundle-traced.js'
 const INPUT_DIRS = ['workflows', 'model'].map((dir) => path.join(ROOT, dir));
 const INPUT_EXT = FROM_SOURCES ? '.ts' : '.js';
 
-// The bundler's chatter is info-level; its warnings still show.
-const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }));
-
 /**
  * O2: tracing's workflow side (workflows/tracing.ts) goes only into the bundle of a node that traces: it puts each
  * span's context in the headers of what the workflow schedules, bytes a node that exports nothing need not send. It
@@ -38,6 +36,11 @@ const quietBundlerLogger = new TemporalPinoLogger(createLogger({ level: 'warn' }
  * (by Temporal's interceptors, before issue 36) or not, under both.
  */
 async function bundleCode(traced: boolean): Promise<{ code: string }> {
+  // Loaded only to bundle: `oz0 worker --version` reads the built bundles without the SDK (or pino).
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { bundleWorkflowCode } = require('@temporalio/worker') as typeof TemporalWorker;
+  const { createLogger, TemporalPinoLogger } = require('../common/logger') as typeof Logging;
+  /* eslint-enable @typescript-eslint/no-require-imports */
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('../workflows'),
     // D4: failures' messages and stacks as payloads, which the codecs seal (model/failure-converter.ts).
@@ -47,7 +50,8 @@ async function bundleCode(traced: boolean): Promise<{ code: string }> {
     // Safe while no module of workflows/ or model/ keeps state at its top level (test/unit/workflow-modules.test.ts).
     preloadModules: [require.resolve('../workflows')],
     ...(traced ? { workflowInterceptorModules: [require.resolve('../workflows/tracing')] } : {}),
-    logger: quietBundlerLogger,
+    // The bundler's chatter is info-level; its warnings still show.
+    logger: new TemporalPinoLogger(createLogger({ level: 'warn' })),
   });
   return { code: latin1(code) };
 }
@@ -77,17 +81,44 @@ function current(file: string): boolean {
   }
 }
 
-const bundles = new Map<boolean, Promise<WorkflowBundleOption>>();
+/** A bundle as a node's worker takes it, and the digest of its code (the same whether read from its file or made). */
+interface Loaded {
+  option: WorkflowBundleOption;
+  digest: string;
+}
 
-/** The workflow bundle, with tracing's workflow side or without, loaded (or built) once per process. */
-export function workflowBundle(traced = false): Promise<WorkflowBundleOption> {
+const bundles = new Map<boolean, Promise<Loaded>>();
+
+/** A bundle, with tracing's workflow side or without, loaded (or built) once per process. */
+function load(traced: boolean): Promise<Loaded> {
   let bundle = bundles.get(traced);
   if (!bundle) {
     const file = traced ? TRACED_BUNDLE_FILE : BUNDLE_FILE;
-    bundle = current(file) ? Promise.resolve({ codePath: file }) : bundleCode(traced);
+    bundle = current(file)
+      ? fs.promises.readFile(file).then((code) => ({ option: { codePath: file }, digest: codeDigest(code) }))
+      : bundleCode(traced).then(({ code }) => ({ option: { code }, digest: codeDigest(code) }));
     bundles.set(traced, bundle);
   }
   return bundle;
+}
+
+/** The workflow bundle, with tracing's workflow side or without, loaded (or built) once per process. */
+export async function workflowBundle(traced = false): Promise<WorkflowBundleOption> {
+  return (await load(traced)).option;
+}
+
+/**
+ * The build id of the workflow code this process runs (issue 56): a digest of both bundles, the one without tracing
+ * and the one with it, as the node would load them. Both, so that a traced and an untraced node of one build say one
+ * id — a job moves between them freely (T5), as it must between the nodes of one build id once Worker Versioning pins
+ * it to one — and the id changes when either bundle does. A node run from a stale build or from its sources bundles
+ * both itself (seconds of webpack, once per process): its code is not the built one, and its id says so.
+ */
+export async function workflowBuildId(): Promise<string> {
+  // One after the other: two webpack runs at once would hold both their peaks.
+  const plain = await load(false);
+  const traced = await load(true);
+  return buildIdOf([plain.digest, traced.digest]);
 }
 
 if (require.main === module) {

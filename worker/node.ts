@@ -23,7 +23,9 @@ import { policyTargetOf } from '../common/policy-client';
 import { ALL_TENANTS } from '../model/policy-rules';
 import { Client } from '@temporalio/client';
 import type { LoadedConfig } from '../common/config';
-import { workflowBundle } from './bundle';
+import { workflowBuildId, workflowBundle } from './bundle';
+import { readRelease, releaseLabels, releaseText } from '../common/release';
+import type { NodeRelease } from '../common/release';
 import { SharedWorkflowThread } from './workflow-thread';
 import { assertReachable, connectionOptions, temporalUnreachable } from '../common/connection';
 import { TemporalLevelFilter, TemporalPinoLogger } from '../common/logger';
@@ -62,8 +64,11 @@ let runtimeInstalled = false;
 /** The runtime's worker heartbeats: see installRuntime. */
 export const WORKER_HEARTBEAT_INTERVAL = '10s';
 
-/** Routes the Temporal runtime's and workers' logs through pino; once per process. */
-export function installRuntime(logger: Logger): void {
+/**
+ * Routes the Temporal runtime's and workers' logs through pino; once per process. Its series carry the release's
+ * labels (issue 56): the first node's, which is every node's of one process.
+ */
+export function installRuntime(logger: Logger, release?: NodeRelease): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   const temporalLogger = new TemporalPinoLogger(logger.child({ component: 'temporal' }));
@@ -72,7 +77,7 @@ export function installRuntime(logger: Logger): void {
       logger: temporalLogger,
       telemetryOptions: {
         logging: { filter: { core: 'WARN', other: 'WARN' }, forward: {} },
-        ...runtimeMetricsOptions(),
+        ...runtimeMetricsOptions(release),
       },
       // Worker heartbeating on: the SDK polls this process's control queue for worker commands (a pushed activity
       // cancel, issue 26) only beside it. The interval is the process's own liveness report to the server (what
@@ -114,6 +119,8 @@ export interface Oz0Node {
   gateway: Gateway;
   /** O1: where this node serves its Prometheus series; undefined when node.metricsPort is unset. */
   metricsUrl?: string;
+  /** Issue 56: what it is: its release and the build id of its workflow code, as it said at start. */
+  release: NodeRelease;
   /** What it said at start about its sandboxes (I6): which bubblewrap, from where, its limits; or why none can start. */
   isolationLines: Array<{ level: 'info' | 'warn' | 'error'; text: string }>;
   /** F1: what its start probe found of Temporal's fair dispatch, once it ran (undefined: no probe, or it failed). */
@@ -129,11 +136,18 @@ export interface Oz0Node {
 
 export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   const { config, logger } = opts;
+  const name = opts.name ?? `${os.hostname()}/${process.pid}`;
+  // Issue 56: what this node is, its first line; the build id is of the bundles it loads (bundled now, without dist).
+  const release: NodeRelease = { ...readRelease(), buildId: await workflowBuildId() };
+  logger.info(
+    { node: name, ...releaseLabels(release), commit: release.commit ?? 'unknown' },
+    `oz0 ${releaseText(release)}`,
+  );
   if (!opts.connection) await assertReachable(config.temporal);
   // O2: before the runtime and the workers, so their interceptors find the SDK.
-  startTracing(logger);
+  startTracing(logger, release);
   await prepareRuntimeMetrics(config.node.metricsPort);
-  installRuntime(logger);
+  installRuntime(logger, release);
   const ownConnection = !opts.connection;
   const connection =
     opts.connection ??
@@ -141,7 +155,6 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       throw temporalUnreachable(config.temporal.address, err.message);
     }));
   await ensureSearchAttributes(connection, config.temporal.namespace);
-  const name = opts.name ?? `${os.hostname()}/${process.pid}`;
   // D2: every payload of this node's workers and clients goes one way, big ones to the store it names now.
   const data = processDataOf(config);
   logger.info({ node: name }, data.said);
@@ -164,6 +177,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
           host: config.node.metricsHost,
           slots: config.node.slots,
           logger,
+          node: name,
+          release,
         });
   const metrics = served?.metrics;
   // I1-I6: how this node isolates sandboxed servers and harnesses, said at start (or why it cannot); I8: with the
@@ -294,6 +309,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     follows,
     logger,
     metrics,
+    release,
     node: identity,
     route,
     client,
@@ -374,6 +390,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
       taskQueue: config.temporal.taskQueue,
       nodeQueue: identity.queue,
       slots: config.node.slots,
+      ...releaseLabels(release),
       gateway: gateway.url,
       ...(served ? { metrics: served.url } : {}),
     },
@@ -482,6 +499,7 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     gateway,
     fairness,
     shares,
+    release,
     ...(served ? { metricsUrl: served.url } : {}),
     isolationLines,
     run,

@@ -28,6 +28,8 @@ import type { Logger } from '../common/logger';
 import { SAMPLERS } from '../model/spans';
 import type { SamplerChoice } from '../model/spans';
 import { NodeMetrics } from '../activities/observe/metrics';
+import { releaseLabels } from '../common/release';
+import type { NodeRelease, Release } from '../common/release';
 
 /** The standard variables oz0 reads itself; the exporters read the rest (headers, timeouts, certificates). */
 const OtelEnvSchema = z.object({
@@ -90,8 +92,11 @@ interface Tracing {
 
 let tracing: Tracing | null | undefined;
 
-/** Starts OpenTelemetry's Node SDK once per process when the environment asks for spans; undefined when it does not. */
-export function startTracing(logger: Logger): Tracing | undefined {
+/**
+ * Starts OpenTelemetry's Node SDK once per process when the environment asks for spans; undefined when it does not.
+ * Its spans' resource names the release (`service.version`), as OpenTelemetry's conventions have it.
+ */
+export function startTracing(logger: Logger, release?: Release): Tracing | undefined {
   if (tracing !== undefined) return tracing ?? undefined;
   const target = tracingTarget();
   if (!target) {
@@ -113,7 +118,10 @@ export function startTracing(logger: Logger): Tracing | undefined {
   const { JobTraceSampler } = require('./sampling') as typeof Sampling;
   /* eslint-enable @typescript-eslint/no-require-imports */
   const processor = new BatchSpanProcessor(exporter);
-  const resource = new Resource({ 'service.name': process.env.OTEL_SERVICE_NAME ?? 'oz0' });
+  const resource = new Resource({
+    'service.name': process.env.OTEL_SERVICE_NAME ?? 'oz0',
+    ...(release ? { 'service.version': release.name } : {}),
+  });
   const sampler = new JobTraceSampler(target.sampler);
   const sdk = new NodeSDK({
     resource,
@@ -219,11 +227,15 @@ export async function prepareRuntimeMetrics(metricsPort: number | undefined): Pr
   runtimeMetricsPort = await freePort();
 }
 
-/** For Runtime.install's telemetryOptions: where the SDK's metrics go (nowhere when no node serves /metrics). */
-export function runtimeMetricsOptions(): Pick<TelemetryOptions, 'metrics'> {
+/**
+ * For Runtime.install's telemetryOptions: where the SDK's metrics go (nowhere when no node serves /metrics), each
+ * series with the release's labels (issue 56), as oz0's own carry them.
+ */
+export function runtimeMetricsOptions(release?: NodeRelease): Pick<TelemetryOptions, 'metrics'> {
   if (runtimeMetricsPort === undefined) return {};
   return {
     metrics: {
+      ...(release ? { globalTags: releaseLabels(release) } : {}),
       prometheus: {
         bindAddress: `127.0.0.1:${runtimeMetricsPort}`,
         countersTotalSuffix: true,
@@ -274,8 +286,11 @@ export async function serveMetrics(opts: {
   host: string;
   slots: number;
   logger: Logger;
+  /** The node's name and release: labels of every series it serves (issue 56). */
+  node: string;
+  release: NodeRelease;
 }): Promise<MetricsServer> {
-  const metrics = new NodeMetrics(opts.slots);
+  const metrics = new NodeMetrics(opts.slots, { node: opts.node, release: opts.release });
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('oz0 serves /metrics\n');

@@ -84,7 +84,7 @@ class Attempt {
   ) {
     this.n = attemptOf(this.ctx, input);
     this.last = this.n >= input.maxAttempts;
-    this.watch = new AttemptWatch(deps.metrics, input, this.n);
+    this.watch = new AttemptWatch(deps.metrics, input, this.n, deps.release);
     this.watch.dispatched(this.ctx.info.currentAttemptScheduledTimestampMs);
     this.carried = new Carried(this.ctx, deps.route.pace(this.ctx.info.heartbeatTimeoutMs), input);
   }

@@ -8,6 +8,7 @@ import type { NodeMetrics } from '../observe/metrics';
 import type { CallRelay } from './relay';
 import type { JobFollows } from './job-follows';
 import type { AnswerDeps } from './answer';
+import type { NodeRelease } from '../../common/release';
 
 export interface NodeIdentity {
   /** Human-readable name of this node, e.g. `host/1234`. */
@@ -38,4 +39,6 @@ export interface CallDeps extends AnswerDeps {
   follows: JobFollows;
   /** O1: the node's series, when it serves them. */
   metrics?: NodeMetrics;
+  /** Issue 56: what the node is, on each attempt's span (absent where a test makes the deps by hand). */
+  release?: NodeRelease;
 }

@@ -16,6 +16,7 @@ import { SpanAttr } from '../../model/spans';
 import type { ServerConnection } from '../../mcp';
 import { callLabels } from './metrics';
 import type { NodeMetrics } from './metrics';
+import type { NodeRelease } from '../../common/release';
 
 export const TRACER_NAME = 'oz0';
 const tracer = () => trace.getTracer(TRACER_NAME);
@@ -52,9 +53,11 @@ export class AttemptWatch {
     private readonly metrics: NodeMetrics | undefined,
     private readonly input: CallInput,
     private readonly attempt: number,
+    nodeRelease?: NodeRelease,
   ) {
     this.release = metrics?.attemptStarted();
     this.span?.setAttributes({
+      ...(nodeRelease && { [SpanAttr.release]: nodeRelease.name, [SpanAttr.buildId]: nodeRelease.buildId }),
       [SpanAttr.job]: input.jobId,
       [SpanAttr.tenant]: input.tenant,
       [SpanAttr.tool]: input.tool,

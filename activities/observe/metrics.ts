@@ -5,9 +5,14 @@
  *
  * Label values are bounded: a tool is named only once its server listed it (else `<server>.(unknown)`, or `(unknown)`
  * for a server the node has not), and never is a job id, a key or an argument a label.
+ *
+ * Each series carries the node's `release` and `build_id` (issue 56, common/release.ts), and `oz0_build_info` says them
+ * beside the node's name.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Outcome } from '../../model/schemas';
+import { releaseLabels } from '../../common/release';
+import type { NodeRelease } from '../../common/release';
 
 /** Seconds: an attempt runs from milliseconds (a local read) to the tool's time limit (minutes). */
 const ATTEMPT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -68,8 +73,11 @@ export class NodeMetrics {
   private sandboxes = 0;
   private sessions = 0;
 
-  constructor(slots: number) {
+  /** `node`: what the series say of the node itself (issue 56); absent in unit tests of the series alone. */
+  constructor(slots: number, node?: { node: string; release: NodeRelease }) {
     const registers = [this.registry];
+    // Issue 56: every series says which release and build made it (the Temporal runtime's too: worker/telemetry.ts).
+    if (node) this.registry.setDefaultLabels(releaseLabels(node.release));
     collectDefaultMetrics({ register: this.registry });
     // Gauges whose names end in _total, which Prometheus' own lint (promtool check metrics) refuses.
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'])
@@ -136,6 +144,14 @@ export class NodeMetrics {
       },
     });
     new Gauge({ name: 'oz0_slots', help: 'Calls this node runs at once (node.slots)', registers }).set(slots);
+    // Prometheus' usual info series: 1, its labels what the node is, for joins by node name.
+    if (node)
+      new Gauge({
+        name: 'oz0_build_info',
+        help: "The node's release and build id (issue 56): always 1",
+        labelNames: ['node', 'version', 'commit'],
+        registers,
+      }).set({ node: node.node, version: node.release.version, commit: node.release.commit ?? 'unknown' }, 1);
     new Gauge({
       name: 'oz0_slots_free',
       help: 'Slots with no call running on this node now',

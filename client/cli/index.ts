@@ -7,7 +7,7 @@ import { Command, CommanderError } from 'commander';
 import { registerCallCommands } from './calls';
 import { UsageError } from './common';
 import { registerJobCommands } from './jobs';
-import { registerNodeCommands } from './nodes';
+import { printRelease, registerNodeCommands } from './nodes';
 import { registerPluginCommands } from './plugin';
 import { registerInboxCommands } from './inbox';
 import { registerKeyCommands } from './keys';
@@ -16,13 +16,21 @@ import { registerTenantCommands } from './tenants';
 
 export { UsageError };
 
+/** `oz0 --version` asked: said once the parse stops, as the release is read asynchronously (printRelease). */
+class VersionAsked extends Error {}
+
 export function buildProgram(): Command {
   const program = new Command('oz0')
     .description('Durable MCP tool calls for agent jobs, on Temporal')
     .showHelpAfterError()
     .exitOverride()
     // A command's options follow it: `oz0 inbox decodes --config F` gives F to `decodes`, not to `inbox`.
-    .enablePositionalOptions();
+    .enablePositionalOptions()
+    .option('-V, --version', 'print the release and build id of this oz0, and exit (as `oz0 worker --version`)')
+    // As commander's own --version does: the parse stops here, and main() answers.
+    .on('option:version', () => {
+      throw new VersionAsked();
+    });
   registerNodeCommands(program);
   registerJobCommands(program);
   registerCallCommands(program);
@@ -39,6 +47,7 @@ export async function main(argv = process.argv): Promise<void> {
   try {
     await buildProgram().parseAsync(argv);
   } catch (err) {
+    if (err instanceof VersionAsked) return printRelease(false);
     if (err instanceof CommanderError) {
       // Help and --version exit 0; a missing, malformed or unknown argument is a usage error like the others: 2.
       process.exitCode = err.exitCode === 0 ? 0 : 2;

@@ -35,6 +35,8 @@ export interface ReceivedSpan {
   name: string;
   kind: number;
   service: string;
+  /** Its resource's `service.version`: the release of the node that made it (issue 56). */
+  serviceVersion: string;
   attributes: Record<string, string | number | boolean>;
   status: { code: number; message?: string };
   /** How it came: `http/json`, `http/protobuf` or `grpc`. */
@@ -89,7 +91,9 @@ interface ExportRequest {
 
 function collect(into: ReceivedSpan[], req: ExportRequest, via: string, base64Ids: boolean): void {
   for (const rs of req.resourceSpans ?? []) {
-    const service = String(attrs(rs.resource?.attributes)['service.name'] ?? '');
+    const resource = attrs(rs.resource?.attributes);
+    const service = String(resource['service.name'] ?? '');
+    const serviceVersion = String(resource['service.version'] ?? '');
     for (const ss of rs.scopeSpans ?? []) {
       for (const s of ss.spans ?? []) {
         into.push({
@@ -99,6 +103,7 @@ function collect(into: ReceivedSpan[], req: ExportRequest, via: string, base64Id
           name: s.name ?? '',
           kind: Number(s.kind ?? 0),
           service,
+          serviceVersion,
           attributes: attrs(s.attributes),
           status: { code: Number(s.status?.code ?? 0), message: s.status?.message },
           via,

@@ -3,11 +3,12 @@
  * server that is not there says so within seconds, naming the address and `oz0 dev`, instead of waiting out gRPC's
  * deadline. No Temporal server is started here: the point is that there is none.
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { refusal } from '../../common/connection';
+import { buildIdOf, codeDigest } from '../../common/release';
 import { freePort } from '../../worker/dev-server';
 import { ROOT, tmpDir } from '../helpers/temporal';
 
@@ -91,13 +92,13 @@ test('CLI: the same check sees what a command that connects loads (the control)'
 
 function oz0(args: string[], env: NodeJS.ProcessEnv) {
   const t = performance.now();
-  return new Promise<{ code: number; stderr: string; ms: number }>((resolve) => {
+  return new Promise<{ code: number; stdout: string; stderr: string; ms: number }>((resolve) => {
     execFile(
       path.join(ROOT, 'bin', 'oz0'),
       args,
       { cwd: dir, env: { ...process.env, ...env }, timeout: 60_000 },
-      (err, _stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr, ms: performance.now() - t }),
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr, ms: performance.now() - t }),
     );
   });
 }
@@ -155,4 +156,71 @@ test('CLI: the refusal is a TCP connection refused, not a guess: a listening add
   } finally {
     server.close();
   }
+});
+
+test('issue 56: oz0 worker --version says the release and the build id of the built bundles, exit 0, with no Temporal there', async () => {
+  const configFile = path.join(dir, 'version.config.json');
+  fs.writeFileSync(configFile, JSON.stringify({ temporal: { address: `127.0.0.1:${await freePort()}` } }));
+  const json = await oz0(['worker', '--version', '--json', '--config', configFile], {});
+  expect(json).toMatchObject({ code: 0, stderr: '' });
+  const said = JSON.parse(json.stdout) as Record<string, unknown>;
+  // The build id is the digest of the two bundles a node of this build loads, as this test reads them itself.
+  const digests = ['workflow-bundle.js', 'workflow-bundle-traced.js'].map((f) =>
+    codeDigest(fs.readFileSync(path.join(ROOT, 'dist', f))),
+  );
+  const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  expect(said).toMatchObject({ version, buildId: buildIdOf(digests) });
+  // Built in this checkout: a commit of it (npm run build read it from git), named in the release.
+  const commit = said.commit as string;
+  expect(commit).toMatch(/^[0-9a-f]{40}$/);
+  expect(execFileSync('git', ['-C', ROOT, 'cat-file', '-t', commit], { encoding: 'utf8' }).trim()).toBe('commit');
+  expect(said.release).toBe(`${version}+${commit.slice(0, 12)}${said.dirty ? '.dirty' : ''}`);
+
+  const text = await oz0(['worker', '--version'], {});
+  expect(text.code).toBe(0);
+  expect(text.stdout).toBe(
+    `oz0 ${said.release as string} (commit ${commit}${said.dirty ? ', with uncommitted changes' : ''}), build id ${said.buildId as string}\n`,
+  );
+  // The top level says the same.
+  expect(await oz0(['--version'], {})).toMatchObject({ code: 0, stdout: text.stdout });
+  expect(await oz0(['worker', '--json'], {})).toMatchObject({ code: 2, stderr: 'oz0: --json goes with --version\n' });
+  // It reads files: no Temporal client or worker, no zod, no pino.
+  const { modules } = await loadedBy([['worker', '--version'], ['--version']]);
+  expect([...packagesOf(modules)].filter((name) => HEAVY.includes(name) && name !== 'dist/worker')).toEqual([]);
+});
+
+test('issue 56: a build without its git checkout says its commit is unknown, not the commit of a repository around it; OZ0_COMMIT names it', () => {
+  // The build's step as `npm run build` runs it, in a copy of the package with no .git: inside a repository of its
+  // own (a package installed in someone's project), and then with the commit given as a Docker build gives it.
+  const outer = tmpDir();
+  execFileSync('git', ['init', '-q', outer]);
+  execFileSync('git', [
+    '-C',
+    outer,
+    '-c',
+    'user.name=t',
+    '-c',
+    'user.email=t@t',
+    'commit',
+    '-q',
+    '--allow-empty',
+    '-m',
+    'x',
+  ]);
+  const pkg = path.join(outer, 'node_modules', 'oz0');
+  fs.mkdirSync(path.join(pkg, 'dist', 'common'), { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(pkg, 'package.json'));
+  fs.copyFileSync(path.join(ROOT, 'dist', 'common', 'release.js'), path.join(pkg, 'dist', 'common', 'release.js'));
+  const build = (env: NodeJS.ProcessEnv = {}) =>
+    execFileSync(process.execPath, [path.join(pkg, 'dist', 'common', 'release.js')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, OZ0_COMMIT: '', ...env },
+    });
+  const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  expect(build()).toBe(`release: ${version}+unknown\n`);
+  expect(JSON.parse(fs.readFileSync(path.join(pkg, 'dist', 'release.json'), 'utf8'))).toEqual({});
+  const given = 'c0ffee'.padEnd(40, '0');
+  expect(build({ OZ0_COMMIT: given })).toBe(`release: ${version}+${given.slice(0, 12)}\n`);
+  expect(() => build({ OZ0_COMMIT: 'main' })).toThrow(/oz0 build: OZ0_COMMIT: main is not a git commit/);
 });

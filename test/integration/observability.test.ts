@@ -22,7 +22,7 @@ import { startHttpExample, startWorker as startWorkerProcess } from '../../worke
 import { createNode } from '../../worker/node';
 import { callsOf } from '../../model/job';
 import type { JobTrace, SessionTrace, StepTrace } from '../../model/job';
-import { findPrometheus, startPrometheus } from '../helpers/prometheus';
+import { findPrometheus, startPrometheus, withoutReleaseLabels } from '../helpers/prometheus';
 import { python, pythonExample, pythonMissing } from '../helpers/python';
 import { probeHarness, sandboxed } from '../helpers/sandbox';
 import { startOtlpReceiver } from '../helpers/otlp';
@@ -110,6 +110,13 @@ async function worker(file: string, name: string, env: Record<string, string>) {
   return { ...started, logFile };
 }
 
+/** Issue 56: what a node of this build says it is, as `oz0 worker --version --json` says it. */
+function builtRelease(): { release: string; buildId: string } {
+  return JSON.parse(
+    execFileSync(path.join(ROOT, 'bin', 'oz0'), ['worker', '--version', '--json'], { encoding: 'utf8' }),
+  ) as { release: string; buildId: string };
+}
+
 /** Starts a job on the config's task queue. */
 function startJob(config: LoadedConfig, workflowId: string, spec: unknown) {
   return temporal.client.workflow.start('job', { taskQueue: config.temporal.taskQueue, workflowId, args: [spec] });
@@ -194,7 +201,11 @@ test('O1-O4: one job seen whole — a trace the caller started, its spans, the t
   expect(steps.map((s) => s.attributes['oz0.tool']).sort()).toEqual(spec.steps.map((s) => s.call).sort());
   const attempts = spans.filter((s) => s.name === 'RunActivity:callTool');
   expect(attempts.length).toBe(4);
+  // Issue 56: each attempt says the release and the build id of the node that ran it; its resource, the release.
+  const built = builtRelease();
   for (const a of attempts) {
+    expect(a.attributes).toMatchObject({ 'oz0.release': built.release, 'oz0.build_id': built.buildId });
+    expect(a.serviceVersion).toBe(built.release);
     expect(a.attributes['oz0.attempt']).toBe(1);
     expect(byId.get(a.parentSpanId)?.name).toBe('StartActivity:callTool');
     expect(ancestors(a)).toContain(job.spanId);
@@ -237,6 +248,14 @@ test('O1-O4: one job seen whole — a trace the caller started, its spans, the t
   const traced = lines.filter((l) => l.trace_id === traceId);
   expect(traced.length).toBeGreaterThan(0);
   expect(traced.every((l) => typeof l.span_id === 'string' && byId.has(l.span_id as string))).toBe(true);
+  // Issue 56: its first line says what it is, and so does its start line.
+  expect(lines[0]).toMatchObject({ node: 'traced', release: built.release, build_id: built.buildId });
+  expect(fs.readFileSync(node.logFile, 'utf8')).toMatch(
+    new RegExp(
+      `^oz0 worker: node traced on .*, release ${built.release.replace(/[.+]/g, '\\$&')} .*build id ${built.buildId}$`,
+      'm',
+    ),
+  );
 
   // O1: the series, by tool, server, tenant and outcome, and the Temporal SDK's own, on one scrape.
   const res = await fetch(`http://127.0.0.1:${port}/metrics`);
@@ -263,11 +282,17 @@ test('O1-O4: one job seen whole — a trace the caller started, its spans, the t
       }),
     ),
   ).toBe(1);
-  expect(text).toMatch(/^oz0_calls_running 0$/m);
-  expect(text).toMatch(/^oz0_slots_free 100$/m);
+  expect(withoutReleaseLabels(text)).toMatch(/^oz0_calls_running 0$/m);
+  expect(withoutReleaseLabels(text)).toMatch(/^oz0_slots_free 100$/m);
   // The SDK's worker metrics, from the node's Temporal runtime, on the same target.
   expect(text).toMatch(/^temporal_activity_execution_latency_seconds_count\{/m);
   expect(text).toMatch(/^temporal_worker_task_slots_available\{/m);
+  // Issue 56: every series says the node's release and build id, the SDK's too; oz0_build_info names the node.
+  const samples = text.split('\n').filter((l) => l && !l.startsWith('#'));
+  const labels = [`release="${built.release}"`, `build_id="${built.buildId}"`];
+  expect(samples.filter((l) => !labels.every((label) => l.includes(label)))).toEqual([]);
+  expect(samples.filter((l) => l.startsWith('temporal_')).length).toBeGreaterThan(10);
+  expect(value(series('oz0_build_info', { node: 'traced', release: built.release, build_id: built.buildId }))).toBe(1);
   // No job id, key or argument in any label.
   expect(text).not.toContain(jobId);
   expect(text).not.toContain(chargeStep.key);
@@ -438,7 +463,7 @@ test('O1-O2: a remote server on 2025-11-25: the client span names its MCP sessio
     await expect(slow.result()).rejects.toThrow();
     const text = await eventually(
       async () => {
-        const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        const body = withoutReleaseLabels(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
         return /^oz0_cancel_to_stopped_seconds_count\{tool="remote.slow_charge",cause="cancelled"\} 1$/m.test(body)
           ? body
           : undefined;
