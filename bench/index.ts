@@ -164,7 +164,7 @@ async function main(): Promise<void> {
             { calls: 2000, ms: 100 },
             { calls: 2000, ms: 2000 },
           ],
-          sessions: [1, 50] as [number, number],
+          sessions: [1, 200] as [number, number],
           sessionCalls: 10,
         },
   };

@@ -168,6 +168,7 @@ async function liveSessions(env: BenchEnv, n: number, calls: number, round: stri
   const tenant = env.id(`live-${round}`);
   const config = probeConfig(env, taskQueue, log, { node: { slots: 40 } });
   return withNode(env, config, async () => {
+    const before = rssMiB();
     const jobs = await Promise.all(
       Array.from({ length: n }, (_, i) =>
         env.client.workflow.start('job', {
@@ -178,6 +179,8 @@ async function liveSessions(env: BenchEnv, n: number, calls: number, round: stri
       ),
     );
     const sessions = await Promise.all(jobs.map((h) => openSession(env.client, h.workflowId)));
+    // The node and its sessions' clients share this process: what each open session costs them together.
+    const perSessionMiB = (rssMiB() - before) / n;
     const latencies: number[] = [];
     let errors = 0;
     await Promise.all(
@@ -192,7 +195,14 @@ async function liveSessions(env: BenchEnv, n: number, calls: number, round: stri
       }),
     );
     await Promise.all(jobs.map((h) => h.result().catch(() => undefined)));
-    return { n, calls: latencies.length, errors, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+    return {
+      n,
+      calls: latencies.length,
+      errors,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      perSessionMiB,
+    };
   });
 }
 
@@ -242,7 +252,8 @@ export async function measureScale(env: BenchEnv, opts: ScaleOptions): Promise<{
     ...lives.map((l, i) => ({
       measure: `(N5) ${l.n} live sessions on a node of 40 slots, ${opts.sessionCalls} calls each`,
       figure:
-        `${l.calls - l.errors} of ${l.calls} answered; p50 ${fixed(l.p50, 0)} ms, p99 ${fixed(l.p99, 0)} ms` +
+        `${l.calls - l.errors} of ${l.calls} answered; p50 ${fixed(l.p50, 0)} ms, p99 ${fixed(l.p99, 0)} ms; ` +
+        `${fixed(l.perSessionMiB, 2)} MiB a session open (node and client)` +
         (i > 0 ? ` (${fixed(l.p99 / lives[0].p99, 1)} × the control's p99)` : ''),
       ...(i > 0
         ? { target: 'all answered, p99 ≤ 3 × the control', met: l.errors === 0 && l.p99 <= 3 * lives[0].p99 }

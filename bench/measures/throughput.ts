@@ -47,6 +47,8 @@ export async function measureThroughput(env: BenchEnv, opts: ThroughputOptions) 
                 taskQueue: 'oz0-tput',
                 workflowId: env.id('tput-oz0'),
                 args: [{ tenant: 'bench', steps }],
+                // N2: started as oz0's own client starts a job (client/jobs.ts), its tenant as its fairness key.
+                ...(opts.ceiling ? { priority: { fairnessKey: 'bench' } } : {}),
               })
             ).result(),
           ),
