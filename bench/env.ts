@@ -179,8 +179,16 @@ export async function withNode<T>(env: BenchEnv, config: LoadedConfig, fn: (node
   }
 }
 
-/** The baseline, in this process: a plain Temporal worker (same slots as the oz0 node) calling the reader. */
-export function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): Promise<BareWorker> {
+/**
+ * The baseline, in this process: a plain Temporal worker (same slots as the oz0 node) calling the reader. `extra`:
+ * its identity, a deployment version (Worker Versioning) or no eager activities, for issue 56's comparisons.
+ */
+export function startBareWorker(
+  env: BenchEnv,
+  taskQueue: string,
+  slots = 100,
+  extra: Pick<BareWorkerOptions, 'identity' | 'deployment' | 'eagerActivities'> = {},
+): Promise<BareWorker> {
   // Before the first worker of this process: the Temporal runtime logs through pino at warn, as a node's does.
   // Not sooner: an installed runtime that no worker ever used keeps the process from exiting.
   installRuntime(env.logger);
@@ -188,8 +196,10 @@ export function startBareWorker(env: BenchEnv, taskQueue: string, slots = 100): 
     address: env.server.address,
     taskQueue,
     reader: env.reader,
-    readerEnv: { READER_STATE: path.join(env.dir, `${taskQueue}.json`) },
+    // Its own reader's file: two workers may serve one queue (two builds).
+    readerEnv: { READER_STATE: path.join(env.dir, `${taskQueue}${extra.identity ? `-${extra.identity}` : ''}.json`) },
     slots,
+    ...extra,
   });
 }
 

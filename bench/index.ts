@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,scale,ceiling,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,scale,ceiling,versioning,default] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -26,6 +26,7 @@ import { measurePayloads } from './measures/payloads';
 import { measureFairness } from './measures/fairness';
 import { measureAnswers } from './measures/answers';
 import { measureScale } from './measures/scale';
+import { measureVersioning } from './measures/versioning';
 
 const MEASURES = [
   'cost',
@@ -42,6 +43,7 @@ const MEASURES = [
   'fairness',
   'scale',
   'ceiling',
+  'versioning',
   'default',
 ] as const;
 
@@ -116,6 +118,10 @@ async function main(): Promise<void> {
   const settings = {
     cost: quick ? { calls: 50, rounds: 2 } : { calls: 200, rounds: 3 },
     throughput: quick ? { jobs: [1, 10, 100], calls: 5, rounds: 1 } : { jobs: [1, 10, 100], calls: 16, rounds: 5 },
+    // Issue 56.3: Worker Versioning against unversioned bare workers, then what it does at a deploy.
+    versioning: quick
+      ? { calls: 50, rounds: 3, jobs: [10, 100], jobCalls: 3, jobRounds: 3 }
+      : { calls: 200, rounds: 5, jobs: [10, 100], jobCalls: 16, jobRounds: 5 },
     // N2: enough one-call jobs to fill 50 slots, and ten times as many.
     ceiling: { jobs: quick ? [100, 1000] : [200, 2000], calls: 1, rounds: 2, ceiling: { slots: 50 } },
     cancel: {
@@ -204,9 +210,11 @@ async function main(): Promise<void> {
                                 ? await measureScale(env, settings.scale)
                                 : name === 'ceiling'
                                   ? await measureThroughput(env, settings.ceiling)
-                                  : name === 'default'
-                                    ? await onDefaultServer(settings.cost)
-                                    : await measureMemory(env, settings.memory);
+                                  : name === 'versioning'
+                                    ? await measureVersioning(env, settings.versioning)
+                                    : name === 'default'
+                                      ? await onDefaultServer(settings.cost)
+                                      : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

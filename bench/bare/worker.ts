@@ -24,6 +24,12 @@ export interface BareWorkerOptions {
   bundlePath?: string;
   /** D7: a folder for Temporal's External Storage (its S3 driver over files), so big results fit. */
   store?: string;
+  /** The name it gives the server, which the histories it writes record (issue 56: which build ran a task). */
+  identity?: string;
+  /** Issue 56: Worker Versioning, this worker as one build of a deployment, its jobs PINNED to the build they start on. */
+  deployment?: { name: string; buildId: string };
+  /** `false`: no eager activity dispatch (the SDK asks for it by default, for activities on its own queue). */
+  eagerActivities?: boolean;
 }
 
 export interface BareWorker {
@@ -68,6 +74,17 @@ export async function runBareWorker(opts: BareWorkerOptions): Promise<BareWorker
     activities: bareActivities(mcp),
     maxConcurrentActivityTaskExecutions: opts.slots,
     stickyQueueScheduleToStartTimeout: '3s',
+    ...(opts.identity ? { identity: opts.identity } : {}),
+    ...(opts.deployment
+      ? {
+          workerDeploymentOptions: {
+            version: { deploymentName: opts.deployment.name, buildId: opts.deployment.buildId },
+            useWorkerVersioning: true,
+            defaultVersioningBehavior: 'PINNED',
+          },
+        }
+      : {}),
+    ...(opts.eagerActivities === false ? { maxEagerActivityReservationsPerWorkflowTask: 0 } : {}),
   });
   const running = worker.run();
   return {
