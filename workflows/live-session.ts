@@ -488,9 +488,10 @@ export class LiveSessions {
     const at = step.tokenDigest ? this.ahead.indexOf(step.tokenDigest) : -1;
     if (at >= 0) this.ahead.splice(at, 1);
     let earlier: LiveRun['earlier'];
-    let handed = false;
     let lostRuns = 0;
     for (let run = 1; ; run++) {
+      /** This run's lease ended as its node's hand-over (issue 56.4), not as a lost node. */
+      let handed = false;
       const w: Waiting = {
         n,
         run,
