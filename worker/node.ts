@@ -3,6 +3,7 @@
  * own queue (its sandboxes and sessions) and the namespace's policy queue (tenants' policy workflows) — over one
  * server pool; the two that run workflows share one workflow thread.
  */
+import { setMaxListeners } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -300,6 +301,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   );
   // Issue 56.4: aborted on shutdown once the node's calls have ended: its sessions are handed on then.
   const handOver = new AbortController();
+  // Every open session's lease and harness listens to it (up to node.maxSessions): no leak, so no limit's warning.
+  setMaxListeners(0, handOver.signal);
   const activities = createActivities({
     config,
     pool,
