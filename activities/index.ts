@@ -6,7 +6,7 @@ import { toolSettings } from '../common/config';
 import type { LoadedConfig } from '../common/config';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { toolsOf } from '../model/job';
+import { FEATURE_LEVEL, toolsOf } from '../model/job';
 import type {
   Activities,
   CallAsks,
@@ -136,6 +136,8 @@ export function createActivities(deps: ActivityDeps): Activities {
             return [name, { timeoutSeconds, tools: patterns }];
           }),
         ),
+        // N6: the run writes this release's markers, unless a rollback to the previous release must stay possible.
+        level: deps.config.upgrade.rollbackSafe ? 0 : FEATURE_LEVEL,
       };
     },
 

@@ -522,10 +522,37 @@ const ConfigShape = z.strictObject({
         .default(15 * 60),
     })
     .prefault({}),
+  /** N6: how this release's nodes share a cluster with the release before it (docs/deploy.md, "Rolling back"). */
+  upgrade: z
+    .strictObject({
+      /**
+       * While true, this release's nodes write nothing a node of the previous release could not run after them: no
+       * marker of this release's changes in a job's history (a waiting call's memo and webhook notice, a session
+       * handed on at a shutdown), no batch Update to a tenant's policy or limiter, and no slots kept for tenants under
+       * their share unless `node.reserveSlots` says so. It asks for payloads that release reads: none sealed, none
+       * stored (`payloads.seal.newPayloads: "plain"`, `payloads.store: "off"`). Set it for an upgrade you may roll
+       * back; unset it (restarting the nodes one by one) once no node of the previous release is left.
+       */
+      rollbackSafe: z.boolean().default(false),
+    })
+    .prefault({}),
 });
 
-/** R1: each tenant's credentials are for a remote server that takes them. F2: a node keeps fewer slots than it has. */
+/**
+ * R1: each tenant's credentials are for a remote server that takes them. F2: a node keeps fewer slots than it has.
+ * N6: a rollback-safe node writes payloads the previous release can read.
+ */
 export const ConfigSchema = ConfigShape.superRefine((config, ctx) => {
+  const { seal, store } = config.payloads;
+  if (config.upgrade.rollbackSafe && ((seal !== 'off' && seal.newPayloads === 'sealed') || store !== 'off')) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['upgrade', 'rollbackSafe'],
+      message:
+        'the previous release opens no sealed payload and no stored one: with upgrade.rollbackSafe, set ' +
+        'payloads.seal.newPayloads to "plain" (or payloads.seal to "off") and payloads.store to "off"',
+    });
+  }
   const { slots, reserveSlots } = config.node;
   if (reserveSlots !== undefined && reserveSlots > 0 && reserveSlots >= slots) {
     ctx.addIssue({
@@ -626,8 +653,12 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; cwd?:
 }
 
 /** F2: the slots a node keeps for tenants under their share. */
-export function reserveOf(node: Pick<Config['node'], 'slots' | 'reserveSlots'>): number {
-  return node.reserveSlots ?? defaultReserve(node.slots);
+export function reserveOf(
+  node: Pick<Config['node'], 'slots' | 'reserveSlots'>,
+  upgrade?: Pick<Config['upgrade'], 'rollbackSafe'>,
+): number {
+  // N6: a call that waits for a kept slot waits in its job, which the previous release's bundle cannot replay.
+  return node.reserveSlots ?? (upgrade?.rollbackSafe ? 0 : defaultReserve(node.slots));
 }
 
 /** F1-F5: a tenant's shares as the config seeds them, when it says any; else undefined (the defaults). */

@@ -70,6 +70,11 @@ export class UpdateBatcher<Item, Result> {
     /** The batch Update's name, to know an older oz0's refusal of it. */
     private readonly name: string,
     private readonly sender: BatchSender<Item, Result>,
+    /**
+     * N6: never a batch, only what an older oz0 takes (`upgrade.rollbackSafe`: a workflow that took a batch cannot
+     * be run by a node of the previous release).
+     */
+    private readonly singlesOnly = false,
   ) {}
 
   /** Sends `item` to the workflow in the next batch; its own result comes back. */
@@ -93,7 +98,7 @@ export class UpdateBatcher<Item, Result> {
     try {
       while (line.queue.length > 0) {
         const batch = line.queue.splice(0, MAX_BATCH);
-        if (Date.now() < line.singlesUntil) await this.singly(target, batch);
+        if (this.singlesOnly || Date.now() < line.singlesUntil) await this.singly(target, batch);
         else await this.batched(target, line, batch);
       }
     } finally {

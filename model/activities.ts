@@ -139,6 +139,8 @@ export interface JobSettings {
   maxCallsPerSession: number;
   /** The time limits of the harnesses the spec names (H1, H7). */
   harnesses: Record<string, { timeoutSeconds: number; tools: string[] }>;
+  /** N6: the release whose markers the run may write (model/job.ts FEATURE_LEVEL); absent: the previous release's. */
+  level?: number;
 }
 
 /** The node's activities (activities/index.ts `createActivities`), as the workflows call them. */

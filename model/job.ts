@@ -215,6 +215,14 @@ export const WAITING_MEMO = 'oz0.waiting';
 /** N3: the marker of jobs that keep {@link WAITING_MEMO} (workflow versioning: a run that began waiting before never did). */
 export const WAITING_MEMO_PATCH = 'oz0-waiting-memo';
 
+/**
+ * N6: what a job's run may write into its history that a node of the previous release could not run after it: the
+ * markers of this release's changes (a waiting call's memo and webhook notice, a session handed on at a shutdown).
+ * A run's level comes with its settings (`JobSettings.level`), from the node that begins the run: this one, or the
+ * previous release's (0) where `upgrade.rollbackSafe` holds. A run an older node began carries none: 0, for its life.
+ */
+export const FEATURE_LEVEL = 1;
+
 /** What a job carries into its next run when it continues as new (T2). */
 export interface JobCarry {
   run: number;

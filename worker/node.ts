@@ -62,6 +62,13 @@ import { answerBoundOf } from '../activities/call/answer';
 import type { FairnessFound } from './fairness';
 
 let runtimeInstalled = false;
+
+/** N6: what a node under `upgrade.rollbackSafe` says at start. */
+export const ROLLBACK_SAFE_SAID =
+  'upgrade.rollbackSafe: this node writes nothing a node of the previous release could not run after it (no memo ' +
+  'of waiting calls, no webhook notices, no session handed on at a shutdown, no batch Updates, payloads plain); ' +
+  'remove it, restarting the nodes one by one, once no node of the previous release is left';
+
 /** The runtime's worker heartbeats: see installRuntime. */
 export const WORKER_HEARTBEAT_INTERVAL = '10s';
 
@@ -208,6 +215,8 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
   });
   // Servers start on first use; a command missing here is said now too, naming the server or harness.
   for (const problem of launchProblems(config)) logger.warn({ node: name }, problem);
+  // N6: said at start, since it turns this release's changes off until it is removed (docs/deploy.md, "Rolling back").
+  if (config.upgrade.rollbackSafe) logger.warn({ node: name }, ROLLBACK_SAFE_SAID);
   const { dataConverter } = data;
   const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter });
   data.useClient(client);
@@ -227,11 +236,12 @@ export async function createNode(opts: NodeOptions): Promise<Oz0Node> {
     logger,
     config.node.policyRefreshMs,
     config.node.policyWatch,
+    config.upgrade.rollbackSafe,
   );
   const relay = new CallRelay();
   // F2: what the node's slots hold, by queue; F3: its tenants' caps and rates, counted by their limiters.
   const slotCounter = new SlotCounter();
-  const reserve = reserveOf(config.node);
+  const reserve = reserveOf(config.node, config.upgrade);
   const queueSlots = (queue: string) => ({
     slots: config.node.slots,
     reserve,

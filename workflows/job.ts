@@ -18,7 +18,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../model/activities';
+import type { Activities, JobSettings } from '../model/activities';
 import type { JobSpec } from '../model/schemas';
 import { makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
@@ -33,6 +33,7 @@ import { LiveSessions } from './live-session';
 import { Questions } from './questions';
 import { runScriptedSession } from './session';
 import { Turns } from './turns';
+import { changed } from './marks';
 import { jobPriority } from '../model/shares';
 
 /** Steps kept in the trace within one run; older ones are counted in `omitted`. */
@@ -62,11 +63,16 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
   const live = new LiveSessions();
   live.register();
   // A4: `waiting` while a call waits for a person's yes (never over `cancelling`), in the status and Oz0Status.
-  const questions = new Questions(() => {
-    if (status === 'running' && questions.size > 0) setStatus('waiting');
-    else if (status === 'waiting' && questions.size === 0) setStatus('running');
-    else show();
-  });
+  // N6: the run's settings, once resolved, say which of this release's changes it takes (workflows/marks.ts).
+  const resolvedFor: { settings?: JobSettings } = {};
+  const questions = new Questions(
+    () => {
+      if (status === 'running' && questions.size > 0) setStatus('waiting');
+      else if (status === 'waiting' && questions.size === 0) setStatus('running');
+      else show();
+    },
+    (change) => changed(resolvedFor.settings, change),
+  );
   questions.register();
   const turns = new Turns();
   turns.register();
@@ -88,6 +94,7 @@ export async function job(input: unknown, carry?: JobCarry): Promise<JobTrace> {
     setCurrentDetails(`**${status}** · bad spec: ${resolved.badSpec}`);
     throw ApplicationFailure.nonRetryable(resolved.badSpec, FailureType.badSpec);
   }
+  resolvedFor.settings = resolved;
   const spec = input as JobSpec;
   let at = 0;
   const summary = jobSummary(spec);

@@ -13,7 +13,6 @@ import {
   TimeoutFailure,
   condition,
   isCancellation,
-  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -23,6 +22,7 @@ import type { Activities } from '../model/activities';
 import type { ExternalSession, HarnessSession } from '../model/schemas';
 import { errorResult, forgetLostNode, makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
+import { changed } from './marks';
 import { matchesAny, sessionInputProblem, splitTool } from '../model/checks';
 import { FailureType } from '../model/activities';
 import { Oz0Tools } from '../model/job';
@@ -465,7 +465,7 @@ export class LiveSessions {
       return await done;
     } catch (err) {
       if (isCancellation(err)) throw err;
-      const handed = handedOn(err) && patched(SESSIONS_HANDED_ON);
+      const handed = handedOn(err) && changed(ctx.settings, SESSIONS_HANDED_ON);
       const lost = handed ? shutDownWords(live.node.id) : nodeLost(err, live.node.id);
       if (lost) {
         live.lost = lost;
@@ -514,7 +514,7 @@ export class LiveSessions {
         .run(() => sessionLease(ctx, sessionQueueOf(live.node))())
         .catch((err) => {
           if (isCancellation(err)) return;
-          handed = handedOn(err) && patched(SESSIONS_HANDED_ON);
+          handed = handedOn(err) && changed(ctx.settings, SESSIONS_HANDED_ON);
           live.lost = handed ? shutDownWords(live.node.id) : `node ${live.node.id} was lost (its heartbeat stopped)`;
         });
       try {

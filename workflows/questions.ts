@@ -9,7 +9,6 @@ import {
   CancellationScope,
   condition,
   getExternalWorkflowHandle,
-  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -75,6 +74,8 @@ export class Questions {
   constructor(
     /** Called when a call starts or stops waiting: the job's status and current details follow. */
     private readonly changed: () => void,
+    /** N6: whether the run takes this release's change (workflows/marks.ts), writing its marker. */
+    private readonly takes: (change: string) => boolean,
   ) {}
 
   /**
@@ -82,7 +83,7 @@ export class Questions {
    * node retries it with backoff. Jobs that began before notices were (their histories have no marker) send none.
    */
   private notice(asking: Asking, notice: Omit<ApprovalNotice, 'tenant' | 'jobId' | 'tool' | 'call' | 'key'>): void {
-    if (!patched(APPROVAL_NOTICES)) return;
+    if (!this.takes(APPROVAL_NOTICES)) return;
     const { noticeApprovers } = proxyActivities<Activities>({
       priority: { fairnessKey: asking.tenant },
       startToCloseTimeout: '20s',
@@ -130,12 +131,12 @@ export class Questions {
 
   /**
    * A call started or stopped waiting: the job's status follows, and (N3) the memo that lists its waiting calls, which
-   * `oz0 call list` and the inbox read from visibility. A run that began waiting on an older oz0 writes it from its
-   * first change on this one; until then, it is asked.
+   * `oz0 call list` and the inbox read from visibility. A run an older oz0 began, or one begun under
+   * `upgrade.rollbackSafe`, keeps none (N6: the previous release could not replay it): it is asked.
    */
   private moved(): void {
     this.changed();
-    if (!patched(WAITING_MEMO_PATCH)) return;
+    if (!this.takes(WAITING_MEMO_PATCH)) return;
     upsertMemo({ [WAITING_MEMO]: this.waiting.size ? this.list() : null });
   }
 

@@ -10,7 +10,6 @@ import {
   ApplicationFailure,
   CancellationScope,
   isCancellation,
-  patched,
   proxyActivities,
   TimeoutFailure,
 } from '@temporalio/workflow';
@@ -19,6 +18,7 @@ import type { Activities } from '../model/activities';
 import type { CallStep } from '../model/schemas';
 import { forgetLostNode, makeCall, placeCall } from './calls';
 import type { JobContext } from './calls';
+import { changed } from './marks';
 import { FailureType } from '../model/activities';
 import type { StepTrace } from '../model/job';
 import { SessionKeys, defaultKey } from '../model/keys';
@@ -132,7 +132,7 @@ export async function runScriptedSession(
       .run(() => sessionLease(ctx, sessionQueueOf(plan.node))())
       .catch((err) => {
         if (isCancellation(err)) return;
-        handed = handedOn(err) && patched(SESSIONS_HANDED_ON);
+        handed = handedOn(err) && changed(ctx.settings, SESSIONS_HANDED_ON);
         lost = handed
           ? shutDownWords(plan.node.id)
           : `node ${plan.node.id} was lost (${

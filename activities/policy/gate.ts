@@ -69,16 +69,22 @@ export class PolicyGate {
     private readonly refreshMs: number,
     /** Follow the tenants' policy workflows (./watch); off: every first attempt reads. */
     private readonly watch = false,
+    /** N6 (`upgrade.rollbackSafe`): questions go one per Update, as the previous release's policy takes them. */
+    singlesOnly = false,
   ) {
     this.timer = setInterval(() => void this.refreshRunning(), refreshMs);
     this.timer.unref();
-    this.questions = new UpdateBatcher(watchQuestionsUpdate.name, {
-      many: async (tenant, questions) => {
-        const state = await changePolicy(this.target, tenant, watchQuestionsUpdate, [questions]);
-        return questions.map(() => state);
+    this.questions = new UpdateBatcher(
+      watchQuestionsUpdate.name,
+      {
+        many: async (tenant, questions) => {
+          const state = await changePolicy(this.target, tenant, watchQuestionsUpdate, [questions]);
+          return questions.map(() => state);
+        },
+        one: (tenant, question) => changePolicy(this.target, tenant, watchQuestionUpdate, [question]),
       },
-      one: (tenant, question) => changePolicy(this.target, tenant, watchQuestionUpdate, [question]),
-    });
+      singlesOnly,
+    );
   }
 
   /** Registers a running call, so a kill switch thrown from now on stops it. Call the result when it ends. */

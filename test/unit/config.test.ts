@@ -352,6 +352,21 @@ describe('Config: parseConfig', () => {
     expect(parseConfig({ inbox: https }).inbox?.crossSiteUi).toBe(true);
   });
 
+  test('N6: upgrade.rollbackSafe asks for payloads the previous release reads: none sealed, none stored', () => {
+    const sealed = configError(() => parseConfig({ upgrade: { rollbackSafe: true } }));
+    expect(sealed.message).toContain('upgrade.rollbackSafe: the previous release opens no sealed payload');
+    const stored = { upgrade: { rollbackSafe: true }, payloads: { seal: 'off' } };
+    expect(() => parseConfig(stored)).toThrow(/payloads\.store to "off"/);
+    const plain = parseConfig({
+      upgrade: { rollbackSafe: true },
+      payloads: { store: 'off', seal: { newPayloads: 'plain' } },
+    });
+    expect(plain.upgrade.rollbackSafe).toBe(true);
+    expect(parseConfig({ upgrade: { rollbackSafe: true }, payloads: { store: 'off', seal: 'off' } })).toBeDefined();
+    // The control: without it, the defaults (sealed, stored) stand.
+    expect(parseConfig({}).upgrade.rollbackSafe).toBe(false);
+  });
+
   test('Config: the error names every bad field and the source', () => {
     const err = configError(() => parseConfig({ node: { slots: 0 }, jobs: { continueAsNewAfterCalls: -5 } }, 'x.json'));
     expect(err.message).toContain('bad config (x.json)');

@@ -121,6 +121,20 @@ describe('F2: a node keeps its last slots for tenants under their share', () => 
     expect(defaultReserve(slots)).toBe(reserve);
     expect(reserveOf({ slots, reserveSlots: undefined })).toBe(reserve);
   });
+
+  test('N6: under upgrade.rollbackSafe a node keeps no slots unless its config says so (a wait the previous release cannot replay)', () => {
+    const { node, upgrade } = parseConfig({
+      upgrade: { rollbackSafe: true },
+      payloads: { store: 'off', seal: { newPayloads: 'plain' } },
+    });
+    expect(upgrade.rollbackSafe).toBe(true);
+    expect(reserveOf(node, upgrade)).toBe(0);
+    expect(reserveOf({ ...node, reserveSlots: 3 }, upgrade)).toBe(3);
+    // The control: without it, the default holds.
+    const plain = parseConfig({});
+    expect(plain.upgrade.rollbackSafe).toBe(false);
+    expect(reserveOf(plain.node, plain.upgrade)).toBe(defaultReserve(plain.node.slots));
+  });
 });
 
 describe("F1-F5: a tenant's shares, checked alike by the workflow (pure) and the config (zod)", () => {

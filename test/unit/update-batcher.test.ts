@@ -8,7 +8,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MAX_BATCH, UpdateBatcher, notTaken, refusedByName } from '../../common/update-batcher';
 
 /** A workflow's side of the batches: what it was sent, in order, and how many were in flight at most. */
-function recorder(opts: { refuse?: boolean; failFirst?: Error; wrong?: (n: number) => Error | undefined } = {}) {
+function recorder(
+  opts: { refuse?: boolean; failFirst?: Error; wrong?: (n: number) => Error | undefined; singlesOnly?: boolean } = {},
+) {
   const sent: Array<{ kind: 'many' | 'one'; items: number[] }> = [];
   let inFlight = 0;
   let most = 0;
@@ -19,27 +21,31 @@ function recorder(opts: { refuse?: boolean; failFirst?: Error; wrong?: (n: numbe
     await new Promise((r) => setTimeout(r, 20));
     inFlight--;
   };
-  const batcher = new UpdateBatcher<number, string>('many', {
-    many: async (_id, items) => {
-      await enter();
-      if (opts.refuse)
-        throw new WorkflowUpdateFailedError(
-          'update failed',
-          ApplicationFailure.nonRetryable('No registered handler for update: many'),
-        );
-      if (opts.failFirst && !failed) {
-        failed = true;
-        throw opts.failFirst;
-      }
-      sent.push({ kind: 'many', items });
-      return items.map((n) => opts.wrong?.(n) ?? `answer ${n}`);
+  const batcher = new UpdateBatcher<number, string>(
+    'many',
+    {
+      many: async (_id, items) => {
+        await enter();
+        if (opts.refuse)
+          throw new WorkflowUpdateFailedError(
+            'update failed',
+            ApplicationFailure.nonRetryable('No registered handler for update: many'),
+          );
+        if (opts.failFirst && !failed) {
+          failed = true;
+          throw opts.failFirst;
+        }
+        sent.push({ kind: 'many', items });
+        return items.map((n) => opts.wrong?.(n) ?? `answer ${n}`);
+      },
+      one: async (_id, item) => {
+        await enter();
+        sent.push({ kind: 'one', items: [item] });
+        return `alone ${item}`;
+      },
     },
-    one: async (_id, item) => {
-      await enter();
-      sent.push({ kind: 'one', items: [item] });
-      return `alone ${item}`;
-    },
-  });
+    opts.singlesOnly,
+  );
   return { batcher, sent, most: () => most };
 }
 
@@ -52,6 +58,19 @@ test('N4: asks made while a batch is on its way go together in the next; one Upd
   expect(most()).toBe(1);
   expect(batcher.sent).toEqual({ updates: 2, asks: 50 });
   expect(batcher.pending).toBe(0);
+});
+
+test('N6: under upgrade.rollbackSafe no batch is ever sent: each ask goes alone, as the previous release takes it', async () => {
+  const { batcher, sent, most } = recorder({ singlesOnly: true });
+  const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => batcher.submit('oz0-policy/acme', i)));
+  expect(answers).toEqual(Array.from({ length: 10 }, (_, i) => `alone ${i}`));
+  expect(sent.every((s) => s.kind === 'one')).toBe(true);
+  // A few at a time, well under Temporal's 10 Updates in flight on one workflow.
+  expect(most()).toBeLessThanOrEqual(3);
+  // The control: the same asks without it go in batches.
+  const batched = recorder();
+  await Promise.all(Array.from({ length: 10 }, (_, i) => batched.batcher.submit('oz0-policy/acme', i)));
+  expect(batched.sent.map((s) => s.kind)).toEqual(['many', 'many']);
 });
 
 test('N4: two workflows are asked side by side; a batch carries at most MAX_BATCH asks', async () => {
