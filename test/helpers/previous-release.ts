@@ -1,54 +1,73 @@
-/**
- * The release before this one, as an operator still runs it mid-upgrade (A12, N6): its commit is named here alone,
- * checked out of this repository's history into `.tools/previous/<commit>/` and built there with this checkout's
- * node_modules (its dependencies are a subset of ours), once; later runs find it built.
- */
-import { execFileSync, execSync } from 'node:child_process';
-import fs from 'node:fs';
+/** The release before this one (deploy/previous-release.ts), and the recorder of its jobs' histories (N6). */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { DefaultLogger, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { ROOT } from './temporal';
+import { previousRelease } from '../../deploy/previous-release';
 
-/** The last commit of the release before this one (before the inbox, A8-A9). */
-export const PREVIOUS_RELEASE = '604e9d3189efa31c496a3613d68c96abc05b23ec';
+export { PREVIOUS_RELEASE, previousRelease } from '../../deploy/previous-release';
 
-const BUILT = '.oz0-built';
+/** The kinds of job test/fixtures/previous/record.js records, each a `<kind>.history`. */
+export const RECORDED_KINDS = [
+  'job-plain',
+  'job-scripted',
+  'job-harness',
+  'job-external',
+  'job-approved',
+  'job-denied',
+  'job-continued-as-new-first-run',
+  'job-continued-as-new',
+  'job-cancelled',
+  'policy-acme',
+] as const;
 
-/** The previous release's folder, built (its `bin/oz0`, its `dist/`), or why there is none here. */
-export function previousRelease(): { dir: string } | { why: string } {
-  const dir = path.join(ROOT, '.tools', 'previous', PREVIOUS_RELEASE);
-  if (fs.existsSync(path.join(dir, BUILT))) return { dir };
+/**
+ * Records a history of every kind of job (or those `only` names) with a node of the release in `dir` (the previous
+ * release's folder, or this checkout's), on the Temporal server at `where`, into `out`; `config` adds to its node's.
+ * A second recording in one namespace names a `tenant` of its own (its policy workflow is the first's otherwise).
+ */
+export async function recordHistories(
+  dir: string,
+  out: string,
+  where: { address: string; namespace: string },
+  options: { config?: object; only?: string[]; tenant?: string } = {},
+): Promise<void> {
+  const env = {
+    ...process.env,
+    OZ0_RECORD_ADDRESS: where.address,
+    OZ0_RECORD_NAMESPACE: where.namespace,
+    ...(options.config && { OZ0_RECORD_CONFIG: JSON.stringify(options.config) }),
+    ...(options.only && { OZ0_RECORD_ONLY: options.only.join(',') }),
+    ...(options.tenant && { OZ0_RECORD_TENANT: options.tenant }),
+  };
   try {
-    execFileSync('git', ['-C', ROOT, 'cat-file', '-e', `${PREVIOUS_RELEASE}^{commit}`], { stdio: 'ignore' });
-  } catch {
-    return {
-      why: `the previous release's commit ${PREVIOUS_RELEASE.slice(0, 7)} is not in this clone (a shallow one? git fetch --unshallow)`,
-    };
-  }
-  // Built beside its place and renamed in: two test workers building at once each finish, one keeps its build.
-  const partial = `${dir}.${randomBytes(4).toString('hex')}.partial`;
-  fs.mkdirSync(partial, { recursive: true });
-  try {
-    execSync(
-      `git -C ${JSON.stringify(ROOT)} archive --format=tar ${PREVIOUS_RELEASE} | tar -x -C ${JSON.stringify(partial)}`,
+    await promisify(execFile)(
+      process.execPath,
+      [path.join(ROOT, 'test', 'fixtures', 'previous', 'record.js'), dir, out],
+      {
+        env,
+        timeout: 240_000,
+      },
     );
-    fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(partial, 'node_modules'));
-    const run = (args: string[]) => execFileSync(process.execPath, args, { cwd: partial, stdio: 'pipe' });
-    run([path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
-    run(['dist/worker/bundle.js']);
-    fs.writeFileSync(path.join(partial, BUILT), `${new Date().toISOString()}\n`);
-    try {
-      fs.renameSync(partial, dir);
-    } catch {
-      // Another worker's build got there first.
-    }
   } catch (err) {
-    const said = String((err as { stderr?: Buffer }).stderr ?? '').trim();
-    throw new Error(
-      `the previous release ${PREVIOUS_RELEASE.slice(0, 7)} did not build: ${said || (err as Error).message}`,
-    );
-  } finally {
-    fs.rmSync(partial, { recursive: true, force: true });
+    throw new Error(`the release in ${dir} could not record its jobs: ${(err as { stderr?: string }).stderr ?? err}`);
   }
-  return { dir };
+}
+
+/**
+ * For a file that replays across releases: core's warnings off (a replay worker announces each state change, a
+ * control's nondeterminism warns), and the previous release built, or `test.skip` with why (said once).
+ */
+export function replayingAcrossReleases(file: string): { dir: string; withPrevious: typeof test } {
+  Runtime.install({
+    logger: new DefaultLogger('ERROR'),
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }), forward: {} } },
+  });
+  const previous = previousRelease();
+  if ('why' in previous) {
+    console.warn(`${file} skipped: ${previous.why}`);
+    return { dir: '', withPrevious: test.skip };
+  }
+  return { dir: previous.dir, withPrevious: test };
 }

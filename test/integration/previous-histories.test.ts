@@ -1,6 +1,6 @@
 /**
  * N6 (issue 56.2): no hand-kept fixtures between releases. A node of the previous release (its commit named once, in
- * test/helpers/previous-release.ts, built from this repository's history) records a history of every kind of job it
+ * deploy/previous-release.ts, built from this repository's history) records a history of every kind of job it
  * runs (test/fixtures/previous/record.js): plain calls with an error result, a scripted session, a harness's live
  * session, an external session driven by its client, calls a person approved and denied, a job continued as new (its
  * first run and its last), a job cancelled mid-call, and a tenant's policy. Today's bundle replays each, on a node that
@@ -10,61 +10,25 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { temporal as proto } from '@temporalio/proto';
-import { DefaultLogger, Runtime, Worker, bundleWorkflowCode, makeTelemetryFilterString } from '@temporalio/worker';
+import { DefaultLogger, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleOption } from '@temporalio/worker';
 import { workflowBundle } from '../../worker/bundle';
 import { tracingWorkerOptions } from '../../worker/telemetry';
 import { parseConfig } from '../../common/config';
 import { processDataOf } from '../../data';
-import { previousRelease } from '../helpers/previous-release';
-import { ROOT, fixture, testKeys, tmpDir, useTemporal } from '../helpers/temporal';
-
-// Replay workers announce each state change, and the control's nondeterminism makes core warn: only errors here.
-Runtime.install({
-  logger: new DefaultLogger('ERROR'),
-  telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }), forward: {} } },
-});
+import { RECORDED_KINDS, recordHistories, replayingAcrossReleases } from '../helpers/previous-release';
+import { ROOT, testKeys, tmpDir, useTemporal } from '../helpers/temporal';
 
 const temporal = useTemporal();
-const previous = previousRelease();
-const why = 'why' in previous ? previous.why : undefined;
-if (why) console.warn(`previous-histories.test.ts skipped: ${why}`);
-const withPrevious = why ? test.skip : test;
+const { dir: previousDir, withPrevious } = replayingAcrossReleases('previous-histories.test.ts');
 
-/** What the recorder writes: one history a kind. */
-const KINDS = [
-  'job-plain',
-  'job-scripted',
-  'job-harness',
-  'job-external',
-  'job-approved',
-  'job-denied',
-  'job-continued-as-new-first-run',
-  'job-continued-as-new',
-  'job-cancelled',
-  'policy-acme',
-] as const;
-
+const KINDS = RECORDED_KINDS;
 const out = tmpDir('oz0-previous-histories-');
 
 beforeAll(async () => {
-  if (why) return;
-  const { temporal: where } = temporal.config({});
-  try {
-    await promisify(execFile)(
-      process.execPath,
-      [fixture(path.join('previous', 'record.js')), (previous as { dir: string }).dir, out],
-      {
-        env: { ...process.env, OZ0_RECORD_ADDRESS: where.address, OZ0_RECORD_NAMESPACE: where.namespace },
-        timeout: 240_000,
-      },
-    );
-  } catch (err) {
-    throw new Error(`the previous release could not record its jobs: ${(err as { stderr?: string }).stderr ?? err}`);
-  }
+  if (!previousDir) return;
+  await recordHistories(previousDir, out, temporal.config({}).temporal);
 }, 300_000);
 
 const sealing = () =>
