@@ -14,6 +14,8 @@ export interface WorkerOptions {
   detached?: boolean;
   /** Node's own flags for the process (e.g. `--cpu-prof`, which NODE_OPTIONS does not take). */
   nodeFlags?: string[];
+  /** The checkout whose `bin/oz0` runs (N6: the previous release's, built beside this one); default this one. */
+  root?: string;
 }
 
 /**
@@ -28,7 +30,7 @@ export async function startWorker(
 ): Promise<{ proc: ChildProcess; exited: Promise<number | null> }> {
   if (opts.logFile) fs.mkdirSync(path.dirname(opts.logFile), { recursive: true });
   const log = opts.logFile ? fs.openSync(opts.logFile, 'a') : undefined;
-  const oz0 = [path.join(projectRoot(), 'bin', 'oz0'), 'worker', '--config', file, '--name', name];
+  const oz0 = [path.join(opts.root ?? projectRoot(), 'bin', 'oz0'), 'worker', '--config', file, '--name', name];
   const [command, ...args] = opts.nodeFlags?.length ? [process.execPath, ...opts.nodeFlags, ...oz0] : oz0;
   const proc = spawn(command, args, {
     stdio: ['ignore', log ?? 'ignore', 'pipe'],

@@ -11,7 +11,9 @@
  *   calls go on elsewhere, and what its servers answered meanwhile (its late answers) must be ignored; a sandbox it
  *   started for a job whose call had answered may outlive the job (the job's end cannot reach the node): counted,
  *   not an early CANCELED, since no call runs in it;
- * - postgres.ts (on the local cluster only, `--cluster`): PostgreSQL restarted, fast shutdown.
+ * - postgres.ts (on the local cluster only, `--cluster`): PostgreSQL restarted, fast shutdown;
+ * - upgrade.ts (only when named, `--only upgrade`: it builds the previous release first): nodes of the previous
+ *   release replaced by this release's one at a time while jobs run, and back (N6).
  *
  * With `--cluster` (what `npm run cluster -- --chaos` starts) it brings up the local cluster (deploy/local-cluster)
  * and throws the faults at it: `temporal` kills its real Temporal server instead of the dev server.
@@ -21,6 +23,7 @@
  *
  *   npm run chaos -- [--short] [--trials 6] [--jobs 4] [--only node,temporal,cancel,busy,partition]
  *   npm run chaos -- --cluster [--short] [--observe] [--only …,postgres]
+ *   npm run chaos -- [--cluster] --only upgrade
  */
 import { Command, Option } from 'commander';
 import { z } from 'zod';
@@ -39,9 +42,13 @@ import { cancelTrial } from './cancel';
 import { busyTrial } from './busy';
 import { partitionTrial } from './partition';
 import { postgresTrial } from './postgres';
+import { upgradeTrial } from './upgrade';
+import { previousRelease } from '../../deploy/previous-release';
 
 /** Faults that need the local cluster: the dev server has no database of its own to restart. */
 const CLUSTER_ONLY: readonly Scenario[] = ['postgres'];
+/** Run only when named: the upgrade drill builds the previous release and runs both releases' nodes. */
+const NAMED_ONLY: readonly Scenario[] = ['upgrade'];
 
 const TRIALS: Record<Scenario, Trial> = {
   node: nodeTrial,
@@ -50,6 +57,7 @@ const TRIALS: Record<Scenario, Trial> = {
   busy: busyTrial,
   partition: partitionTrial,
   postgres: postgresTrial,
+  upgrade: upgradeTrial,
 };
 
 const OptionsSchema = z.strictObject({
@@ -85,6 +93,8 @@ async function main(): Promise<void> {
   const opts = parsed.data!;
   const { cluster: onCluster, observe, ...chaos } = opts;
   if (observe && !onCluster) program.error('chaos: --observe goes with --cluster');
+  const asked = program.opts().only !== undefined;
+  if (!asked) chaos.only = chaos.only.filter((s) => !NAMED_ONLY.includes(s));
   if (onCluster) {
     const run = clusterRun();
     const ok = await onLocalCluster(run, { nodes: 0, ui: false, observe }, (cluster) =>
@@ -94,7 +104,6 @@ async function main(): Promise<void> {
     if (!ok) process.exitCode = 1;
     return;
   }
-  const asked = program.opts().only !== undefined;
   const cut = chaos.only.filter((s) => CLUSTER_ONLY.includes(s));
   if (asked && cut.length > 0) program.error(`chaos: ${cut.join(', ')} needs the local cluster: --cluster`);
   if (!(await runChaos({ ...chaos, only: chaos.only.filter((s) => !CLUSTER_ONLY.includes(s)) }))) process.exitCode = 1;
@@ -104,8 +113,15 @@ async function main(): Promise<void> {
 export async function runChaos(opts: ChaosOptions): Promise<boolean> {
   const trials = opts.trials ?? (opts.short ? 2 : 6);
   const jobsPerTrial = opts.jobs ?? (opts.short ? 3 : 4);
-  const only = opts.only ?? [...SCENARIOS];
-  const rig = await Rig.open({ cluster: opts.cluster, jobsPerTrial });
+  const only = opts.only ?? SCENARIOS.filter((s) => !NAMED_ONLY.includes(s));
+  let previous: string | undefined;
+  if (only.includes('upgrade')) {
+    process.stderr.write('chaos: building the previous release (once; later runs find it built)\n');
+    const built = previousRelease();
+    if ('why' in built) throw new Error(`chaos: the upgrade drill needs the previous release: ${built.why}`);
+    previous = built.dir;
+  }
+  const rig = await Rig.open({ cluster: opts.cluster, jobsPerTrial, previous });
   const tallies = new Map<Scenario, Tally>();
   try {
     if (only.includes('busy')) {

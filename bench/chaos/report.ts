@@ -15,6 +15,7 @@ const FAULT_NAME: Record<Scenario, string> = {
   busy: '429s sent',
   partition: 'nodes stopped past their heartbeat timeout',
   postgres: 'PostgreSQL restarts',
+  upgrade: 'deploys (nodes replaced one at a time by the other release)',
 };
 
 /** Prints the table and the violations, keeps the results; true when nothing was lost, written twice or CANCELED early. */
@@ -38,7 +39,8 @@ export function report(
   for (const k of gaveUpButWritten) violations.push(`key ${k} gave up busy but was written`);
   if (rig.nodesDied > 0) violations.push(`${rig.nodesDied} node(s) died by themselves`);
 
-  const total = (f: keyof Tally) => [...tallies.values()].reduce((a, t) => a + t[f], 0);
+  type Count = { [K in keyof Tally]: Tally[K] extends number ? K : never }[keyof Tally];
+  const total = (f: Count) => [...tallies.values()].reduce((a, t) => a + t[f], 0);
   const keysOf = (s: Scenario) => [...perKey].filter(([k]) => k.startsWith(`chaos-${s}-`));
   const rows: Row[] = [...tallies].map(([s, t]) => ({
     measure: `${s}: ${t.trials} trials, ${t.jobs} jobs, ${t.faults} ${FAULT_NAME[s]}`,
@@ -48,8 +50,17 @@ export function report(
       (s === 'busy' ? `; ${t.gaveUpBusy} calls gave up busy` : `; ${t.canceledBeforeStopped} CANCELED early`) +
       (s === 'partition'
         ? `; ${t.lateAnswers} late answers, ${t.lateAccepted} taken; ${t.leftToReaper} idle sandboxes left to the reaper`
+        : '') +
+      (s === 'upgrade'
+        ? `; ${t.nondeterministic} workflow tasks failed for nondeterminism; ${t.crossed} jobs run by both ` +
+          `releases' nodes; calls ended with an error result: ${errorsSaid(t.errorResults)}`
         : ''),
-    met: t.failed === 0 && t.lost === 0 && t.canceledBeforeStopped === 0 && t.lateAccepted === 0,
+    met:
+      t.failed === 0 &&
+      t.lost === 0 &&
+      t.canceledBeforeStopped === 0 &&
+      t.lateAccepted === 0 &&
+      t.nondeterministic === 0,
   }));
   rows.push({
     measure: 'effects per key (ledger)',
@@ -85,4 +96,10 @@ export function report(
   }
   fs.rmSync(rig.dir, { recursive: true, force: true });
   return true;
+}
+
+/** `none`, or each error result's words with how many calls ended so. */
+function errorsSaid(errors: Record<string, number>): string {
+  const said = Object.entries(errors).map(([words, n]) => `${n} × "${words}"`);
+  return said.length ? said.join(', ') : 'none';
 }

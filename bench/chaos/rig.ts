@@ -26,8 +26,12 @@ import { sleep } from '../common';
 import { clusterChaos, devServerChaos } from './servers';
 import type { ChaosServer } from './servers';
 
-export const SCENARIOS = ['node', 'temporal', 'cancel', 'busy', 'partition', 'postgres'] as const;
+export const SCENARIOS = ['node', 'temporal', 'cancel', 'busy', 'partition', 'postgres', 'upgrade'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
+/** N6: which release a node runs: this checkout's, or the previous release's (deploy/previous-release.ts). */
+export type Release = 'this' | 'previous';
+/** N6: the tenant whose calls wait for a person (the upgrade drill's), its policy `confirm` on the ledger. */
+export const PEOPLE = 'people';
 
 /** The chaos nodes' heartbeat timeout: how long a node may be silent before its calls are taken as lost. */
 export const HEARTBEAT_TIMEOUT_S = 4;
@@ -55,6 +59,12 @@ export interface Tally {
    * ran on, but the job's end could not reach that node, so its idle reaper (node.sandboxIdleSeconds) stops them.
    */
   leftToReaper: number;
+  /** Upgrade: workflow tasks a node failed for nondeterminism (TMPRL1100), read from the jobs' histories. */
+  nondeterministic: number;
+  /** Upgrade: jobs whose tasks (workflow or activity) nodes of both releases ran, read from their histories. */
+  crossed: number;
+  /** Upgrade: calls that ended with an error result, by what it said (a session lost at a stop, under T4). */
+  errorResults: Record<string, number>;
 }
 
 export function newTally(): Tally {
@@ -72,6 +82,9 @@ export function newTally(): Tally {
     lateAnswers: 0,
     lateAccepted: 0,
     leftToReaper: 0,
+    nondeterministic: 0,
+    crossed: 0,
+    errorResults: {},
   };
 }
 
@@ -111,6 +124,10 @@ export class Rig {
   readonly boxLedger: string;
   readonly boxReceived: string;
   readonly configFile: string;
+  /** N6 (the upgrade drill): the previous release's config, what its nodes take (it knows no field of this one's). */
+  readonly previousConfigFile: string;
+  /** Which release each node runs. */
+  readonly releases = new Map<ChildProcess, Release>();
   /** The remote ledger's proxy answers 429 to every tools/call while this is on, and counts them. */
   readonly storm = { on: false, answered: 0 };
   readonly workers: ChildProcess[] = [];
@@ -136,6 +153,8 @@ export class Rig {
     readonly server: ChaosServer,
     readonly cli: string | undefined,
     readonly jobsPerTrial: number,
+    /** N6: the previous release's folder, for the upgrade drill; its nodes run from there. */
+    readonly previous?: string,
   ) {
     this.ledger = path.join(dir, 'ledger.db');
     this.received = path.join(dir, 'received.jsonl');
@@ -143,14 +162,15 @@ export class Rig {
     this.boxLedger = path.join(this.boxDir, 'ledger.db');
     this.boxReceived = path.join(this.boxDir, 'received.jsonl');
     this.configFile = path.join(dir, 'oz0.config.json');
+    this.previousConfigFile = path.join(dir, 'oz0.previous.config.json');
   }
 
   /** Starts the servers, writes the config and starts two nodes. */
-  static async open(opts: { cluster?: LocalCluster; jobsPerTrial: number }): Promise<Rig> {
+  static async open(opts: { cluster?: LocalCluster; jobsPerTrial: number; previous?: string }): Promise<Rig> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oz0-chaos-'));
     const cli = opts.cluster ? undefined : findTemporalCli();
     const server = opts.cluster ? clusterChaos(opts.cluster) : await devServerChaos(dir, cli);
-    const rig = new Rig(dir, server, cli, opts.jobsPerTrial);
+    const rig = new Rig(dir, server, cli, opts.jobsPerTrial, opts.previous);
     await rig.boot();
     return rig;
   }
@@ -205,8 +225,25 @@ export class Rig {
         stateDir: path.join(this.dir, 'state'),
       },
     };
-    fs.writeFileSync(this.configFile, JSON.stringify(input));
-    this.config = { ...parseConfig(input), baseDir: root, source: this.configFile };
+    let config: object = input;
+    if (this.previous) {
+      // N6: both releases' nodes share the task queues; the previous release's take its own config's fields, and this
+      // release's nodes write nothing that release could not run after them (docs/deploy.md, "Rolling back").
+      // A job of 6 calls continues as new mid-way (after 4), so a run's hand-over meets the other release too.
+      const previous = {
+        ...input,
+        tenants: { [PEOPLE]: { policy: { 'ledger.*': 'confirm' } } },
+        jobs: { continueAsNewAfterCalls: 4 },
+      };
+      fs.writeFileSync(this.previousConfigFile, JSON.stringify(previous));
+      config = {
+        ...previous,
+        upgrade: { rollbackSafe: true },
+        payloads: { store: 'off', seal: { newPayloads: 'plain' } },
+      };
+    }
+    fs.writeFileSync(this.configFile, JSON.stringify(config));
+    this.config = { ...parseConfig(config), baseDir: root, source: this.configFile };
     this.connection = await Connection.connect({ address: this.server.address });
     this.client = this.newClient();
     this.nodes = [await this.fresh(), await this.fresh()];
@@ -235,12 +272,46 @@ export class Rig {
     await this.server.close();
   }
 
-  /** A new node, named in order. */
-  async fresh(): Promise<ChildProcess> {
-    const name = `chaos-${++this.spare}`;
-    const { proc } = await startWorker(this.configFile, name, this.workers);
+  /** A new node, named in order; of this release unless the previous one is asked for. */
+  async fresh(release: Release = 'this'): Promise<ChildProcess> {
+    const name = `chaos-${++this.spare}${release === 'previous' ? '-previous' : ''}`;
+    const { proc } = await startWorker(
+      release === 'previous' ? this.previousConfigFile : this.configFile,
+      name,
+      this.workers,
+      // The drill keeps each node's log: a failed workflow task is found there by name.
+      this.previous ? { logFile: path.join(this.dir, 'nodes', `${name}.log`), root: this.previousRoot(release) } : {},
+    );
     this.names.set(proc, name);
+    this.releases.set(proc, release);
     return proc;
+  }
+
+  private previousRoot(release: Release): string | undefined {
+    if (release === 'this') return undefined;
+    if (!this.previous) throw new Error('the rig was opened without the previous release');
+    return this.previous;
+  }
+
+  /**
+   * N6: each node not of `release` replaced by one that is, one at a time, as an operator deploys: the new node
+   * first, then the old one stopped with SIGTERM (its running calls end within its grace, its sessions go on
+   * elsewhere), waited for, and killed only if it outlasts both graces.
+   */
+  async replaceNodes(release: Release): Promise<void> {
+    for (const old of [...this.nodes]) {
+      if (this.releases.get(old) === release) continue;
+      const next = await this.fresh(release);
+      this.nodes = [...this.nodes.filter((n) => n !== old), next];
+      const exited = new Promise<void>((resolve) => {
+        if (old.exitCode !== null || old.signalCode !== null) resolve();
+        else old.once('exit', () => resolve());
+      });
+      old.kill('SIGTERM');
+      const timer = setTimeout(() => killTree(old.pid!), 30_000);
+      await exited;
+      clearTimeout(timer);
+    }
   }
 
   async keepTwoNodes(): Promise<void> {
