@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { GO_TOOLCHAIN, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_VERSION } from './settings';
+import { projectRoot } from '../../common/paths';
 
 export interface ClusterTools {
   server: string;
@@ -122,4 +123,19 @@ export async function ensureTools(opts: ToolOptions): Promise<ClusterTools> {
     }
   }
   return { ...tools, ui };
+}
+
+/** `node dist/deploy/local-cluster/go-tools.js`: builds the cluster's binaries ahead of `npm run cluster` (.ci/run). */
+if (require.main === module) {
+  const root = projectRoot();
+  ensureTools({
+    root,
+    say: (line) => process.stderr.write(`${line}\n`),
+    logFile: path.join(root, '.tools', 'temporal-server', 'go-build.log'),
+  })
+    .then((tools) => process.stdout.write(`${tools.server}${tools.ui ? ` (UI ${tools.ui})` : ' (no UI)'}\n`))
+    .catch((err: unknown) => {
+      console.error((err as Error).message);
+      process.exit(1);
+    });
 }
