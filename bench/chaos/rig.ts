@@ -230,8 +230,11 @@ export class Rig {
       // N6: both releases' nodes share the task queues; the previous release's take its own config's fields, and this
       // release's nodes write nothing that release could not run after them (docs/deploy.md, "Rolling back").
       // A job of 6 calls continues as new mid-way (after 4), so a run's hand-over meets the other release too.
+      // The example reader too, whose echo gives a big answer back.
+      const reader = { command: 'node', args: [path.join(root, 'dist', 'examples', 'reader.js')] };
       const previous = {
         ...input,
+        servers: { ...input.servers, reader },
         tenants: { [PEOPLE]: { policy: { 'ledger.*': 'confirm' } } },
         jobs: { continueAsNewAfterCalls: 4 },
       };
