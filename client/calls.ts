@@ -51,8 +51,8 @@ const LIST_PAGE = 1000;
 /**
  * Every call that waits for a person's yes, oldest first (of one tenant with `tenant`). N3: one visibility list of the
  * waiting jobs, each job's calls read from its memo ({@link WAITING_MEMO}, sealed: opened with the client's codecs);
- * only a job without one (its run begun by an older oz0, or under upgrade.rollbackSafe) or whose memo cannot be read is asked with its query. A job
- * that does not answer that query (no node is up to run it) is named in `unreachable`.
+ * only a job without one (its run begun by an older oz0, or under upgrade.rollbackSafe) or whose memo cannot be read
+ * is asked with its query. A job that does not answer that query (no node is up to run it) is named in `unreachable`.
  */
 export async function listWaitingCalls(
   client: Client,

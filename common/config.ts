@@ -528,7 +528,7 @@ const ConfigShape = z.strictObject({
       /**
        * While true, this release's nodes write nothing a node of the previous release could not run after them: no
        * marker of this release's changes in a job's history (a waiting call's memo and webhook notice, a session
-       * handed on at a shutdown), no batch Update to a tenant's policy or limiter, and no slots kept for tenants under
+       * handed on at a shutdown), no batch of questions to a tenant's policy, and no slots kept for tenants under
        * their share unless `node.reserveSlots` says so. It asks for payloads that release reads: none sealed, none
        * stored (`payloads.seal.newPayloads: "plain"`, `payloads.store: "off"`). Set it for an upgrade you may roll
        * back; unset it (restarting the nodes one by one) once no node of the previous release is left.

@@ -66,8 +66,9 @@ let runtimeInstalled = false;
 /** N6: what a node under `upgrade.rollbackSafe` says at start. */
 export const ROLLBACK_SAFE_SAID =
   'upgrade.rollbackSafe: this node writes nothing a node of the previous release could not run after it (no memo ' +
-  'of waiting calls, no webhook notices, no session handed on at a shutdown, no batch Updates, payloads plain); ' +
-  'remove it, restarting the nodes one by one, once no node of the previous release is left';
+  'of waiting calls, no webhook notices, no session handed on at a shutdown, no batch of questions to a ' +
+  "tenant's policy, payloads plain); remove it, restarting the nodes one by one, once no node of the previous " +
+  'release is left';
 
 /** The runtime's worker heartbeats: see installRuntime. */
 export const WORKER_HEARTBEAT_INTERVAL = '10s';

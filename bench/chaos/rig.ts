@@ -229,13 +229,13 @@ export class Rig {
     if (this.previous) {
       // N6: both releases' nodes share the task queues; the previous release's take its own config's fields, and this
       // release's nodes write nothing that release could not run after them (docs/deploy.md, "Rolling back").
-      // A job of 6 calls continues as new mid-way (after 4), so a run's hand-over meets the other release too.
       // The example reader too, whose echo gives a big answer back.
       const reader = { command: 'node', args: [path.join(root, 'dist', 'examples', 'reader.js')] };
       const previous = {
         ...input,
         servers: { ...input.servers, reader },
         tenants: { [PEOPLE]: { policy: { 'ledger.*': 'confirm' } } },
+        // A job of 6 calls continues as new mid-way (after 4), so a run's hand-over meets the other release too.
         jobs: { continueAsNewAfterCalls: 4 },
       };
       fs.writeFileSync(this.previousConfigFile, JSON.stringify(previous));
