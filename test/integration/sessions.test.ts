@@ -134,8 +134,11 @@ test.each([[0], [700], [1600]])(
     const leaseTimedOut = (history.events ?? []).find((e) => e.activityTaskTimedOutEventAttributes);
     const detectedAfter = timestampMs(leaseTimedOut!.eventTime) - lostAt;
     expect(detectedAfter).toBeLessThan(4000 + 1500);
-    // Then the fresh session started on the other node (its job moved off the dead node's sticky queue too).
-    expect((fresh[0].t as number) - lostAt).toBeLessThan(12_000);
+    // Then the fresh session started on the other node by itself (its job moved off the dead node's sticky queue
+    // too, after its 3 s): the detection, that, a plan and a lease, and the harness's start. A bound of liveness, not
+    // of speed (that is bench/'s): well before any minute-long timeout would have moved it; on a fresh clone's full
+    // run, both cores busy, it took 12.0 s once.
+    expect((fresh[0].t as number) - lostAt).toBeLessThan(20_000);
     // The fresh session made the session's calls again from the start, under the same keys.
     const keysBefore = [...new Set(before.map((r) => r.key))];
     const keysAfter = [...new Set(fresh.map((r) => r.key))];
