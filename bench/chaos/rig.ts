@@ -192,6 +192,9 @@ export class Rig {
     fs.mkdirSync(this.boxDir, { mode: 0o777 });
     fs.chmodSync(this.boxDir, 0o777);
     const ledgerJs = path.join(root, 'dist', 'examples', 'ledger.js');
+    // The project's code, by absolute path: a config's relative paths are its own folder's (this run's, under /tmp),
+    // where the sandboxed ledger and the writer harness found nothing and could not start.
+    const projectReads = [path.join(root, 'dist'), path.join(root, 'node_modules')];
     const input = {
       temporal: { address: this.server.address, taskQueue: TASK_QUEUE },
       servers: {
@@ -204,7 +207,7 @@ export class Rig {
           command: 'node',
           args: [ledgerJs],
           env: { LEDGER_FILE: this.boxLedger, OZ0_RECEIVED_LOG: this.boxReceived },
-          sandbox: { read: ['dist', 'node_modules'], write: [this.boxDir] },
+          sandbox: { read: projectReads, write: [this.boxDir] },
         },
         remote: { url: proxy.url },
       },
@@ -216,7 +219,7 @@ export class Rig {
           args: [path.join(root, 'dist', 'bench', 'writer-harness.js')],
           tools: ['ledger.*', 'box.*'],
           timeoutSeconds: 300,
-          sandbox: { read: ['dist', 'node_modules'] },
+          sandbox: { read: projectReads },
         },
       },
       node: {
