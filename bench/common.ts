@@ -231,3 +231,18 @@ export function mostAtOnce(log: string): number {
   }
   return most;
 }
+
+/** How many `hang` requests the probe servers ran at once on average, from the first start to the last end. */
+export function meanAtOnce(log: string): number {
+  const events = readReceived(log)
+    .filter((e) => e.tool === 'hang' && (e.event === 'start' || e.event === 'end'))
+    .sort((a, b) => (a.t as number) - (b.t as number));
+  if (events.length < 2) return 0;
+  let now = 0;
+  let area = 0;
+  for (let i = 0; i < events.length; i++) {
+    if (i > 0) area += now * ((events[i].t as number) - (events[i - 1].t as number));
+    now += events[i].event === 'start' ? 1 : -1;
+  }
+  return area / ((events.at(-1)!.t as number) - (events[0].t as number));
+}

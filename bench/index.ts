@@ -46,6 +46,7 @@ const MEASURES = [
   'versioning',
   'default',
 ] as const;
+const SCALE_PARTS = ['waiting', 'caps', 'sessions'] as const;
 
 const OptionsSchema = z.strictObject({
   quick: z.boolean().default(false),
@@ -66,6 +67,7 @@ const OptionsSchema = z.strictObject({
     .regex(/^--[\w-]+(=\S+)?( --[\w-]+(=\S+)?)*$/, 'node flags, e.g. --min-semi-space-size=16')
     .optional(),
   cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
+  scaleParts: listOption('scale part', SCALE_PARTS),
 });
 
 async function main(): Promise<void> {
@@ -92,6 +94,9 @@ async function main(): Promise<void> {
         "observability: every allocation of the workers' main threads sampled over the measured rounds, summed",
       ),
     )
+    .addOption(
+      new Option('--scale-parts <parts>', `scale: which of its parts run (${SCALE_PARTS.join(',')}; default all)`),
+    )
     .addOption(new Option('--obs-parts', 'observability: also a worker with metrics only and one with tracing only'))
     .addOption(new Option('--obs-bare', 'observability: also the bare worker as a process, the same calls'))
     .addOption(new Option('--gc-trace', "observability: each worker's collections as V8 traces them, by reason"))
@@ -111,8 +116,20 @@ async function main(): Promise<void> {
     .parse();
   const parsed = OptionsSchema.safeParse(program.opts());
   if (!parsed.success) program.error(`bench: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
-  const { quick, temporal, heap, split, cpuProf, heapProf, obsParts, obsBare, gcTrace, obsTry, cancelBatch } =
-    parsed.data!;
+  const {
+    quick,
+    temporal,
+    heap,
+    split,
+    cpuProf,
+    heapProf,
+    obsParts,
+    obsBare,
+    gcTrace,
+    obsTry,
+    cancelBatch,
+    scaleParts,
+  } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
   const settings = {
@@ -174,6 +191,7 @@ async function main(): Promise<void> {
           sessionCalls: 10,
         },
   };
+  const scale = { ...settings.scale, parts: scaleParts };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
   process.stdout.write(`machine: ${JSON.stringify(about)}\n`);
@@ -207,7 +225,7 @@ async function main(): Promise<void> {
                             : name === 'fairness'
                               ? await measureFairness(env, settings.fairness)
                               : name === 'scale'
-                                ? await measureScale(env, settings.scale)
+                                ? await measureScale(env, scale)
                                 : name === 'ceiling'
                                   ? await measureThroughput(env, settings.ceiling)
                                   : name === 'versioning'

@@ -149,6 +149,15 @@ export function liveCallPriority(jobPriority: number | undefined): number {
   return Math.max(1, (jobPriority || DEFAULT_PRIORITY) - 1);
 }
 
+/**
+ * F3: a call whose turn came in its tenant's line is scheduled again one step ahead of its own priority (at most to
+ * the first): a permit is held for it, and behind the calls of its tenant not yet in line (a flood's first attempts)
+ * it would keep that permit idle. At most a cap's worth of such calls are due at once.
+ */
+export function grantedCallPriority(priority: number | undefined): number {
+  return Math.max(1, (priority || DEFAULT_PRIORITY) - 1);
+}
+
 /** F4: why a job's `priority` is refused for its tenant; undefined when it may have it. */
 export function priorityProblem(priority: number | undefined, maxPriority: number): string | undefined {
   if (priority === undefined || priority >= maxPriority) return undefined;

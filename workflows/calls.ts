@@ -21,6 +21,7 @@ import { DEFAULT_CONFIRM_TIMEOUT_SECONDS, FailureType } from '../model/activitie
 import type { CallInput, CallWaits, JobSettings, ToolSettings } from '../model/activities';
 import type { QuestionTrace, StepTrace, ToolResult, WaitTrace } from '../model/job';
 import { callSummary } from '../model/details';
+import { grantedCallPriority } from '../model/shares';
 import type { RunningCall } from '../model/details';
 import type { Questions } from './questions';
 import { addWait, withdraw } from './turns';
@@ -132,14 +133,17 @@ export async function makeCall(
   const tool = call.call;
   const settings = ctx.settings.tools[tool] ?? place.settings ?? UNKNOWN_TOOL_SETTINGS;
   const priority = { ...ctx.priority, ...(place.priorityKey ? { priorityKey: place.priorityKey } : {}) };
-  /** The call's activity; scheduled anew after a wait for its turn, with the attempts it has left (F2, F3). */
-  const callTool = (attemptsBefore: number) =>
+  /**
+   * The call's activity; scheduled anew after a wait for its turn, with the attempts it has left (F2, F3), and one step
+   * ahead once its turn came (a permit waits for it).
+   */
+  const callTool = (attemptsBefore: number, granted: boolean) =>
     proxyActivities<Activities>({
       activityId: placed.activityId,
       // A session's calls run on its node's own queue (T4); any other call on the shared one.
       ...(place.taskQueue ? { taskQueue: place.taskQueue } : {}),
       summary: callSummary(tool, key, ctx.jobId),
-      priority,
+      priority: granted ? { ...priority, priorityKey: grantedCallPriority(priority.priorityKey) } : priority,
       // Temporal's timeout is only a backstop: the attempt stops itself at its own limit (C6).
       startToCloseTimeout: `${settings.timeoutSeconds + BACKSTOP_SLACK_SECONDS}s`,
       heartbeatTimeout: `${ctx.settings.heartbeatTimeoutSeconds}s`,
@@ -198,7 +202,7 @@ export async function makeCall(
   let waitsNow: { waits: CallWaits['waits']; since: number } | undefined;
   try {
     for (;;) {
-      const out = await callTool(input.before?.attempts ?? 0)(input);
+      const out = await callTool(input.before?.attempts ?? 0, input.granted === true)(input);
       if ('waits' in out) {
         // F2, F3: nothing was sent and no attempt used; the call waits here, holding no slot, then goes again.
         for (const queue of out.state.sandboxQueues ?? []) ctx.sandboxQueues.add(queue);

@@ -171,7 +171,11 @@ class Attempt {
     const { deps, input } = this;
     const queue = this.ctx.info.taskQueue;
     try {
-      this.admission = await deps.shares.admit({ input, server, queue, state: read.state }, this.controller.signal);
+      const first = this.ctx.info.attempt === 1;
+      this.admission = await deps.shares.admit(
+        { input, server, queue, state: read.state, first },
+        this.controller.signal,
+      );
     } catch (err) {
       if (err instanceof MustWait) throw err;
       // Its tenant's limiter did not answer (no node runs the policy queue, Temporal is away): nothing was sent.

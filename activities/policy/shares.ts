@@ -20,7 +20,15 @@ import type { CallInput } from '../../model/activities';
 import type { GiveInput, TakeRequest, TakeResult } from '../../model/limiter';
 import { REMEMBERED } from '../../model/limiter';
 import { randomUUID } from 'node:crypto';
-import { giveSignal, giveUpdate, killsSignal, limitsSignal, takeManyUpdate, takeUpdate } from '../../model/messages';
+import {
+  giveSignal,
+  giveUpdate,
+  killsSignal,
+  limitsSignal,
+  takeManyUpdate,
+  takeUpdate,
+  withdrawSignal,
+} from '../../model/messages';
 import { UpdateBatcher, notTaken } from '../../common/update-batcher';
 import { causesOf } from '../../common/causes';
 import type { TenantSharesWorkflow } from '../../model/messages';
@@ -87,6 +95,11 @@ class TenantHold {
   waiting: Record<string, number> = {};
   /** A renewal or give is on its way: the next waits for it, so the node's messages never cross. */
   sending?: Promise<void>;
+  /**
+   * The next give, waiting for the one on its way: every call that ends meanwhile joins it (what it gives is counted
+   * when it goes), so permits freed together go back in one message, not one round trip each.
+   */
+  next?: { done: Promise<void>; all: boolean };
   /** A give not answered yet (its deadline passed): sent again as it was, under its id, before any other. */
   pending?: GiveInput;
   /** Asks whose answers never came: what they may have taken goes back with the next give. */
@@ -178,10 +191,17 @@ export class ShareGate {
    * rates); throws {@link MustWait} when not. `signal` ends the wait of a slot given back (the call stopped).
    */
   async admit(
-    call: { input: CallInput; server: string; queue: string; state: TenantState },
+    call: {
+      input: CallInput;
+      server: string;
+      queue: string;
+      state: TenantState;
+      /** The first attempt of this schedule of the call's activity (a grant it carries is unclaimed yet). */
+      first?: boolean;
+    },
     signal: AbortSignal,
   ): Promise<Admission> {
-    const { input, server, queue, state } = call;
+    const { input, server, queue, state, first } = call;
     const shares = sharesOf(state, this.deps.seedOf(input.tenant));
     this.weights.set(input.tenant, shares.weight);
     const byTenant = this.running.get(queue) ?? new Map<string, number>();
@@ -199,11 +219,14 @@ export class ShareGate {
       else byTenant.delete(input.tenant);
     };
     try {
-      const taken = await this.take({ input, server, shares, version: state.version }, signal);
+      const taken = await this.take({ input, server, shares, version: state.version, first }, signal);
       return {
         release: () => {
           leave();
-          if (taken) this.putBack(input.tenant, taken.hold, taken.caps);
+          if (!taken) return;
+          // A grant claimed on the way gives its permit back once the claim is answered (counted by then).
+          if (taken.claimed) void taken.claimed.then((ok) => ok && this.putBack(input.tenant, taken.hold, taken.caps));
+          else this.putBack(input.tenant, taken.hold, taken.caps);
         },
       };
     } catch (err) {
@@ -239,15 +262,20 @@ export class ShareGate {
    * the hold they go back to (the same one: the node keeps it while a call of it asks or runs). None: no limits.
    */
   private async take(
-    call: { input: CallInput; server: string; shares: Shares; version: number },
+    call: { input: CallInput; server: string; shares: Shares; version: number; first?: boolean },
     signal: AbortSignal,
-  ): Promise<{ hold: TenantHold; caps: string[] } | undefined> {
+  ): Promise<{ hold: TenantHold; caps: string[]; claimed?: Promise<boolean> } | undefined> {
     const { input, server, shares } = call;
     const { caps, rates } = limitsOf(shares.limits, server);
     const capScopes = Object.keys(caps);
     if (capScopes.length === 0 && Object.keys(rates).length === 0) return undefined;
     const hold = this.holdOf(input.tenant);
     hold.limits ??= JSON.stringify(shares.limits);
+    // N4: a turn's grant holds its permit at the limiter (counted as running) until a node claims it: the first attempt
+    // it was scheduled for starts at once, and claims it on the way, in this node's next batch of asks. Not under a
+    // rate (its grant says when to start), nor on a later attempt (the first may have claimed it).
+    if (input.granted && call.first && Object.keys(rates).length === 0)
+      return { hold, caps: capScopes, claimed: this.claim(hold, input, server, call) };
     // A permit the node holds idle serves the call without asking, unless a call waits in line for it (its place).
     const local =
       !input.granted &&
@@ -291,6 +319,54 @@ export class ShareGate {
     // A rate's start, less than a second off: kept here (Temporal's timers could not keep it to the millisecond).
     if (result.at !== undefined) await pause(result.at - Date.now(), signal);
     return { hold, caps: result.caps };
+  }
+
+  /**
+   * Claims a grant for a call already started: its permits counted as the node's and in use meanwhile. Resolves to
+   * whether the limiter had it. A grant gone (past its time, taken back) means the call runs on no permit: said, and
+   * the line it was put in is left at once, so no permit is granted to it again.
+   */
+  private async claim(
+    hold: TenantHold,
+    input: CallInput,
+    server: string,
+    call: { shares: Shares; version: number },
+  ): Promise<boolean> {
+    const { caps } = limitsOf(call.shares.limits, server);
+    const scopes = Object.keys(caps);
+    for (const s of scopes) {
+      hold.held[s] = (hold.held[s] ?? 0) + 1;
+      hold.used[s] = (hold.used[s] ?? 0) + 1;
+    }
+    const unclaimed = () => {
+      for (const s of scopes) {
+        hold.held[s] = Math.max(0, hold.held[s] - 1);
+        hold.used[s] = Math.max(0, hold.used[s] - 1);
+      }
+      return false;
+    };
+    const id = randomUUID();
+    hold.asking++;
+    try {
+      const result = await this.ask(id, input, server, call);
+      hold.waiting = result.waiting;
+      if (result.ok) return true;
+      this.deps.logger.warn(
+        { tenant: input.tenant, key: input.key, why: result.why },
+        "a call's turn had no permit left at its limiter when claimed (its grant was past its time): it ran beyond the cap",
+      );
+    } catch {
+      // Its answer may have been lost after the limiter counted the claim: handed back by the ask's id.
+      hold.abandoned.push(id);
+    } finally {
+      hold.asking--;
+    }
+    // Out of the line the ask may have put it in (a claim that did take its permit leaves nothing to take out).
+    await this.deps.client.workflow
+      .getHandle(sharesWorkflowId(input.tenant))
+      .signal(withdrawSignal, { jobId: input.jobId, key: input.key })
+      .catch(() => undefined);
+    return unclaimed();
   }
 
   /** One ask of the tenant's limiter (which starts it if need be), in this node's next batch of asks of it. */
@@ -360,9 +436,16 @@ export class ShareGate {
    * `last`: the node stops, and says so with a signal, which needs no worker to answer (it may be the last node).
    */
   private send(tenant: string, hold: TenantHold, all: boolean, last = false): Promise<void> {
+    if (!last && hold.next) {
+      hold.next.all ||= all;
+      return hold.next.done;
+    }
     // Gives are relative (the limiter takes n off), so the last one need not wait for one still on its way.
     const previous = last ? Promise.resolve() : (hold.sending ?? Promise.resolve());
+    const next = { all, done: Promise.resolve() };
+    if (!last && hold.sending) hold.next = next;
     const sending = previous.then(async () => {
+      if (hold.next === next) hold.next = undefined;
       // A give not answered before is sent again as it was: the limiter counts it once.
       if (!hold.pending) {
         const now = Date.now();
@@ -370,7 +453,7 @@ export class ShareGate {
         for (const scope of Object.keys(hold.held)) {
           const idle = hold.idle(scope);
           const stale = now - (hold.idleSince[scope] ?? 0) >= LINGER_MS;
-          if (idle > 0 && (all || stale || hold.waiting[scope] > 0)) give[scope] = idle;
+          if (idle > 0 && (next.all || stale || hold.waiting[scope] > 0)) give[scope] = idle;
         }
         // Counted out before the message goes: a call that starts meanwhile asks the limiter, never a permit in flight.
         for (const [scope, n] of Object.entries(give)) hold.held[scope] -= n;
@@ -407,6 +490,7 @@ export class ShareGate {
       if (hold.sending === done) hold.sending = undefined;
     });
     hold.sending = done;
+    next.done = done;
     return done;
   }
 

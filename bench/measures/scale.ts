@@ -20,7 +20,9 @@ import { policyTargetOf } from '../../common/policy-client';
 import { Oz0Status, Oz0Tenant } from '../../model/job';
 import { policyWorkflowId } from '../../model/policy-rules';
 import { sharesWorkflowId } from '../../model/shares';
-import { fixed, mostAtOnce, percentile, sleep } from '../common';
+import { turnSignal } from '../../model/messages';
+import { timestampMs } from '../../common/time';
+import { fixed, meanAtOnce, mostAtOnce, percentile, sleep } from '../common';
 import type { Row } from '../common';
 import { benchConfig, withNode } from '../env';
 import type { BenchEnv } from '../env';
@@ -36,6 +38,8 @@ export interface ScaleOptions {
   /** Live sessions: the control's count, then the load's; calls each. */
   sessions: [number, number];
   sessionCalls: number;
+  /** Which parts run (all by default). */
+  parts: Array<'waiting' | 'caps' | 'sessions'>;
 }
 
 function probeConfig(env: BenchEnv, taskQueue: string, log: string, extra: Record<string, unknown> = {}) {
@@ -142,7 +146,7 @@ async function cappedCalls(env: BenchEnv, n: number, ms: number, capped: boolean
   });
   return withNode(env, config, async () => {
     const t0 = performance.now();
-    await startJobs(env.client, taskQueue, tenant, n, 'probe.hang', ms);
+    const ids = await startJobs(env.client, taskQueue, tenant, n, 'probe.hang', ms);
     // Counted in visibility, not by a result() each: 2,000 long polls at once pass the server's namespace poller limit
     // (RESOURCE_EXHAUSTED on the client's wait, while the jobs themselves complete).
     const ofTenant = `${Oz0Tenant.name} = '${tenant}'`;
@@ -155,8 +159,11 @@ async function cappedCalls(env: BenchEnv, n: number, ms: number, capped: boolean
     const failed = (await env.client.workflow.count(`${ofTenant} AND ExecutionStatus != 'Completed'`)).count;
     const starts = readReceived(log).filter((e) => e.event === 'start' && e.tool === 'hang');
     const most = mostAtOnce(log);
+    const mean = meanAtOnce(log);
     const counts = capped ? await updatesOf(env.client, sharesWorkflowId(tenant)) : {};
+    const handOver = capped ? await handOverOf(env.client, ids.slice(-100), log) : undefined;
     return {
+      handOver,
       n,
       ms,
       seconds,
@@ -164,9 +171,58 @@ async function cappedCalls(env: BenchEnv, n: number, ms: number, capped: boolean
       made: starts.length,
       distinct: new Set(starts.map((e) => e.key)).size,
       most,
+      mean,
       takeUpdates: counts.takeMany ?? 0,
     };
   });
+}
+
+/**
+ * Where a permit's hand-over spends its time, for calls that waited for their turn (medians, ms): a call's end (the
+ * last one before the turn, on the probe server) to its job's turn signal (the permit given back, granted on); the
+ * signal to the call's activity scheduled again (the job's workflow task); scheduled to started (matching); started
+ * to the call's start on the server (its permit claimed).
+ */
+async function handOverOf(client: Client, ids: string[], log: string) {
+  const ends = readReceived(log)
+    .filter((e) => e.event === 'end')
+    .map((e) => e.t as number)
+    .sort((a, b) => a - b);
+  const startOf = new Map(
+    readReceived(log)
+      .filter((e) => e.event === 'start')
+      .map((e) => [String(e.key).split('/')[0], e.t as number]),
+  );
+  const parts = {
+    endToTurn: [] as number[],
+    turnToScheduled: [] as number[],
+    toStarted: [] as number[],
+    toCall: [] as number[],
+  };
+  for (const id of ids) {
+    const events = (await client.workflow.getHandle(id).fetchHistory()).events ?? [];
+    const turn = events.find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === turnSignal.name);
+    const call = startOf.get(id);
+    if (!turn || call === undefined) continue;
+    const after = events.filter((e) => Number(e.eventId) > Number(turn.eventId));
+    const scheduled = after.find((e) => e.activityTaskScheduledEventAttributes);
+    const started = after.find((e) => e.activityTaskStartedEventAttributes);
+    if (!scheduled || !started) continue;
+    const at = timestampMs(turn.eventTime);
+    const end = ends.filter((t) => t <= at).pop();
+    if (end !== undefined) parts.endToTurn.push(at - end);
+    parts.turnToScheduled.push(timestampMs(scheduled.eventTime) - at);
+    parts.toStarted.push(timestampMs(started.eventTime) - timestampMs(scheduled.eventTime));
+    parts.toCall.push(call - timestampMs(started.eventTime));
+  }
+  const median = (v: number[]) => Math.round(percentile(v, 50));
+  return {
+    calls: parts.toCall.length,
+    endToTurn: median(parts.endToTurn),
+    turnToScheduled: median(parts.turnToScheduled),
+    toStarted: median(parts.toStarted),
+    toCall: median(parts.toCall),
+  };
 }
 
 /** N5: `n` external sessions on a node of 40 slots, each making `calls` calls one after another. */
@@ -216,15 +272,18 @@ async function liveSessions(env: BenchEnv, n: number, calls: number, round: stri
 
 export async function measureScale(env: BenchEnv, opts: ScaleOptions): Promise<{ rows: Row[]; data: object }> {
   const waits: Array<Awaited<ReturnType<typeof waitingCalls>>> = [];
-  for (const [i, n] of opts.waiting.entries()) waits.push(await waitingCalls(env, n, `w${i}`));
+  const runs = (part: ScaleOptions['parts'][number]) => opts.parts.length === 0 || opts.parts.includes(part);
+  if (runs('waiting')) for (const [i, n] of opts.waiting.entries()) waits.push(await waitingCalls(env, n, `w${i}`));
   const caps: Array<{
     capped: Awaited<ReturnType<typeof cappedCalls>>;
     free: Awaited<ReturnType<typeof cappedCalls>>;
   }> = [];
-  for (const { calls, ms } of opts.capped)
-    caps.push({ capped: await cappedCalls(env, calls, ms, true), free: await cappedCalls(env, calls, ms, false) });
+  if (runs('caps'))
+    for (const { calls, ms } of opts.capped)
+      caps.push({ capped: await cappedCalls(env, calls, ms, true), free: await cappedCalls(env, calls, ms, false) });
   const lives: Array<Awaited<ReturnType<typeof liveSessions>>> = [];
-  for (const [i, n] of opts.sessions.entries()) lives.push(await liveSessions(env, n, opts.sessionCalls, `s${i}`));
+  if (runs('sessions'))
+    for (const [i, n] of opts.sessions.entries()) lives.push(await liveSessions(env, n, opts.sessionCalls, `s${i}`));
   const [, big] = waits;
   const rows: Row[] = [
     ...waits.map((w) => ({
@@ -247,8 +306,13 @@ export async function measureScale(env: BenchEnv, opts: ScaleOptions): Promise<{
       measure: `(N4) a cap of 40: ${capped.n} calls of ${capped.ms} ms on 50 slots, against uncapped on 40 slots`,
       figure:
         `${fixed(capped.seconds, 1)} s against ${fixed(free.seconds, 1)} s (${fixed(capped.seconds / free.seconds, 2)} ×); ` +
-        `most at once ${capped.most} (uncapped ${free.most}); made ${capped.made} (${capped.distinct} keys), ` +
-        `${capped.failed} failed; the limiter took ${capped.takeUpdates} batches`,
+        `most at once ${capped.most} (uncapped ${free.most}), on average ${fixed(capped.mean, 1)} (${fixed(free.mean, 1)}); made ${capped.made} (${capped.distinct} keys), ` +
+        `${capped.failed} failed; the limiter took ${capped.takeUpdates} batches` +
+        (capped.handOver?.calls
+          ? `; a hand-over (median of ${capped.handOver.calls} calls in line): end to turn ${capped.handOver.endToTurn} ms, ` +
+            `to scheduled ${capped.handOver.turnToScheduled}, to started ${capped.handOver.toStarted}, ` +
+            `to the call ${capped.handOver.toCall}`
+          : ''),
       target: '≤ 1.1 ×, at most 40 at once, none failed',
       met:
         capped.seconds / free.seconds <= 1.1 &&

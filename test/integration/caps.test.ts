@@ -20,7 +20,9 @@ import { Worker } from '@temporalio/worker';
 import { WorkflowClient } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import { workflowBundle } from '../../worker/bundle';
-import { sharesWorkflowId } from '../../model/shares';
+import { DEFAULT_PRIORITY, sharesWorkflowId } from '../../model/shares';
+import type { TakeRequest } from '../../model/limiter';
+import { timestampMs } from '../../common/time';
 import { setShares } from '../../client/tenants';
 import { openSession } from '../../client/sessions';
 import { eventually, fixture, logger, tmpDir, uniqueId, useTemporal } from '../helpers/temporal';
@@ -122,7 +124,43 @@ test('F3: a cap on running calls holds exactly across two nodes; the same flood 
     // A wait uses no attempt: the call made exactly one.
     expect(step.attempts).toEqual([expect.objectContaining({ attempt: 1, outcome: 'ok' })]);
   }
+  // N4: a call whose turn came is scheduled one step ahead of its job's priority (a permit is held for it), and starts
+  // without waiting for its claim: the node claims the grant on the way, and the server saw the call before the limiter
+  // had answered the claim.
+  const claims = await claimedAt(sharesWorkflowId(capped));
+  const callStart = new Map(starts.map((e) => [String(e.key), e.t as number]));
+  for (const { jobId } of traces.filter((t) => callsOf(t).some((s) => s.waited?.length))) {
+    const events = (await temporal.client.workflow.getHandle(jobId).fetchHistory()).events ?? [];
+    const scheduled = events.flatMap((e) => e.activityTaskScheduledEventAttributes ?? []);
+    expect(scheduled.map((a) => a.priority?.priorityKey ?? 0)).toEqual([0, DEFAULT_PRIORITY - 1]);
+    const key = callsOf(traces.find((t) => t.jobId === jobId)!)[0].key;
+    expect(callStart.get(key)).toBeLessThan(claims.get(key)!);
+  }
 }, 120_000);
+
+/** When a tenant's limiter answered each call's last ask (its claim, for a call whose turn came), by the call's key. */
+async function claimedAt(workflowId: string): Promise<Map<string, number>> {
+  const handle = temporal.client.workflow.getHandle(workflowId);
+  const converter = temporal.client.options.loadedDataConverter;
+  const context = { type: 'workflow' as const, namespace: temporal.client.options.namespace, workflowId };
+  const events = (await handle.fetchHistory()).events ?? [];
+  const answered = new Map<string, number>();
+  for (const e of events) {
+    const done = e.workflowExecutionUpdateCompletedEventAttributes;
+    if (done) answered.set(done.meta?.updateId ?? '', timestampMs(e.eventTime));
+  }
+  const at = new Map<string, number>();
+  for (const e of events) {
+    const accepted = e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest;
+    const payloads = accepted?.input?.args?.payloads;
+    if (!payloads?.length || !accepted?.input?.name?.startsWith('take')) continue;
+    const [opened] = await openedWith(converter, payloads, context);
+    const asks = converter.payloadConverter.fromPayload(opened) as TakeRequest | TakeRequest[];
+    for (const ask of Array.isArray(asks) ? asks : [asks])
+      at.set(ask.call.key, answered.get(accepted.meta?.updateId ?? '') ?? Infinity);
+  }
+  return at;
+}
 
 test('F3: a rate spaces a tenant’s calls across two nodes (5 a second); the same calls without it start at once', async () => {
   const rated = uniqueId('rated');
