@@ -2,7 +2,7 @@
  * `npm run bench`: every measure in one run on one dev server, printed as a table against its target and written
  * to bench/results/bench-<when>.json with the machine's details. Never part of `npm test`.
  *
- *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,scale,ceiling,versioning,default] [--temporal host:port]
+ *   npm run bench -- [--quick] [--only cost,throughput,payloads,answers,cancel,long,memory,gateway,sandbox,observability,cli,fairness,scale,open,ceiling,versioning,default] [--open-jobs N] [--temporal host:port]
  *
  * `default` is (a) once more on a dev server with its own queue readers (20 reads a second), for the record: the
  * floor every figure had before oz0 raised them.
@@ -26,6 +26,7 @@ import { measurePayloads } from './measures/payloads';
 import { measureFairness } from './measures/fairness';
 import { measureAnswers } from './measures/answers';
 import { measureScale } from './measures/scale';
+import { measureOpenJobs } from './measures/open-jobs';
 import { measureVersioning } from './measures/versioning';
 
 const MEASURES = [
@@ -42,6 +43,7 @@ const MEASURES = [
   'cli',
   'fairness',
   'scale',
+  'open',
   'ceiling',
   'versioning',
   'default',
@@ -68,6 +70,7 @@ const OptionsSchema = z.strictObject({
     .optional(),
   cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
   scaleParts: listOption('scale part', SCALE_PARTS),
+  openJobs: z.coerce.number().int().min(10).max(100_000).optional(),
 });
 
 async function main(): Promise<void> {
@@ -94,6 +97,7 @@ async function main(): Promise<void> {
         "observability: every allocation of the workers' main threads sampled over the measured rounds, summed",
       ),
     )
+    .addOption(new Option('--open-jobs <n>', 'open: how many jobs (default 10,000; 1,000 with --quick)'))
     .addOption(
       new Option('--scale-parts <parts>', `scale: which of its parts run (${SCALE_PARTS.join(',')}; default all)`),
     )
@@ -129,6 +133,7 @@ async function main(): Promise<void> {
     obsTry,
     cancelBatch,
     scaleParts,
+    openJobs,
   } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
@@ -192,6 +197,13 @@ async function main(): Promise<void> {
         },
   };
   const scale = { ...settings.scale, parts: scaleParts };
+  // N1: jobs open at once on two node processes (most of them waiting), on the dev server or the cluster.
+  const open = {
+    jobs: openJobs ?? (quick ? 1000 : 10_000),
+    slots: quick ? 100 : 200,
+    longSeconds: quick ? 20 : 30,
+    waitSeconds: quick ? 30 : 60,
+  };
   const env = await openBenchEnv(temporal);
   const about = { ...machine(env.cli), temporal: temporal ? `${temporal} (npm run cluster)` : 'dev server' };
   process.stdout.write(`machine: ${JSON.stringify(about)}\n`);
@@ -226,13 +238,15 @@ async function main(): Promise<void> {
                               ? await measureFairness(env, settings.fairness)
                               : name === 'scale'
                                 ? await measureScale(env, scale)
-                                : name === 'ceiling'
-                                  ? await measureThroughput(env, settings.ceiling)
-                                  : name === 'versioning'
-                                    ? await measureVersioning(env, settings.versioning)
-                                    : name === 'default'
-                                      ? await onDefaultServer(settings.cost)
-                                      : await measureMemory(env, settings.memory);
+                                : name === 'open'
+                                  ? await measureOpenJobs(env, open)
+                                  : name === 'ceiling'
+                                    ? await measureThroughput(env, settings.ceiling)
+                                    : name === 'versioning'
+                                      ? await measureVersioning(env, settings.versioning)
+                                      : name === 'default'
+                                        ? await onDefaultServer(settings.cost)
+                                        : await measureMemory(env, settings.memory);
       rows.push(...result.rows);
       data[name] = { seconds: Math.round((performance.now() - t) / 100) / 10, ...result.data };
       process.stderr.write(table(result.rows));

@@ -151,7 +151,8 @@ async function cappedCalls(env: BenchEnv, n: number, ms: number, capped: boolean
     // (RESOURCE_EXHAUSTED on the client's wait, while the jobs themselves complete).
     const ofTenant = `${Oz0Tenant.name} = '${tenant}'`;
     const deadline = Date.now() + 1_200_000;
-    while ((await env.client.workflow.count(`${ofTenant} AND ExecutionStatus = 'Running'`)).count > 0) {
+    // Until every job has ended: visibility may not list a job just started yet, so its end is counted, not its run.
+    while ((await env.client.workflow.count(`${ofTenant} AND ExecutionStatus != 'Running'`)).count < n) {
       if (Date.now() > deadline) throw new Error(`${tenant}'s jobs did not end within 20 minutes`);
       await sleep(500);
     }
