@@ -75,7 +75,9 @@ export async function openBenchEnv(
   };
   stopOnSignals(release);
   const connection = await Connection.connect({ address: server.address });
-  const keys = path.join(dir, 'keys');
+  // A cluster outlives a run: what one run's nodes sealed there (the all-tenants policy, a tenant's limiter) must open
+  // in the next, so its key folder is kept with the project's state; a dev server of its own ends with the run.
+  const keys = temporal ? path.join(root, '.oz0', 'bench-keys') : path.join(dir, 'keys');
   // The run's client opens what its nodes seal, with their keys, and writes plain: it starts bare workers' workflows
   // too, which have no codec (an oz0 node takes a plain spec, D6). No store: what it reads of big answers goes through
   // a job client of the node's own config.

@@ -71,6 +71,7 @@ const OptionsSchema = z.strictObject({
   cancelBatch: z.coerce.number().int().min(1).max(100).default(10),
   scaleParts: listOption('scale part', SCALE_PARTS),
   openJobs: z.coerce.number().int().min(10).max(100_000).optional(),
+  waitingCalls: z.coerce.number().int().min(10).max(100_000).optional(),
 });
 
 async function main(): Promise<void> {
@@ -97,6 +98,7 @@ async function main(): Promise<void> {
         "observability: every allocation of the workers' main threads sampled over the measured rounds, summed",
       ),
     )
+    .addOption(new Option('--waiting-calls <n>', 'scale: the larger size of its calls waiting for a person (1,000)'))
     .addOption(new Option('--open-jobs <n>', 'open: how many jobs (default 10,000; 1,000 with --quick)'))
     .addOption(
       new Option('--scale-parts <parts>', `scale: which of its parts run (${SCALE_PARTS.join(',')}; default all)`),
@@ -134,6 +136,7 @@ async function main(): Promise<void> {
     cancelBatch,
     scaleParts,
     openJobs,
+    waitingCalls,
   } = parsed.data!;
   // On a cluster there is no default dev server to compare with.
   const only = temporal ? parsed.data!.only.filter((m) => m !== 'default') : parsed.data!.only;
@@ -196,7 +199,11 @@ async function main(): Promise<void> {
           sessionCalls: 10,
         },
   };
-  const scale = { ...settings.scale, parts: scaleParts };
+  const scale = {
+    ...settings.scale,
+    parts: scaleParts,
+    ...(waitingCalls ? { waiting: [settings.scale.waiting[0], waitingCalls] as [number, number] } : {}),
+  };
   // N1: jobs open at once on two node processes (most of them waiting), on the dev server or the cluster.
   const open = {
     jobs: openJobs ?? (quick ? 1000 : 10_000),

@@ -146,7 +146,7 @@ export function jobPriority(spec: { tenant: string; priority?: number }): Priori
  * scripted call keeps its job's.
  */
 export function liveCallPriority(jobPriority: number | undefined): number {
-  return Math.max(1, (jobPriority || DEFAULT_PRIORITY) - 1);
+  return stepAhead(jobPriority);
 }
 
 /**
@@ -155,6 +155,11 @@ export function liveCallPriority(jobPriority: number | undefined): number {
  * it would keep that permit idle. At most a cap's worth of such calls are due at once.
  */
 export function grantedCallPriority(priority: number | undefined): number {
+  return stepAhead(priority);
+}
+
+/** One priority step ahead of `priority` (Temporal's default when none), at most to the first. */
+function stepAhead(priority: number | undefined): number {
   return Math.max(1, (priority || DEFAULT_PRIORITY) - 1);
 }
 

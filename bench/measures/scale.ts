@@ -100,7 +100,7 @@ async function waitingCalls(env: BenchEnv, n: number, round: string) {
     const ids = await startJobs(env.client, taskQueue, tenant, n, 'probe.hang', 10);
     const query = `${Oz0Tenant.name} = '${tenant}' AND ${Oz0Status.name} = 'waiting'`;
     let waiting = 0;
-    const deadline = Date.now() + 600_000;
+    const deadline = Date.now() + 1_800_000;
     while (Date.now() < deadline) {
       waiting = (await env.client.workflow.count(query)).count;
       if (waiting >= n) break;

@@ -7,6 +7,7 @@ import {
   defaultReserve,
   jobPriority,
   limitsOf,
+  grantedCallPriority,
   liveCallPriority,
   mayTakeSlot,
   priorityProblem,
@@ -31,6 +32,17 @@ describe('F1, F4: priority', () => {
   ])('F4: a live session of a job at priority %s calls at %s (one step ahead, at most the first)', (job, call) => {
     expect(liveCallPriority(job)).toBe(call);
   });
+
+  test.each([
+    [undefined, 2],
+    [4, 3],
+    [1, 1],
+  ])(
+    'F3: a call at priority %s whose turn came is scheduled again at %s (one step ahead: its permit waits)',
+    (own, again) => {
+      expect(grantedCallPriority(own)).toBe(again);
+    },
+  );
 
   test.each([
     [undefined, 3, false],
