@@ -97,8 +97,18 @@ export async function measureOpenJobs(env: BenchEnv, opts: OpenJobsOptions): Pro
   );
   const workers: ChildProcess[] = [];
   try {
+    // Each node's warnings and errors are kept past the run (its temp folder is not): a lost call's why is in them.
+    const logs = path.join(env.root, '.oz0', 'bench-logs', `open-${new Date().toISOString().replace(/[:.]/g, '-')}`);
     const procs = await Promise.all(
-      nodes.map(async (n) => (await startWorker(n.file, `bench-open-${n.name}`, workers)).proc.pid!),
+      nodes.map(
+        async (n) =>
+          (
+            await startWorker(n.file, `bench-open-${n.name}`, workers, {
+              logFile: path.join(logs, `node-${n.name}.log`),
+              env: { OZ0_LOG_LEVEL: 'warn' },
+            })
+          ).proc.pid!,
+      ),
     );
     await sleep(2000);
     const before = procs.map(residentMiB);
@@ -120,7 +130,10 @@ export async function measureOpenJobs(env: BenchEnv, opts: OpenJobsOptions): Pro
     const sampler = (async () => {
       while (sampling) {
         procs.forEach((pid, i) => (peak[i] = Math.max(peak[i], residentMiB(pid))));
-        const open = (await env.client.workflow.count(`${ofRun} AND ExecutionStatus = 'Running'`)).count;
+        // On a cluster just set up, the search attributes the nodes registered may not be queryable for a while.
+        const open = (
+          await env.client.workflow.count(`${ofRun} AND ExecutionStatus = 'Running'`).catch(() => ({ count: 0 }))
+        ).count;
         mostOpen = Math.max(mostOpen, open);
         await sleep(2000);
       }
@@ -140,7 +153,9 @@ export async function measureOpenJobs(env: BenchEnv, opts: OpenJobsOptions): Pro
     const deadline = Date.now() + 60 * 60_000;
     // Until every job has ended (counted by its end: visibility may not list a job just started yet).
     for (;;) {
-      const ended = (await env.client.workflow.count(`${ofRun} AND ExecutionStatus != 'Running'`)).count;
+      const ended = (
+        await env.client.workflow.count(`${ofRun} AND ExecutionStatus != 'Running'`).catch(() => ({ count: 0 }))
+      ).count;
       if (ended >= opts.jobs) break;
       if (Date.now() > deadline) throw new Error(`${opts.jobs - ended} jobs still open after an hour`);
       await sleep(2000);
@@ -208,7 +223,7 @@ export async function measureOpenJobs(env: BenchEnv, opts: OpenJobsOptions): Pro
         figure: `${fixed(data.serverCpuMsPerCall, 1)} ms a call (every job’s workflow tasks included)`,
       },
     ];
-    return { rows, data };
+    return { rows, data: { ...data, logs } };
   } finally {
     for (const w of workers) if (w.exitCode === null) killTree(w.pid!);
   }
