@@ -9,6 +9,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { projectRoot } from '../common/paths';
 import { readReceived } from '../examples/common';
+import type { Client } from '@temporalio/client';
 
 /** The machine a figure came from, so a number is never quoted without it. */
 export interface Machine {
@@ -245,4 +246,21 @@ export function meanAtOnce(log: string): number {
     now += events[i].event === 'start' ? 1 : -1;
   }
   return area / ((events.at(-1)!.t as number) - (events[0].t as number));
+}
+
+/**
+ * Waits until `n` workflows matching `query` have ended, counted by their end (visibility may not list a workflow just
+ * started yet, so "none running" can come too early); a count refused meanwhile (a cluster whose search attributes are
+ * not queryable yet) counts none. Throws past `timeoutMs`, saying how many are still open.
+ */
+export async function untilEnded(client: Client, query: string, n: number, timeoutMs: number, everyMs = 1000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ended = (
+      await client.workflow.count(`(${query}) AND ExecutionStatus != 'Running'`).catch(() => ({ count: 0 }))
+    ).count;
+    if (ended >= n) return;
+    if (Date.now() > deadline) throw new Error(`${n - ended} of ${n} jobs still open after ${timeoutMs / 60_000} min`);
+    await sleep(everyMs);
+  }
 }

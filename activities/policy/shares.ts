@@ -275,7 +275,7 @@ export class ShareGate {
     // it was scheduled for starts at once, and claims it on the way, in this node's next batch of asks. Not under a
     // rate (its grant says when to start), nor on a later attempt (the first may have claimed it).
     if (input.granted && call.first && Object.keys(rates).length === 0)
-      return { hold, caps: capScopes, claimed: this.claim(hold, input, server, call) };
+      return { hold, caps: capScopes, claimed: this.claim(hold, capScopes, input, server, call) };
     // A permit the node holds idle serves the call without asking, unless a call waits in line for it (its place).
     const local =
       !input.granted &&
@@ -328,12 +328,11 @@ export class ShareGate {
    */
   private async claim(
     hold: TenantHold,
+    scopes: string[],
     input: CallInput,
     server: string,
     call: { shares: Shares; version: number },
   ): Promise<boolean> {
-    const { caps } = limitsOf(call.shares.limits, server);
-    const scopes = Object.keys(caps);
     for (const s of scopes) {
       hold.held[s] = (hold.held[s] ?? 0) + 1;
       hold.used[s] = (hold.used[s] ?? 0) + 1;

@@ -16,7 +16,7 @@ import { readReceived } from '../../examples/common';
 import { Oz0Tenant } from '../../model/job';
 import { killTree, startWorker } from '../../worker/processes';
 import { freePort } from '../../worker/dev-server';
-import { cpuSeconds, fixed, sleep } from '../common';
+import { cpuSeconds, fixed, sleep, untilEnded } from '../common';
 import type { Row } from '../common';
 import { writeBenchConfig } from '../env';
 import type { BenchEnv } from '../env';
@@ -150,16 +150,7 @@ export async function measureOpenJobs(env: BenchEnv, opts: OpenJobsOptions): Pro
         ),
       );
     const startedSeconds = (performance.now() - t0) / 1000;
-    const deadline = Date.now() + 60 * 60_000;
-    // Until every job has ended (counted by its end: visibility may not list a job just started yet).
-    for (;;) {
-      const ended = (
-        await env.client.workflow.count(`${ofRun} AND ExecutionStatus != 'Running'`).catch(() => ({ count: 0 }))
-      ).count;
-      if (ended >= opts.jobs) break;
-      if (Date.now() > deadline) throw new Error(`${opts.jobs - ended} jobs still open after an hour`);
-      await sleep(2000);
-    }
+    await untilEnded(env.client, ofRun, opts.jobs, 60 * 60_000, 2000);
     sampling = false;
     await sampler;
     const seconds = (performance.now() - t0) / 1000;

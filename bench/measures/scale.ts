@@ -22,7 +22,7 @@ import { policyWorkflowId } from '../../model/policy-rules';
 import { sharesWorkflowId } from '../../model/shares';
 import { turnSignal } from '../../model/messages';
 import { timestampMs } from '../../common/time';
-import { fixed, meanAtOnce, mostAtOnce, percentile, sleep } from '../common';
+import { fixed, meanAtOnce, mostAtOnce, percentile, sleep, untilEnded } from '../common';
 import type { Row } from '../common';
 import { benchConfig, withNode } from '../env';
 import type { BenchEnv } from '../env';
@@ -155,12 +155,7 @@ async function cappedCalls(env: BenchEnv, n: number, ms: number, capped: boolean
     // Counted in visibility, not by a result() each: 2,000 long polls at once pass the server's namespace poller limit
     // (RESOURCE_EXHAUSTED on the client's wait, while the jobs themselves complete).
     const ofTenant = `${Oz0Tenant.name} = '${tenant}'`;
-    const deadline = Date.now() + 1_200_000;
-    // Until every job has ended: visibility may not list a job just started yet, so its end is counted, not its run.
-    while ((await env.client.workflow.count(`${ofTenant} AND ExecutionStatus != 'Running'`)).count < n) {
-      if (Date.now() > deadline) throw new Error(`${tenant}'s jobs did not end within 20 minutes`);
-      await sleep(500);
-    }
+    await untilEnded(env.client, ofTenant, n, 1_200_000, 500);
     const seconds = (performance.now() - t0) / 1000;
     const failed = (await env.client.workflow.count(`${ofTenant} AND ExecutionStatus != 'Completed'`)).count;
     const starts = readReceived(log).filter((e) => e.event === 'start' && e.tool === 'hang');
